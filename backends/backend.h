@@ -1,0 +1,176 @@
+// The compute-device interface. Architecture code (engine/model) records a forward pass as
+// a Graph of operations on Tensors that live in device Buffers; a Backend executes the
+// graph. Nothing above this header knows which device runs it.
+//
+// Designed for asynchronous devices from the start:
+//  - weights are uploaded once (upload_weights) and stay resident; the CPU backend maps
+//    them in place;
+//  - every operation is recorded first and executed later as one unit (execute), so a GPU
+//    backend can build one command buffer per forward pass;
+//  - small integer inputs an op needs (token ids, positions, KV slots) travel inside the
+//    Graph, so a device backend uploads them together with the submission;
+//  - host <-> device transfers are explicit (write, read).
+//
+// Thread-safety: a Backend and everything it allocates are used by one thread (the
+// engine thread). Buffers must not outlive their Backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/result.h"
+
+namespace hearth {
+
+enum class BufferKind {
+  Weights,      // model parameters; read-only after upload
+  KvCache,      // attention keys and values, f16 by default
+  Activations,  // per-pass scratch: hidden states, logits
+};
+
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual size_t bytes() const = 0;
+  // Host address of byte 0 when the buffer is host-visible memory (CPU backend), else null.
+  virtual void* host_data() { return nullptr; }
+  virtual const void* host_data() const { return nullptr; }
+};
+
+// A 2-D view of rows inside a buffer: `rows` rows of `ne0` elements of `type`, consecutive
+// rows `row_stride` bytes apart (a row itself is contiguous, row_bytes(type, ne0) long).
+// Tensors holding several heads per row ([n_tokens, n_heads * head_dim]) say so in the
+// operation that reads them.
+struct Tensor {
+  Buffer* buffer = nullptr;
+  size_t offset = 0;  // bytes from the start of buffer
+  DType type = DType::F32;
+  int64_t ne0 = 0;    // elements per row
+  int64_t rows = 0;
+  size_t row_stride = 0;  // bytes
+
+  bool valid() const { return buffer != nullptr; }
+  size_t row_size() const { return row_bytes(type, ne0); }
+  // The view of rows [first, first + n).
+  Tensor slice_rows(int64_t first, int64_t n) const {
+    Tensor t = *this;
+    t.offset += static_cast<size_t>(first) * row_stride;
+    t.rows = n;
+    return t;
+  }
+};
+
+// A range of Graph::ints.
+struct IntSpan {
+  uint32_t offset = 0;
+  uint32_t count = 0;
+};
+
+enum class OpKind : uint8_t {
+  // dst[i, :] = dequant(src0[ids[i], :]) * f0.  src0: table [n, d] any type; dst F32 [n_ids, d].
+  GetRows,
+  // For each row r and each consecutive chunk c of src1.ne0 elements in it:
+  //   dst[r, c] = src0[r, c] / sqrt(mean(src0[r, c]^2) + f0) * src1[0, :]
+  // so one op normalises a whole hidden state (chunk = row) or every head of a row
+  // (chunk = head_dim). src0, dst F32; src1 F32 [1, chunk]. dst may alias src0.
+  RmsNorm,
+  // dst[t, o] = sum_i src0[o, i] * src1[t, i].  src0: weights [n_out, n_in], any weight
+  // type; src1 F32 [n_tok, n_in]; dst F32 [n_tok, n_out]. The backend may quantize src1 to
+  // the weight type's partner type first (as llama.cpp does); each output's reduction
+  // order is fixed whatever n_tok is.
+  MatMul,
+  // Rotary position embedding, in place on dst F32 [n_tok, n_heads * i0].
+  // ia = positions [n_tok]; i0 = head_dim; i1 = rotated dims (<= head_dim, even);
+  // i2 = layout (kRopeNormal: pairs (2j, 2j+1); kRopeNeox: pairs (j, j + i1/2));
+  // f0 = frequency base; f1 = position scale (1 / linear scaling factor).
+  // theta_j = pos * f1 * f0^(-2j / i1).
+  Rope,
+  Add,      // dst = src0 + src1 (F32, same shape; dst may alias either)
+  Scale,    // dst = src0 * f0
+  GeluMul,  // dst = gelu_tanh(src0) * src1
+  SiluMul,  // dst = silu(src0) * src1
+  Softcap,  // dst = f0 * tanh(src0 / f0)
+  // Writes keys and values of new tokens into the KV cache:
+  //   src2[ia[t], :] = src0[t, :], src3[ia[t], :] = src1[t, :]
+  // src0/src1 F32 [n_tok, n_kv_heads * head_dim]; src2/src3 K/V cache [n_slots, same] in
+  // the cache's type (F16 or F32).
+  StoreKv,
+  // Causal attention of one sequence's query rows over its cached keys and values.
+  // src0 Q F32 [n_q, n_heads * head_dim]; src2/src3 K/V cache [n_slots, n_kv_heads * head_dim];
+  // ia = positions of the query rows [n_q]; ib = KV slot of positions 0 .. n_kv-1 [n_kv];
+  // i0 = n_heads, i1 = n_kv_heads (n_heads % n_kv_heads == 0; head h reads kv head
+  // h / (n_heads / n_kv_heads)), i2 = head_dim, i3 = sliding window (0 = none);
+  // f0 = scale applied to q.k; f1 = softcap of scores (0 = none).
+  // Query at position p sees keys at positions j with j <= p and (i3 == 0 or p - j < i3).
+  // dst F32 [n_q, n_heads * head_dim].
+  Attention,
+  // dst[i, :] = src0[ia[i], :]  (F32), e.g. the rows whose logits are wanted.
+  CopyRows,
+};
+
+inline constexpr int32_t kRopeNormal = 0;
+inline constexpr int32_t kRopeNeox = 2;
+
+struct Op {
+  OpKind kind;
+  Tensor dst;
+  Tensor src0, src1, src2, src3;
+  IntSpan ia, ib;
+  int32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
+  float f0 = 0.0f, f1 = 0.0f;
+};
+
+// A recorded forward pass: operations in execution order plus the integer inputs they use.
+struct Graph {
+  std::vector<Op> ops;
+  std::vector<int32_t> ints;
+
+  IntSpan add_ints(std::span<const int32_t> v) {
+    IntSpan s{static_cast<uint32_t>(ints.size()), static_cast<uint32_t>(v.size())};
+    ints.insert(ints.end(), v.begin(), v.end());
+    return s;
+  }
+  std::span<const int32_t> get(IntSpan s) const { return {ints.data() + s.offset, s.count}; }
+  void clear() {
+    ops.clear();
+    ints.clear();
+  }
+};
+
+struct DeviceInfo {
+  std::string name;         // e.g. "cpu (AMD EPYC, 2 threads, avx512)"
+  std::string kind;         // "cpu", "vulkan", "cuda"
+  size_t memory_bytes = 0;  // device memory, 0 if shared with the host
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DeviceInfo info() const = 0;
+
+  // A buffer of `bytes` bytes; contents undefined. Fails when the device is out of memory.
+  virtual Result<std::unique_ptr<Buffer>> alloc(size_t bytes, BufferKind kind) = 0;
+
+  // Weights resident on the device, initialised from host memory. A host-memory backend
+  // may reference `host` in place instead of copying: the caller keeps `host` alive and
+  // unchanged for the buffer's lifetime.
+  virtual Result<std::unique_ptr<Buffer>> upload_weights(const void* host, size_t bytes) = 0;
+
+  // Whether execute() can run a MatMul / GetRows whose weights have this type.
+  virtual bool supports_weight_type(DType type) const = 0;
+
+  // Host <-> device copies; they complete before returning.
+  virtual void write(Buffer& dst, size_t offset, const void* src, size_t bytes) = 0;
+  virtual void read(const Buffer& src, size_t offset, void* dst, size_t bytes) = 0;
+
+  // Runs every op of the graph in order and waits for completion.
+  virtual Status execute(const Graph& graph) = 0;
+};
+
+}  // namespace hearth

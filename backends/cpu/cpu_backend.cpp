@@ -1,0 +1,112 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "backends/cpu/ops.h"
+#include "backends/cpu/quant_ref.h"
+#include "backends/cpu/vec_dot.h"
+
+namespace hearth::cpu {
+namespace {
+
+constexpr size_t kAlignment = 64;  // cache line; also enough for any SIMD load
+
+class HostBuffer final : public Buffer {
+ public:
+  HostBuffer(void* data, size_t bytes, bool owned) : data_(data), bytes_(bytes), owned_(owned) {}
+  ~HostBuffer() override {
+    if (owned_) std::free(data_);
+  }
+  size_t bytes() const override { return bytes_; }
+  void* host_data() override { return data_; }
+  const void* host_data() const override { return data_; }
+
+ private:
+  void* data_;
+  size_t bytes_;
+  bool owned_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads) : pool_(n_threads) {
+    ctx_.pool = &pool_;
+    ctx_.thread_scratch.resize(pool_.size());
+  }
+
+  DeviceInfo info() const override {
+    DeviceInfo d;
+    d.kind = "cpu";
+    d.name = "cpu (" + std::to_string(pool_.size()) + " threads, " +
+             simd_level_name(active_simd_level()) + ")";
+    return d;
+  }
+
+  Result<std::unique_ptr<Buffer>> alloc(size_t bytes, BufferKind) override {
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (p == nullptr) return make_error("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::unique_ptr<Buffer> b = std::make_unique<HostBuffer>(p, bytes, true);
+    return b;
+  }
+
+  Result<std::unique_ptr<Buffer>> upload_weights(const void* host, size_t bytes) override {
+    // The mapping stays valid while the model is loaded: use it in place.
+    std::unique_ptr<Buffer> b = std::make_unique<HostBuffer>(const_cast<void*>(host), bytes, false);
+    return b;
+  }
+
+  bool supports_weight_type(DType t) const override {
+    switch (t) {
+      case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
+      case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
+      case DType::Q6_K:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  void write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
+    std::memcpy(static_cast<uint8_t*>(dst.host_data()) + offset, src, bytes);
+  }
+  void read(const Buffer& src, size_t offset, void* dst, size_t bytes) override {
+    std::memcpy(dst, static_cast<const uint8_t*>(src.host_data()) + offset, bytes);
+  }
+
+  Status execute(const Graph& g) override {
+    for (const Op& op : g.ops) {
+      switch (op.kind) {
+        case OpKind::GetRows: op_get_rows(op, g, ctx_); break;
+        case OpKind::RmsNorm: op_rms_norm(op, ctx_); break;
+        case OpKind::MatMul: op_matmul(op, ctx_); break;
+        case OpKind::Rope: op_rope(op, g, ctx_); break;
+        case OpKind::Add:
+        case OpKind::Scale:
+        case OpKind::GeluMul:
+        case OpKind::SiluMul:
+        case OpKind::Softcap: op_elementwise(op, ctx_); break;
+        case OpKind::StoreKv: op_store_kv(op, g, ctx_); break;
+        case OpKind::Attention: op_attention(op, g, ctx_); break;
+        case OpKind::CopyRows: op_copy_rows(op, g, ctx_); break;
+      }
+    }
+    return {};
+  }
+
+ private:
+  ThreadPool pool_;
+  ExecContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
+  const int n = options.n_threads > 0 ? options.n_threads : physical_core_count();
+  return std::make_unique<CpuBackend>(n);
+}
+
+}  // namespace hearth::cpu

@@ -1,0 +1,18 @@
+// The CPU backend: the reference every other backend is tested against. Buffers are
+// plain host memory (weights are the GGUF mapping itself, no copy); operations run on a
+// thread pool, each split by rows so a row's arithmetic never depends on the batch.
+#pragma once
+
+#include <memory>
+
+#include "backends/backend.h"
+
+namespace hearth::cpu {
+
+struct CpuBackendOptions {
+  int n_threads = 0;  // 0 = one per physical core
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);
+
+}  // namespace hearth::cpu

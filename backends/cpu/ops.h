@@ -1,0 +1,48 @@
+// CPU implementations of the backend operations (see backends/backend.h for the
+// contract of each). Internal to backends/cpu.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace hearth::cpu {
+
+// What an op needs besides its operands: the pool and reusable scratch memory.
+struct ExecContext {
+  ThreadPool* pool = nullptr;
+  std::vector<uint8_t> scratch;                   // activation quantization, KV staging
+  std::vector<std::vector<float>> thread_scratch;  // one per thread (attention scores)
+
+  uint8_t* scratch_bytes(size_t n) {
+    if (scratch.size() < n) scratch.resize(n);
+    return scratch.data();
+  }
+};
+
+inline uint8_t* tensor_data(const Tensor& t) {
+  return static_cast<uint8_t*>(t.buffer->host_data()) + t.offset;
+}
+inline float* row_f32(const Tensor& t, int64_t r) {
+  return reinterpret_cast<float*>(tensor_data(t) + static_cast<size_t>(r) * t.row_stride);
+}
+
+// Splits [0, n) into nth near-equal ranges; returns thread ith's [begin, end).
+inline void split_range(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
+  const int64_t per = (n + nth - 1) / nth;
+  *begin = std::min<int64_t>(n, per * ith);
+  *end = std::min<int64_t>(n, *begin + per);
+}
+
+void op_get_rows(const Op& op, const Graph& g, ExecContext& ctx);
+void op_rms_norm(const Op& op, ExecContext& ctx);
+void op_matmul(const Op& op, ExecContext& ctx);
+void op_rope(const Op& op, const Graph& g, ExecContext& ctx);
+void op_elementwise(const Op& op, ExecContext& ctx);  // Add, Scale, GeluMul, SiluMul, Softcap
+void op_store_kv(const Op& op, const Graph& g, ExecContext& ctx);
+void op_attention(const Op& op, const Graph& g, ExecContext& ctx);
+void op_copy_rows(const Op& op, const Graph& g, ExecContext& ctx);
+
+}  // namespace hearth::cpu

@@ -1,0 +1,192 @@
+// Row-wise operations of the CPU backend: embedding lookup, RMSNorm, RoPE, elementwise
+// activations, KV stores, row copies and the quantized matmul driver.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/ops.h"
+#include "backends/cpu/quant_ref.h"
+#include "backends/cpu/vec_dot.h"
+#include "common/fp16.h"
+
+namespace hearth::cpu {
+
+void op_get_rows(const Op& op, const Graph& g, ExecContext& ctx) {
+  const std::span<const int32_t> ids = g.get(op.ia);
+  const Tensor& table = op.src0;
+  ctx.pool->run([&](int ith, int nth) {
+    int64_t b, e;
+    split_range(static_cast<int64_t>(ids.size()), ith, nth, &b, &e);
+    for (int64_t i = b; i < e; ++i) {
+      const uint8_t* src = tensor_data(table) + static_cast<size_t>(ids[i]) * table.row_stride;
+      float* dst = row_f32(op.dst, i);
+      dequantize_row(table.type, src, dst, table.ne0);
+      if (op.f0 != 1.0f)
+        for (int64_t k = 0; k < table.ne0; ++k) dst[k] *= op.f0;
+    }
+  });
+}
+
+void op_rms_norm(const Op& op, ExecContext& ctx) {
+  const int64_t chunk = op.src1.ne0;
+  const int64_t n_chunks = op.src0.ne0 / chunk;
+  const float* w = row_f32(op.src1, 0);
+  const float eps = op.f0;
+  ctx.pool->run([&](int ith, int nth) {
+    int64_t b, e;
+    split_range(op.src0.rows * n_chunks, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t r = i / n_chunks, c = i % n_chunks;
+      const float* x = row_f32(op.src0, r) + c * chunk;
+      float* y = row_f32(op.dst, r) + c * chunk;
+      double sum = 0.0;  // double, as ggml does, so long rows lose nothing
+      for (int64_t k = 0; k < chunk; ++k) sum += static_cast<double>(x[k]) * x[k];
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sum / chunk) + eps);
+      for (int64_t k = 0; k < chunk; ++k) y[k] = (x[k] * scale) * w[k];
+    }
+  });
+}
+
+void op_rope(const Op& op, const Graph& g, ExecContext& ctx) {
+  const std::span<const int32_t> pos = g.get(op.ia);
+  const int64_t head_dim = op.i0, n_rot = op.i1;
+  const bool neox = op.i2 == kRopeNeox;
+  const int64_t n_heads = op.dst.ne0 / head_dim;
+  const float theta_scale = std::pow(op.f0, -2.0f / static_cast<float>(n_rot));
+  ctx.pool->run([&](int ith, int nth) {
+    std::vector<float> cs(n_rot);  // cos, sin pairs for one position
+    int64_t b, e;
+    split_range(op.dst.rows, ith, nth, &b, &e);
+    for (int64_t t = b; t < e; ++t) {
+      // theta_j = p * scale * base^(-2j/n_rot), accumulated in float as ggml does.
+      float theta = static_cast<float>(pos[t]) * op.f1;
+      for (int64_t j = 0; j < n_rot / 2; ++j) {
+        cs[2 * j] = std::cos(theta);
+        cs[2 * j + 1] = std::sin(theta);
+        theta *= theta_scale;
+      }
+      float* row = row_f32(op.dst, t);
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* x = row + h * head_dim;
+        for (int64_t j = 0; j < n_rot / 2; ++j) {
+          const int64_t i0 = neox ? j : 2 * j;
+          const int64_t i1 = neox ? j + n_rot / 2 : 2 * j + 1;
+          const float c = cs[2 * j], s = cs[2 * j + 1];
+          const float x0 = x[i0], x1 = x[i1];
+          x[i0] = x0 * c - x1 * s;
+          x[i1] = x0 * s + x1 * c;
+        }
+      }
+    }
+  });
+}
+
+namespace {
+
+inline float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+void op_elementwise(const Op& op, ExecContext& ctx) {
+  const int64_t n = op.dst.ne0;
+  ctx.pool->run([&](int ith, int nth) {
+    int64_t b, e;
+    split_range(op.dst.rows, ith, nth, &b, &e);
+    for (int64_t r = b; r < e; ++r) {
+      const float* a = row_f32(op.src0, r);
+      float* y = row_f32(op.dst, r);
+      switch (op.kind) {
+        case OpKind::Add: {
+          const float* c = row_f32(op.src1, r);
+          for (int64_t k = 0; k < n; ++k) y[k] = a[k] + c[k];
+          break;
+        }
+        case OpKind::Scale:
+          for (int64_t k = 0; k < n; ++k) y[k] = a[k] * op.f0;
+          break;
+        case OpKind::GeluMul: {
+          const float* c = row_f32(op.src1, r);
+          for (int64_t k = 0; k < n; ++k) y[k] = gelu_tanh(a[k]) * c[k];
+          break;
+        }
+        case OpKind::SiluMul: {
+          const float* c = row_f32(op.src1, r);
+          for (int64_t k = 0; k < n; ++k) y[k] = silu(a[k]) * c[k];
+          break;
+        }
+        case OpKind::Softcap:
+          for (int64_t k = 0; k < n; ++k) y[k] = op.f0 * std::tanh(a[k] / op.f0);
+          break;
+        default:
+          break;
+      }
+    }
+  });
+}
+
+void op_store_kv(const Op& op, const Graph& g, ExecContext& ctx) {
+  const std::span<const int32_t> slots = g.get(op.ia);
+  ctx.pool->run([&](int ith, int nth) {
+    int64_t b, e;
+    split_range(static_cast<int64_t>(slots.size()), ith, nth, &b, &e);
+    for (int64_t t = b; t < e; ++t) {
+      for (int which = 0; which < 2; ++which) {
+        const Tensor& src = which == 0 ? op.src0 : op.src1;
+        const Tensor& cache = which == 0 ? op.src2 : op.src3;
+        const float* x = row_f32(src, t);
+        uint8_t* dst = tensor_data(cache) + static_cast<size_t>(slots[t]) * cache.row_stride;
+        quantize_row(cache.type, x, dst, src.ne0);
+      }
+    }
+  });
+}
+
+void op_copy_rows(const Op& op, const Graph& g, ExecContext&) {
+  const std::span<const int32_t> ids = g.get(op.ia);
+  for (size_t i = 0; i < ids.size(); ++i)
+    std::memcpy(row_f32(op.dst, static_cast<int64_t>(i)), row_f32(op.src0, ids[i]),
+                static_cast<size_t>(op.src0.ne0) * sizeof(float));
+}
+
+void op_matmul(const Op& op, ExecContext& ctx) {
+  const Tensor& w = op.src0;
+  const Tensor& x = op.src1;
+  const int64_t n_in = w.ne0, n_out = w.rows, n_tok = x.rows;
+  const DType act_type = vec_dot_type(w.type);
+
+  // Activations in the weight type's partner format, one row per token.
+  const void* act = tensor_data(x);
+  size_t act_stride = x.row_stride;
+  if (act_type != DType::F32) {
+    act_stride = row_bytes(act_type, n_in);
+    uint8_t* q = ctx.scratch_bytes(act_stride * static_cast<size_t>(n_tok));
+    ctx.pool->run([&](int ith, int nth) {
+      int64_t b, e;
+      split_range(n_tok, ith, nth, &b, &e);
+      for (int64_t t = b; t < e; ++t)
+        quantize_activations(act_type, row_f32(x, t), q + static_cast<size_t>(t) * act_stride, n_in);
+    });
+    act = q;
+  }
+
+  // Output rows split across threads in multiples of 16 so tiles stay whole.
+  constexpr int64_t kRowQuantum = 16;
+  const size_t y_stride = op.dst.row_stride / sizeof(float);
+  float* y = row_f32(op.dst, 0);
+  ctx.pool->run([&](int ith, int nth) {
+    const int64_t units = (n_out + kRowQuantum - 1) / kRowQuantum;
+    int64_t ub, ue;
+    split_range(units, ith, nth, &ub, &ue);
+    const int64_t b = ub * kRowQuantum, e = std::min(n_out, ue * kRowQuantum);
+    if (b >= e) return;
+    gemm(w.type, n_in, tensor_data(w), w.row_stride, b, e, act, act_stride, n_tok, y, y_stride);
+  });
+}
+
+}  // namespace hearth::cpu

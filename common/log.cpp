@@ -1,0 +1,36 @@
+#include "common/log.h"
+
+#include <atomic>
+#include <unistd.h>
+
+namespace hearth {
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::Warn)};
+const char* const kNames[] = {"debug", "info", "warn", "error", "off"};
+}  // namespace
+
+void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
+LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+
+bool parse_log_level(const std::string& s, LogLevel* out) {
+  for (int i = 0; i <= 4; ++i) {
+    if (s == kNames[i]) {
+      *out = static_cast<LogLevel>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+void log_line(LogLevel level, const std::string& msg) {
+  std::string line = "hearth ";
+  line += kNames[static_cast<int>(level)];
+  line += ": ";
+  line += msg;
+  line += '\n';
+  // One write() per line so lines from several threads never interleave.
+  ssize_t rc = ::write(2, line.data(), line.size());
+  (void)rc;
+}
+
+}  // namespace hearth

@@ -1,0 +1,57 @@
+// What an architecture file provides, and the building blocks they share.
+// Internal to engine/model.
+#pragma once
+
+#include <string>
+
+#include "engine/model/model.h"
+
+namespace hearth {
+
+// Reads named tensors of a GGUF file as backend Tensors and checks their shapes.
+class WeightBinder {
+ public:
+  WeightBinder(const gguf::File& file, Buffer* buffer) : file_(file), buffer_(buffer) {}
+  // The tensor `name` with ne0 = `cols` and `rows` rows; an error if missing or misshapen.
+  Result<Tensor> get(const std::string& name, int64_t cols, int64_t rows) const;
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+ private:
+  const gguf::File& file_;
+  Buffer* buffer_;
+};
+
+class Architecture {
+ public:
+  virtual ~Architecture() = default;
+  virtual Status read_config(const gguf::File& f, ModelConfig& c) const = 0;
+  virtual Status bind_weights(const WeightBinder& b, const ModelConfig& c, ModelWeights& w) const = 0;
+  // Records one transformer block for rows of `act` (n tokens), updating act.x.
+  virtual void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int layer,
+                           int64_t n, IntSpan positions, IntSpan new_slots, IntSpan kv_slots,
+                           const Activations& act, const Tensor& k_cache, const Tensor& v_cache) const = 0;
+};
+
+const Architecture* find_architecture(const std::string& name);  // null when unknown
+const Architecture& gemma3_architecture();
+const Architecture& llama_architecture();
+
+// Reads the hyper-parameters every decoder shares ("{arch}.block_count" etc.).
+Status read_common_config(const gguf::File& f, ModelConfig& c);
+
+// Small helpers that record one op each (shapes as in backends/backend.h).
+namespace ops {
+Tensor rows(const Tensor& t, int64_t n);  // first n rows
+void rms_norm(Graph& g, const Tensor& dst, const Tensor& src, const Tensor& weight, float eps);
+void matmul(Graph& g, const Tensor& dst, const Tensor& w, const Tensor& x);
+void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_t n_rot, int32_t layout,
+          float base, float pos_scale);
+void add(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& b);
+void gated(Graph& g, OpKind kind, const Tensor& dst, const Tensor& gate, const Tensor& up);
+void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+              IntSpan slots);
+void attention(Graph& g, const Tensor& dst, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+               IntSpan positions, IntSpan kv_slots, const ModelConfig& c, int32_t window);
+}  // namespace ops
+
+}  // namespace hearth

@@ -1,0 +1,127 @@
+#include "engine/model/context.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace hearth {
+namespace {
+
+// Lays out consecutive tensors in one buffer, each 64-byte aligned.
+class Arena {
+ public:
+  Tensor take(DType type, int64_t ne0, int64_t rows) {
+    Tensor t;
+    t.offset = bytes_;
+    t.type = type;
+    t.ne0 = ne0;
+    t.rows = rows;
+    t.row_stride = row_bytes(type, ne0);
+    bytes_ += (t.row_stride * static_cast<size_t>(rows) + 63) / 64 * 64;
+    return t;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_ = 0;
+};
+
+void bind(Tensor& t, Buffer* b) { t.buffer = b; }
+
+}  // namespace
+
+Result<std::unique_ptr<InferenceContext>> InferenceContext::create(const Model& model, Backend& backend,
+                                                                   const ContextOptions& options) {
+  const ModelConfig& c = model.config();
+  if (options.n_ctx < 1 || options.n_batch < 1 || options.n_logits_max < 1)
+    return make_error("context: n_ctx, n_batch and n_logits_max must be positive");
+  if (options.kv_type != DType::F16 && options.kv_type != DType::F32)
+    return make_error("context: KV cache type must be f16 or f32");
+  std::unique_ptr<InferenceContext> ctx(new InferenceContext(model, backend, options));
+
+  Arena kv_arena;
+  for (int il = 0; il < c.n_layer; ++il) {
+    ctx->kv_.k.push_back(kv_arena.take(options.kv_type, c.kv_dim(), options.n_ctx));
+    ctx->kv_.v.push_back(kv_arena.take(options.kv_type, c.kv_dim(), options.n_ctx));
+  }
+  Result<std::unique_ptr<Buffer>> kv = backend.alloc(kv_arena.bytes(), BufferKind::KvCache);
+  if (!kv) return kv.error();
+  ctx->kv_buffer_ = std::move(*kv);
+  for (Tensor& t : ctx->kv_.k) bind(t, ctx->kv_buffer_.get());
+  for (Tensor& t : ctx->kv_.v) bind(t, ctx->kv_buffer_.get());
+
+  const int64_t n = options.n_batch;
+  Arena arena;
+  Activations& a = ctx->act_;
+  a.x = arena.take(DType::F32, c.n_embd, n);
+  a.cur = arena.take(DType::F32, c.n_embd, n);
+  a.tmp = arena.take(DType::F32, c.n_embd, n);
+  a.q = arena.take(DType::F32, c.q_dim(), n);
+  a.attn = arena.take(DType::F32, c.q_dim(), n);
+  a.k = arena.take(DType::F32, c.kv_dim(), n);
+  a.v = arena.take(DType::F32, c.kv_dim(), n);
+  a.gate = arena.take(DType::F32, c.n_ff, n);
+  a.up = arena.take(DType::F32, c.n_ff, n);
+  a.logits = arena.take(DType::F32, c.n_vocab, std::min<int64_t>(n, options.n_logits_max));
+  Result<std::unique_ptr<Buffer>> act = backend.alloc(arena.bytes(), BufferKind::Activations);
+  if (!act) return act.error();
+  ctx->act_buffer_ = std::move(*act);
+  for (Tensor* t : {&a.x, &a.cur, &a.tmp, &a.q, &a.attn, &a.k, &a.v, &a.gate, &a.up, &a.logits})
+    bind(*t, ctx->act_buffer_.get());
+
+  ctx->slots_.resize(options.n_ctx);
+  std::iota(ctx->slots_.begin(), ctx->slots_.end(), 0);
+  return ctx;
+}
+
+std::span<const float> InferenceContext::logits_row(int64_t i) const {
+  const size_t v = static_cast<size_t>(model_.config().n_vocab);
+  return {logits_.data() + static_cast<size_t>(i) * v, v};
+}
+
+void InferenceContext::rewind(int32_t n) { n_past_ = std::clamp(n, 0, n_past_); }
+
+Status InferenceContext::eval(std::span<const int32_t> tokens, bool all_logits) {
+  const ModelConfig& c = model_.config();
+  if (tokens.empty()) return make_error("context: nothing to evaluate");
+  if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > options_.n_ctx)
+    return make_error("context: " + std::to_string(n_past_ + tokens.size()) + " tokens exceed the context of " +
+                      std::to_string(options_.n_ctx));
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.n_vocab) return make_error("context: token id " + std::to_string(t) + " is out of range");
+
+  const size_t v = static_cast<size_t>(c.n_vocab);
+  logits_.assign(all_logits ? tokens.size() * v : v, 0.0f);
+  const int64_t chunk = all_logits ? std::min(options_.n_batch, options_.n_logits_max) : options_.n_batch;
+  std::vector<int32_t> rows;
+  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(chunk)) {
+    const size_t n = std::min(tokens.size() - begin, static_cast<size_t>(chunk));
+    const bool last = begin + n == tokens.size();
+    rows.clear();
+    if (all_logits) {
+      for (size_t i = 0; i < n; ++i) rows.push_back(static_cast<int32_t>(i));
+    } else if (last) {
+      rows.push_back(static_cast<int32_t>(n - 1));
+    }
+    if (Status s = forward(tokens.subspan(begin, n), rows); !s) return s;
+    if (!rows.empty()) {
+      float* dst = logits_.data() + (all_logits ? begin * v : 0);
+      backend_.read(*act_.logits.buffer, act_.logits.offset, dst, rows.size() * v * sizeof(float));
+    }
+  }
+  return {};
+}
+
+Status InferenceContext::forward(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows) {
+  graph_.clear();
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.first_pos = n_past_;
+  batch.logit_rows = logit_rows;
+  model_.build_forward(graph_, batch, slots_, act_, kv_);
+  if (Status s = backend_.execute(graph_); !s) return s;
+  n_past_ += static_cast<int32_t>(tokens.size());
+  return {};
+}
+
+}  // namespace hearth

@@ -1,0 +1,65 @@
+// InferenceContext: one sequence's KV cache and the activation buffers of its forward
+// passes, on a backend. eval() appends tokens, running them through the model in chunks
+// of at most n_batch tokens, and keeps the logits that were asked for.
+//
+// KV layout: per layer a K and a V tensor of [n_ctx slots, kv_dim] in kv_type; the token
+// at position p lives in slot p. (The paged, shared block pool of the prompt cache will
+// hand out slots instead; the model already takes an arbitrary position -> slot map.)
+//
+// Thread-safety: owned and used by one thread.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/model/model.h"
+
+namespace hearth {
+
+struct ContextOptions {
+  int32_t n_ctx = 4096;        // tokens the sequence may hold
+  int32_t n_batch = 512;       // tokens per forward pass (prefill chunk)
+  int32_t n_logits_max = 32;   // logit rows per forward pass when every row is wanted
+  DType kv_type = DType::F16;  // F16 (default) or F32
+};
+
+class InferenceContext {
+ public:
+  static Result<std::unique_ptr<InferenceContext>> create(const Model& model, Backend& backend,
+                                                          const ContextOptions& options);
+
+  // Runs `tokens` at positions n_past() .. n_past() + n - 1. Afterwards logits() holds the
+  // last token's logits, or every token's (row i = tokens[i]) when all_logits is set.
+  // An error when the tokens do not fit in n_ctx or an id is outside the vocabulary.
+  Status eval(std::span<const int32_t> tokens, bool all_logits = false);
+
+  // [rows, n_vocab], row-major.
+  const std::vector<float>& logits() const { return logits_; }
+  std::span<const float> logits_row(int64_t i) const;
+  int32_t n_past() const { return n_past_; }
+  int32_t n_ctx() const { return options_.n_ctx; }
+  // Forgets the tokens at positions >= n (n <= n_past()).
+  void rewind(int32_t n);
+
+  const Model& model() const { return model_; }
+
+ private:
+  InferenceContext(const Model& model, Backend& backend, const ContextOptions& options)
+      : model_(model), backend_(backend), options_(options) {}
+  Status forward(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows);
+
+  const Model& model_;
+  Backend& backend_;
+  ContextOptions options_;
+  std::unique_ptr<Buffer> kv_buffer_;
+  std::unique_ptr<Buffer> act_buffer_;
+  KvTensors kv_;
+  Activations act_;
+  std::vector<int32_t> slots_;  // position -> KV slot
+  Graph graph_;
+  std::vector<float> logits_;
+  int32_t n_past_ = 0;
+};
+
+}  // namespace hearth

@@ -1,0 +1,88 @@
+// Llama (general.architecture = "llama"): Llama 2/3, TinyLlama, SmolLM and the like.
+//
+// Block: RMSNorm -> Q, K, V -> RoPE (normal layout: the converter permuted Q and K for
+// it) -> attention (grouped-query, causal) -> output projection -> residual add ->
+// RMSNorm -> SiLU(gate) x up -> down -> residual add. The output projection is
+// output.weight, or the embedding table when the file has none (tied).
+#include "engine/model/architecture.h"
+
+namespace hearth {
+namespace {
+
+class Llama final : public Architecture {
+ public:
+  Status read_config(const gguf::File& f, ModelConfig& c) const override {
+    if (Status s = read_common_config(f, c); !s) return s;
+    c.rope_layout = kRopeNormal;
+    c.rope_base_swa = c.rope_base;
+    return {};
+  }
+
+  Status bind_weights(const WeightBinder& b, const ModelConfig& c, ModelWeights& w) const override {
+    auto get = [&](const std::string& name, int64_t cols, int64_t rows, Tensor& out) -> Status {
+      Result<Tensor> t = b.get(name, cols, rows);
+      if (!t) return t.error();
+      out = *t;
+      return {};
+    };
+    Status s;
+    if (!(s = get("token_embd.weight", c.n_embd, c.n_vocab, w.tok_embd))) return s;
+    if (!(s = get("output_norm.weight", c.n_embd, 1, w.output_norm))) return s;
+    if (b.has("output.weight")) {
+      if (!(s = get("output.weight", c.n_embd, c.n_vocab, w.output))) return s;
+    } else {
+      w.output = w.tok_embd;
+    }
+    w.layers.resize(c.n_layer);
+    for (int il = 0; il < c.n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      LayerWeights& l = w.layers[il];
+      if (!(s = get(p + "attn_norm.weight", c.n_embd, 1, l.attn_norm))) return s;
+      if (!(s = get(p + "attn_q.weight", c.n_embd, c.q_dim(), l.wq))) return s;
+      if (!(s = get(p + "attn_k.weight", c.n_embd, c.kv_dim(), l.wk))) return s;
+      if (!(s = get(p + "attn_v.weight", c.n_embd, c.kv_dim(), l.wv))) return s;
+      if (!(s = get(p + "attn_output.weight", c.q_dim(), c.n_embd, l.wo))) return s;
+      if (!(s = get(p + "ffn_norm.weight", c.n_embd, 1, l.ffn_norm))) return s;
+      if (!(s = get(p + "ffn_gate.weight", c.n_embd, c.n_ff, l.ffn_gate))) return s;
+      if (!(s = get(p + "ffn_up.weight", c.n_embd, c.n_ff, l.ffn_up))) return s;
+      if (!(s = get(p + "ffn_down.weight", c.n_ff, c.n_embd, l.ffn_down))) return s;
+    }
+    return {};
+  }
+
+  void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int, int64_t n, IntSpan positions,
+                   IntSpan new_slots, IntSpan kv_slots, const Activations& a, const Tensor& k_cache,
+                   const Tensor& v_cache) const override {
+    using namespace ops;
+    const Tensor x = rows(a.x, n), cur = rows(a.cur, n), tmp = rows(a.tmp, n);
+    const Tensor q = rows(a.q, n), k = rows(a.k, n), v = rows(a.v, n), attn = rows(a.attn, n);
+    const Tensor gate = rows(a.gate, n), up = rows(a.up, n);
+
+    rms_norm(g, cur, x, w.attn_norm, c.rms_eps);
+    matmul(g, q, w.wq, cur);
+    matmul(g, k, w.wk, cur);
+    matmul(g, v, w.wv, cur);
+    rope(g, q, positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
+    rope(g, k, positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
+    store_kv(g, k, v, k_cache, v_cache, new_slots);
+    attention(g, attn, q, k_cache, v_cache, positions, kv_slots, c, 0);
+    matmul(g, tmp, w.wo, attn);
+    add(g, x, x, tmp);
+
+    rms_norm(g, cur, x, w.ffn_norm, c.rms_eps);
+    matmul(g, gate, w.ffn_gate, cur);
+    matmul(g, up, w.ffn_up, cur);
+    gated(g, OpKind::SiluMul, gate, gate, up);
+    matmul(g, tmp, w.ffn_down, gate);
+    add(g, x, x, tmp);
+  }
+};
+
+}  // namespace
+
+const Architecture& llama_architecture() {
+  static const Llama arch;
+  return arch;
+}
+
+}  // namespace hearth

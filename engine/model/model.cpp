@@ -1,0 +1,255 @@
+#include "engine/model/model.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "engine/model/architecture.h"
+
+namespace hearth {
+namespace {
+
+std::string key(const ModelConfig& c, const char* suffix) { return c.arch + "." + suffix; }
+
+template <class T>
+Status read_int(const gguf::File& f, const std::string& k, T& out, bool required, T def = 0) {
+  if (!f.has(k)) {
+    if (required) return make_error("model: missing metadata key " + k);
+    out = def;
+    return {};
+  }
+  Result<uint64_t> v = f.get_uint(k);
+  if (!v) return v.error();
+  if (*v > 1u << 30) return make_error("model: " + k + " = " + std::to_string(*v) + " is out of range");
+  out = static_cast<T>(*v);
+  return {};
+}
+
+}  // namespace
+
+Status read_common_config(const gguf::File& f, ModelConfig& c) {
+  Status s;
+  if (!(s = read_int(f, key(c, "block_count"), c.n_layer, true))) return s;
+  if (!(s = read_int(f, key(c, "embedding_length"), c.n_embd, true))) return s;
+  if (!(s = read_int(f, key(c, "feed_forward_length"), c.n_ff, true))) return s;
+  if (!(s = read_int(f, key(c, "attention.head_count"), c.n_head, true))) return s;
+  if (!(s = read_int(f, key(c, "attention.head_count_kv"), c.n_head_kv, false, c.n_head))) return s;
+  if (!(s = read_int(f, key(c, "context_length"), c.n_ctx_train, false, 4096))) return s;
+  if (c.n_layer < 1 || c.n_embd < 1 || c.n_head < 1 || c.n_head_kv < 1 || c.n_ff < 1)
+    return make_error("model: hyper-parameters must be positive");
+  if (c.n_head % c.n_head_kv != 0)
+    return make_error("model: head_count " + std::to_string(c.n_head) + " is not a multiple of head_count_kv " +
+                      std::to_string(c.n_head_kv));
+  if (!(s = read_int(f, key(c, "attention.key_length"), c.head_dim, false, c.n_embd / c.n_head))) return s;
+  int32_t v_len = 0;
+  if (!(s = read_int(f, key(c, "attention.value_length"), v_len, false, c.head_dim))) return s;
+  if (v_len != c.head_dim) return make_error("model: key_length != value_length is not supported");
+  if (c.head_dim < 2 || c.head_dim % 2 != 0) return make_error("model: head dimension must be even");
+  if (!(s = read_int(f, key(c, "rope.dimension_count"), c.n_rot, false, c.head_dim))) return s;
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) return make_error("model: bad rope.dimension_count");
+
+  Result<double> eps = f.get_float_or(key(c, "attention.layer_norm_rms_epsilon"), 1e-5);
+  if (!eps) return eps.error();
+  c.rms_eps = static_cast<float>(*eps);
+  Result<double> base = f.get_float_or(key(c, "rope.freq_base"), 10000.0);
+  if (!base) return base.error();
+  c.rope_base = static_cast<float>(*base);
+  Result<double> factor = f.get_float_or(key(c, "rope.scaling.factor"), 1.0);
+  if (!factor) return factor.error();
+  if (f.has(key(c, "rope.scaling.type"))) {
+    Result<std::string_view> type = f.get_string(key(c, "rope.scaling.type"));
+    if (!type) return type.error();
+    if (*type != "linear" && *type != "none")
+      return make_error("model: rope scaling '" + std::string(*type) + "' is not supported");
+    if (*type == "none") *factor = 1.0;
+  }
+  if (*factor <= 0.0) return make_error("model: rope.scaling.factor must be positive");
+  c.rope_pos_scale = static_cast<float>(1.0 / *factor);
+  Result<double> softcap = f.get_float_or(key(c, "attn_logit_softcapping"), 0.0);
+  if (!softcap) return softcap.error();
+  c.attn_softcap = static_cast<float>(*softcap);
+  softcap = f.get_float_or(key(c, "final_logit_softcapping"), 0.0);
+  if (!softcap) return softcap.error();
+  c.final_softcap = static_cast<float>(*softcap);
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  c.layer_swa.assign(c.n_layer, false);
+  return {};
+}
+
+Result<Tensor> WeightBinder::get(const std::string& name, int64_t cols, int64_t rows) const {
+  const gguf::TensorInfo* t = file_.find_tensor(name);
+  if (t == nullptr) return make_error("model: missing tensor " + name);
+  if (t->ne[0] != cols || t->n_rows() != rows)
+    return make_error("model: tensor " + name + " has shape [" + std::to_string(t->ne[0]) + ", " +
+                      std::to_string(t->n_rows()) + "], expected [" + std::to_string(cols) + ", " +
+                      std::to_string(rows) + "]");
+  Tensor out;
+  out.buffer = buffer_;
+  out.offset = static_cast<size_t>(t->data - file_.base()) - file_.data_offset();
+  out.type = t->type;
+  out.ne0 = cols;
+  out.rows = rows;
+  out.row_stride = row_bytes(t->type, cols);
+  return out;
+}
+
+const Architecture* find_architecture(const std::string& name) {
+  if (name == "gemma3") return &gemma3_architecture();
+  if (name == "llama") return &llama_architecture();
+  return nullptr;
+}
+
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> file, Backend& backend) {
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = std::move(file);
+  const gguf::File& f = *m->file_;
+  Result<std::string_view> arch = f.get_string("general.architecture");
+  if (!arch) return arch.error();
+  m->config_.arch = std::string(*arch);
+  m->arch_ = find_architecture(m->config_.arch);
+  if (m->arch_ == nullptr)
+    return make_error("model: architecture '" + m->config_.arch + "' is not supported (supported: gemma3, llama)");
+  Result<std::string_view> name = f.get_string("general.name");
+  m->config_.name = name ? std::string(*name) : std::filesystem::path(f.path()).stem().string();
+  if (Status s = m->arch_->read_config(f, m->config_); !s) return s.error();
+
+  // Vocabulary size: the token list when present, else the embedding table's rows.
+  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+  if (emb == nullptr) return make_error("model: missing tensor token_embd.weight");
+  m->config_.n_vocab = static_cast<int32_t>(emb->n_rows());
+
+  Result<std::unique_ptr<Buffer>> buf =
+      backend.upload_weights(f.base() + f.data_offset(), f.size() - f.data_offset());
+  if (!buf) return buf.error();
+  m->weight_buffer_ = std::move(*buf);
+  WeightBinder binder(f, m->weight_buffer_.get());
+  if (Status s = m->arch_->bind_weights(binder, m->config_, m->weights_); !s) return s.error();
+
+  auto check_type = [&](const Tensor& t) { return !t.valid() || backend.supports_weight_type(t.type); };
+  bool ok = check_type(m->weights_.tok_embd) && check_type(m->weights_.output);
+  for (const LayerWeights& l : m->weights_.layers)
+    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) ok = ok && check_type(*t);
+  if (!ok) return make_error("model: a weight type is not supported by this backend");
+  return m;
+}
+
+void Model::build_forward(Graph& g, const ForwardBatch& batch, std::span<const int32_t> kv_slots,
+                          const Activations& act, const KvTensors& kv) const {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  std::vector<int32_t> positions(n);
+  for (int64_t i = 0; i < n; ++i) positions[i] = batch.first_pos + static_cast<int32_t>(i);
+  const IntSpan tok_span = g.add_ints(batch.tokens);
+  const IntSpan pos_span = g.add_ints(positions);
+  const IntSpan all_slots = g.add_ints(kv_slots.subspan(0, batch.first_pos + n));
+  const IntSpan new_slots = g.add_ints(kv_slots.subspan(batch.first_pos, n));
+
+  Op embed{OpKind::GetRows};
+  embed.dst = ops::rows(act.x, n);
+  embed.src0 = weights_.tok_embd;
+  embed.ia = tok_span;
+  embed.f0 = c.embed_scale;
+  g.ops.push_back(embed);
+
+  for (int il = 0; il < c.n_layer; ++il)
+    arch_->build_layer(g, c, weights_.layers[il], il, n, pos_span, new_slots, all_slots, act, kv.k[il], kv.v[il]);
+
+  if (batch.logit_rows.empty()) return;
+  const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
+  Op pick{OpKind::CopyRows};
+  pick.dst = ops::rows(act.cur, n_out);
+  pick.src0 = act.x;
+  pick.ia = g.add_ints(batch.logit_rows);
+  g.ops.push_back(pick);
+  ops::rms_norm(g, ops::rows(act.cur, n_out), ops::rows(act.cur, n_out), weights_.output_norm, c.rms_eps);
+  ops::matmul(g, ops::rows(act.logits, n_out), weights_.output, ops::rows(act.cur, n_out));
+  if (c.final_softcap > 0.0f) {
+    Op cap{OpKind::Softcap};
+    cap.dst = cap.src0 = ops::rows(act.logits, n_out);
+    cap.f0 = c.final_softcap;
+    g.ops.push_back(cap);
+  }
+}
+
+namespace ops {
+
+Tensor rows(const Tensor& t, int64_t n) { return t.slice_rows(0, n); }
+
+void rms_norm(Graph& g, const Tensor& dst, const Tensor& src, const Tensor& weight, float eps) {
+  Op op{OpKind::RmsNorm};
+  op.dst = dst;
+  op.src0 = src;
+  op.src1 = weight;
+  op.f0 = eps;
+  g.ops.push_back(op);
+}
+
+void matmul(Graph& g, const Tensor& dst, const Tensor& w, const Tensor& x) {
+  Op op{OpKind::MatMul};
+  op.dst = dst;
+  op.src0 = w;
+  op.src1 = x;
+  g.ops.push_back(op);
+}
+
+void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_t n_rot, int32_t layout,
+          float base, float pos_scale) {
+  Op op{OpKind::Rope};
+  op.dst = x;
+  op.ia = positions;
+  op.i0 = head_dim;
+  op.i1 = n_rot;
+  op.i2 = layout;
+  op.f0 = base;
+  op.f1 = pos_scale;
+  g.ops.push_back(op);
+}
+
+void add(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& b) {
+  Op op{OpKind::Add};
+  op.dst = dst;
+  op.src0 = a;
+  op.src1 = b;
+  g.ops.push_back(op);
+}
+
+void gated(Graph& g, OpKind kind, const Tensor& dst, const Tensor& gate, const Tensor& up) {
+  Op op{kind};
+  op.dst = dst;
+  op.src0 = gate;
+  op.src1 = up;
+  g.ops.push_back(op);
+}
+
+void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+              IntSpan slots) {
+  Op op{OpKind::StoreKv};
+  op.src0 = k;
+  op.src1 = v;
+  op.src2 = k_cache;
+  op.src3 = v_cache;
+  op.ia = slots;
+  g.ops.push_back(op);
+}
+
+void attention(Graph& g, const Tensor& dst, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+               IntSpan positions, IntSpan kv_slots, const ModelConfig& c, int32_t window) {
+  Op op{OpKind::Attention};
+  op.dst = dst;
+  op.src0 = q;
+  op.src2 = k_cache;
+  op.src3 = v_cache;
+  op.ia = positions;
+  op.ib = kv_slots;
+  op.i0 = c.n_head;
+  op.i1 = c.n_head_kv;
+  op.i2 = c.head_dim;
+  op.i3 = window;
+  op.f0 = c.attn_scale;
+  op.f1 = c.attn_softcap;
+  g.ops.push_back(op);
+}
+
+}  // namespace ops
+}  // namespace hearth

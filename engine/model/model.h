@@ -1,0 +1,114 @@
+// A loaded model: its hyper-parameters (from GGUF metadata), its weights resident on a
+// backend, and the recipe that records a forward pass. One file per architecture
+// (gemma3.cpp, llama.cpp) implements Architecture; nothing here contains device code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "common/result.h"
+#include "engine/gguf/gguf.h"
+
+namespace hearth {
+
+struct ModelConfig {
+  std::string arch;          // general.architecture: "gemma3", "llama"
+  std::string name;          // general.name, or the file name
+  int32_t n_layer = 0;
+  int32_t n_embd = 0;        // width of the residual stream
+  int32_t n_head = 0;        // query heads
+  int32_t n_head_kv = 0;     // key/value heads (grouped-query attention)
+  int32_t head_dim = 0;      // per head, keys and values
+  int32_t n_ff = 0;          // FFN hidden width
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;   // tokens
+  int32_t n_rot = 0;         // rotated dims per head
+  int32_t rope_layout = kRopeNormal;
+  float rms_eps = 1e-6f;
+  float rope_base = 10000.0f;       // global-attention layers
+  float rope_base_swa = 10000.0f;   // sliding-window layers
+  float rope_pos_scale = 1.0f;      // 1 / linear scaling factor (global layers)
+  int32_t sliding_window = 0;       // tokens; 0 = none
+  std::vector<bool> layer_swa;      // per layer: uses the sliding window
+  float embed_scale = 1.0f;         // multiplies token embeddings
+  float attn_scale = 1.0f;          // multiplies q.k
+  float attn_softcap = 0.0f;        // 0 = none
+  float final_softcap = 0.0f;       // logits softcap, 0 = none
+
+  int32_t q_dim() const { return n_head * head_dim; }
+  int32_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Weights of one transformer block; tensors an architecture does not use stay invalid.
+struct LayerWeights {
+  Tensor attn_norm;       // [1, n_embd] F32
+  Tensor wq, wk, wv;      // [q_dim | kv_dim rows, n_embd]
+  Tensor q_norm, k_norm;  // [1, head_dim] (gemma3)
+  Tensor wo;              // [n_embd rows, q_dim]
+  Tensor post_attn_norm;  // [1, n_embd] (gemma3)
+  Tensor ffn_norm;        // [1, n_embd]
+  Tensor ffn_gate, ffn_up;  // [n_ff rows, n_embd]
+  Tensor ffn_down;        // [n_embd rows, n_ff]
+  Tensor post_ffn_norm;   // [1, n_embd] (gemma3)
+};
+
+struct ModelWeights {
+  Tensor tok_embd;     // [n_vocab rows, n_embd]
+  Tensor output_norm;  // [1, n_embd]
+  Tensor output;       // [n_vocab rows, n_embd]; the embedding table when tied
+  std::vector<LayerWeights> layers;
+};
+
+// Activation tensors of one forward pass, sized for up to n_max rows (tokens).
+struct Activations {
+  Tensor x;         // residual stream [n, n_embd]
+  Tensor cur;       // normalised input of a sub-block [n, n_embd]
+  Tensor tmp;       // sub-block output [n, n_embd]
+  Tensor q, attn;   // [n, q_dim]
+  Tensor k, v;      // [n, kv_dim]
+  Tensor gate, up;  // [n, n_ff]
+  Tensor logits;    // [n_logits, n_vocab]
+};
+
+// What one forward pass computes: tokens of one sequence at consecutive positions.
+struct ForwardBatch {
+  std::span<const int32_t> tokens;
+  int32_t first_pos = 0;              // position of tokens[0]
+  std::span<const int32_t> logit_rows;  // rows (indices into tokens) whose logits are wanted
+};
+
+// KV cache tensors per layer: [n_slots, kv_dim] in the cache type.
+struct KvTensors {
+  std::vector<Tensor> k, v;
+};
+
+class Architecture;
+
+class Model {
+ public:
+  // Reads hyper-parameters and binds weights; uploads the weights to the backend once.
+  static Result<std::unique_ptr<Model>> load(std::shared_ptr<const gguf::File> file, Backend& backend);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const gguf::File& file() const { return *file_; }
+
+  // Records the forward pass of `batch` into g: embeddings, every block (writing the
+  // batch's keys and values into slots kv_slots[first_pos ..]), logits of the requested
+  // rows into act.logits. kv_slots maps every position 0 .. first_pos + n - 1 to a slot.
+  void build_forward(Graph& g, const ForwardBatch& batch, std::span<const int32_t> kv_slots,
+                     const Activations& act, const KvTensors& kv) const;
+
+ private:
+  Model() = default;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::shared_ptr<const gguf::File> file_;
+  std::unique_ptr<Buffer> weight_buffer_;
+  const Architecture* arch_ = nullptr;
+};
+
+}  // namespace hearth

@@ -1,0 +1,318 @@
+// Every CPU backend operation against a plain double-precision formula written here, on
+// random inputs, at every SIMD level this CPU has. These are the references the GPU
+// backends will be compared with op by op.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/quant_ref.h"
+#include "backends/cpu/vec_dot.h"
+#include "common/fp16.h"
+
+namespace {
+
+using namespace hearth;
+
+struct Fixture {
+  std::unique_ptr<Backend> be = cpu::make_cpu_backend({2});
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::mt19937 rng{1234};
+
+  Tensor make(DType type, int64_t ne0, int64_t rows) {
+    Tensor t;
+    t.type = type;
+    t.ne0 = ne0;
+    t.rows = rows;
+    t.row_stride = row_bytes(type, ne0);
+    buffers.push_back(std::move(*be->alloc(t.row_stride * rows, BufferKind::Activations)));
+    t.buffer = buffers.back().get();
+    return t;
+  }
+  Tensor make_f32(int64_t ne0, int64_t rows, const std::vector<float>& v) {
+    Tensor t = make(DType::F32, ne0, rows);
+    be->write(*t.buffer, 0, v.data(), v.size() * sizeof(float));
+    return t;
+  }
+  std::vector<float> random(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+  }
+  std::vector<float> read(const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.ne0 * t.rows));
+    be->read(*t.buffer, t.offset, v.data(), v.size() * sizeof(float));
+    return v;
+  }
+  void run(const Op& op, std::vector<int32_t> ints_a = {}, std::vector<int32_t> ints_b = {}) {
+    Graph g;
+    Op o = op;
+    o.ia = g.add_ints(ints_a);
+    o.ib = g.add_ints(ints_b);
+    g.ops.push_back(o);
+    REQUIRE(be->execute(g).ok());
+  }
+};
+
+std::vector<cpu::SimdLevel> levels() {
+  std::vector<cpu::SimdLevel> out{cpu::SimdLevel::Scalar};
+  if (cpu::detect_simd_level() >= cpu::SimdLevel::AVX2) out.push_back(cpu::SimdLevel::AVX2);
+  if (cpu::detect_simd_level() >= cpu::SimdLevel::AVX512) out.push_back(cpu::SimdLevel::AVX512);
+  return out;
+}
+
+struct LevelGuard {
+  cpu::SimdLevel saved = cpu::active_simd_level();
+  ~LevelGuard() { cpu::set_simd_level(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("RmsNorm normalises each row, or each head of a row, and applies the weight") {
+  Fixture f;
+  const int64_t rows = 3, width = 96;
+  for (int64_t chunk : {width, int64_t{32}}) {
+    std::vector<float> x = f.random(rows * width), w = f.random(chunk);
+    Op op{OpKind::RmsNorm};
+    op.src0 = f.make_f32(width, rows, x);
+    op.src1 = f.make_f32(chunk, 1, w);
+    op.dst = f.make(DType::F32, width, rows);
+    op.f0 = 1e-6f;
+    f.run(op);
+    std::vector<float> y = f.read(op.dst);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < width / chunk; ++c) {
+        double ss = 0;
+        for (int64_t k = 0; k < chunk; ++k) ss += double(x[r * width + c * chunk + k]) * x[r * width + c * chunk + k];
+        const double s = 1.0 / std::sqrt(ss / chunk + 1e-6);
+        for (int64_t k = 0; k < chunk; ++k) {
+          const int64_t i = r * width + c * chunk + k;
+          REQUIRE(y[i] == Approx(x[i] * s * w[k]).epsilon(1e-5).margin(1e-6));
+        }
+      }
+  }
+}
+
+TEST_CASE("RoPE rotates pairs by pos * base^(-2j/n_rot) in both layouts") {
+  Fixture f;
+  const int64_t head_dim = 16, n_heads = 2, n_tok = 3;
+  for (int32_t layout : {kRopeNormal, kRopeNeox}) {
+    std::vector<float> x = f.random(n_tok * n_heads * head_dim);
+    const std::vector<int32_t> pos{0, 7, 1000};
+    Op op{OpKind::Rope};
+    op.dst = f.make_f32(n_heads * head_dim, n_tok, x);
+    op.i0 = head_dim;
+    op.i1 = 12;  // partial rotation: the last 4 dims pass through
+    op.i2 = layout;
+    op.f0 = 10000.0f;
+    op.f1 = 0.5f;
+    f.run(op, pos);
+    std::vector<float> y = f.read(op.dst);
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const float* xi = &x[(t * n_heads + h) * head_dim];
+        const float* yi = &y[(t * n_heads + h) * head_dim];
+        for (int64_t j = 0; j < 6; ++j) {
+          const double theta = pos[t] * 0.5 * std::pow(10000.0, -2.0 * j / 12);
+          const int64_t a = layout == kRopeNeox ? j : 2 * j, b = layout == kRopeNeox ? j + 6 : 2 * j + 1;
+          // float accumulation of theta: tolerance grows with position
+          const double tol = 1e-4 + 3e-6 * pos[t];
+          REQUIRE(yi[a] == Approx(xi[a] * std::cos(theta) - xi[b] * std::sin(theta)).margin(tol));
+          REQUIRE(yi[b] == Approx(xi[a] * std::sin(theta) + xi[b] * std::cos(theta)).margin(tol));
+        }
+        for (int64_t k = 12; k < head_dim; ++k) REQUIRE(yi[k] == xi[k]);
+      }
+  }
+}
+
+TEST_CASE("Elementwise ops follow their formulas") {
+  Fixture f;
+  std::vector<float> a = f.random(2 * 40), b = f.random(2 * 40);
+  for (OpKind kind : {OpKind::Add, OpKind::Scale, OpKind::GeluMul, OpKind::SiluMul, OpKind::Softcap}) {
+    Op op{kind};
+    op.src0 = f.make_f32(40, 2, a);
+    op.src1 = f.make_f32(40, 2, b);
+    op.dst = f.make(DType::F32, 40, 2);
+    op.f0 = 1.5f;
+    f.run(op);
+    std::vector<float> y = f.read(op.dst);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double x = a[i], c = b[i];
+      double want = 0;
+      switch (kind) {
+        case OpKind::Add: want = x + c; break;
+        case OpKind::Scale: want = x * 1.5; break;
+        case OpKind::GeluMul: want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * c; break;
+        case OpKind::SiluMul: want = x / (1 + std::exp(-x)) * c; break;
+        case OpKind::Softcap: want = 1.5 * std::tanh(x / 1.5); break;
+        default: break;
+      }
+      REQUIRE(y[i] == Approx(want).epsilon(1e-5).margin(1e-6));
+    }
+  }
+}
+
+TEST_CASE("GetRows dequantizes the selected rows and scales them") {
+  Fixture f;
+  const int64_t d = 64, n = 10;
+  std::vector<float> table = f.random(n * d);
+  Tensor t = f.make(DType::Q8_0, d, n);
+  std::vector<uint8_t> q(t.row_stride * n);
+  for (int64_t r = 0; r < n; ++r) cpu::quantize_row(DType::Q8_0, &table[r * d], q.data() + r * t.row_stride, d);
+  f.be->write(*t.buffer, 0, q.data(), q.size());
+  Op op{OpKind::GetRows};
+  op.src0 = t;
+  op.dst = f.make(DType::F32, d, 3);
+  op.f0 = 2.0f;
+  f.run(op, {7, 0, 7});
+  std::vector<float> y = f.read(op.dst);
+  std::vector<float> row(d);
+  for (int i = 0; i < 3; ++i) {
+    const int r = i == 1 ? 0 : 7;
+    cpu::dequantize_row(DType::Q8_0, q.data() + r * t.row_stride, row.data(), d);
+    for (int64_t k = 0; k < d; ++k) REQUIRE(y[i * d + k] == row[k] * 2.0f);
+  }
+}
+
+TEST_CASE("MatMul of every weight type matches the dequantized product at every SIMD level") {
+  LevelGuard guard;
+  Fixture f;
+  const int64_t n_in = 512, n_out = 37, n_tok = 5;
+  for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                   DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    std::vector<float> w = f.random(n_out * n_in, 0.5f), x = f.random(n_tok * n_in);
+    Tensor wt_t = f.make(wt, n_in, n_out);
+    std::vector<uint8_t> q(wt_t.row_stride * n_out);
+    std::vector<float> wd(n_in * n_out);
+    for (int64_t r = 0; r < n_out; ++r) {
+      cpu::quantize_row(wt, &w[r * n_in], q.data() + r * wt_t.row_stride, n_in);
+      cpu::dequantize_row(wt, q.data() + r * wt_t.row_stride, &wd[r * n_in], n_in);
+    }
+    f.be->write(*wt_t.buffer, 0, q.data(), q.size());
+    for (cpu::SimdLevel level : levels()) {
+      cpu::set_simd_level(level);
+      Op op{OpKind::MatMul};
+      op.src0 = wt_t;
+      op.src1 = f.make_f32(n_in, n_tok, x);
+      op.dst = f.make(DType::F32, n_out, n_tok);
+      f.run(op);
+      std::vector<float> y = f.read(op.dst);
+      for (int64_t t = 0; t < n_tok; ++t)
+        for (int64_t o = 0; o < n_out; ++o) {
+          double want = 0, norm = 0;
+          for (int64_t i = 0; i < n_in; ++i) {
+            want += double(wd[o * n_in + i]) * x[t * n_in + i];
+            norm += std::fabs(double(wd[o * n_in + i]) * x[t * n_in + i]);
+          }
+          // Activations are quantized to 8 bits (relative step 1/127 of a block's max):
+          // the error is bounded by a small share of sum |w x|.
+          INFO(dtype_name(wt) << " level " << cpu::simd_level_name(level));
+          REQUIRE(std::fabs(y[t * n_out + o] - want) <= 0.01 * norm + 1e-4);
+        }
+    }
+  }
+}
+
+namespace {
+
+// Naive attention in double over an f32 copy of the cache.
+std::vector<double> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const std::vector<int32_t>& pos, int64_t n_kv,
+                                    int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t window, double scale) {
+  const int64_t n_q = static_cast<int64_t>(pos.size());
+  std::vector<double> out(n_q * n_heads * hd, 0.0);
+  for (int64_t t = 0; t < n_q; ++t)
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t g = h / (n_heads / n_kv_heads);
+      std::vector<double> s;
+      std::vector<int64_t> js;
+      for (int64_t j = 0; j < n_kv; ++j) {
+        if (j > pos[t] || (window > 0 && pos[t] - j >= window)) continue;
+        double d = 0;
+        for (int64_t i = 0; i < hd; ++i) d += double(q[(t * n_heads + h) * hd + i]) * k[(j * n_kv_heads + g) * hd + i];
+        s.push_back(d * scale);
+        js.push_back(j);
+      }
+      double mx = -1e300, sum = 0;
+      for (double x : s) mx = std::max(mx, x);
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (size_t a = 0; a < s.size(); ++a)
+        for (int64_t i = 0; i < hd; ++i) out[(t * n_heads + h) * hd + i] += s[a] / sum * v[(js[a] * n_kv_heads + g) * hd + i];
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Attention is causal, honours the sliding window and grouped heads, at every SIMD level") {
+  LevelGuard guard;
+  Fixture f;
+  const int64_t n_heads = 4, n_kv_heads = 2, hd = 40, n_kv = 23;
+  for (int64_t window : {int64_t{0}, int64_t{5}}) {
+    // Cache in f16, slots permuted (position j lives in slot perm[j]).
+    std::vector<int32_t> perm(n_kv);
+    for (int64_t j = 0; j < n_kv; ++j) perm[j] = static_cast<int32_t>((j * 7) % n_kv);
+    std::vector<float> k = f.random(n_kv * n_kv_heads * hd), v = f.random(n_kv * n_kv_heads * hd);
+    for (float& x : k) x = fp16_to_fp32(fp32_to_fp16(x));
+    for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
+    Tensor kc = f.make(DType::F16, n_kv_heads * hd, n_kv), vc = f.make(DType::F16, n_kv_heads * hd, n_kv);
+    std::vector<uint16_t> kh(k.size()), vh(v.size());
+    for (int64_t j = 0; j < n_kv; ++j)
+      for (int64_t i = 0; i < n_kv_heads * hd; ++i) {
+        kh[perm[j] * n_kv_heads * hd + i] = fp32_to_fp16(k[j * n_kv_heads * hd + i]);
+        vh[perm[j] * n_kv_heads * hd + i] = fp32_to_fp16(v[j * n_kv_heads * hd + i]);
+      }
+    f.be->write(*kc.buffer, 0, kh.data(), kh.size() * 2);
+    f.be->write(*vc.buffer, 0, vh.data(), vh.size() * 2);
+    const std::vector<int32_t> pos{0, 3, 9, 21, 22};
+    std::vector<float> q = f.random(pos.size() * n_heads * hd);
+    const std::vector<double> want = naive_attention(q, k, v, pos, n_kv, n_heads, n_kv_heads, hd, window, 0.2);
+
+    for (cpu::SimdLevel level : levels()) {
+      cpu::set_simd_level(level);
+      auto run = [&](size_t first, size_t n) {
+        Op op{OpKind::Attention};
+        op.src0 = f.make_f32(n_heads * hd, n, std::vector<float>(q.begin() + first * n_heads * hd,
+                                                                  q.begin() + (first + n) * n_heads * hd));
+        op.src2 = kc;
+        op.src3 = vc;
+        op.dst = f.make(DType::F32, n_heads * hd, n);
+        op.i0 = n_heads;
+        op.i1 = n_kv_heads;
+        op.i2 = hd;
+        op.i3 = static_cast<int32_t>(window);
+        op.f0 = 0.2f;
+        f.run(op, std::vector<int32_t>(pos.begin() + first, pos.begin() + first + n), perm);
+        return f.read(op.dst);
+      };
+      std::vector<float> all = run(0, pos.size());
+      for (size_t i = 0; i < all.size(); ++i) REQUIRE(all[i] == Approx(want[i]).margin(1e-4));
+      // A row's result does not depend on the other rows in its batch.
+      for (size_t t = 0; t < pos.size(); ++t) {
+        std::vector<float> one = run(t, 1);
+        for (int64_t i = 0; i < n_heads * hd; ++i) REQUIRE(one[i] == all[t * n_heads * hd + i]);
+      }
+    }
+  }
+}
+
+TEST_CASE("StoreKv writes rows into the given slots in f16") {
+  Fixture f;
+  const int64_t d = 24;
+  std::vector<float> k = f.random(2 * d), v = f.random(2 * d);
+  Op op{OpKind::StoreKv};
+  op.src0 = f.make_f32(d, 2, k);
+  op.src1 = f.make_f32(d, 2, v);
+  op.src2 = f.make(DType::F16, d, 8);
+  op.src3 = f.make(DType::F16, d, 8);
+  f.run(op, {5, 2});
+  std::vector<uint16_t> kh(8 * d), vh(8 * d);
+  f.be->read(*op.src2.buffer, 0, kh.data(), kh.size() * 2);
+  f.be->read(*op.src3.buffer, 0, vh.data(), vh.size() * 2);
+  for (int64_t i = 0; i < d; ++i) {
+    REQUIRE(kh[5 * d + i] == fp32_to_fp16(k[i]));
+    REQUIRE(vh[2 * d + i] == fp32_to_fp16(v[d + i]));
+  }
+}

@@ -1,0 +1,97 @@
+// hearth-run --bench: prefill (pp) and decode (tg) throughput, reported like llama-bench
+// as mean ± sample standard deviation over --reps runs after one warm-up run.
+//   pp N: one fresh sequence, N prompt tokens in one eval (logits of the last token only).
+//   tg N: one fresh sequence, N tokens evaluated one at a time from position 0.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/model/context.h"
+#include "run.h"
+
+namespace hearth {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Stat {
+  double mean = 0, stdev = 0;
+};
+
+Stat stats(const std::vector<double>& v) {
+  Stat s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.stdev = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+// Seconds for one run of a test; -1 on error (printed).
+double run_once(Loaded& l, bool prefill, int n, std::mt19937& rng) {
+  ContextOptions co;
+  co.n_ctx = n + 1;
+  Result<std::unique_ptr<InferenceContext>> ctx = InferenceContext::create(*l.model, *l.backend, co);
+  if (!ctx) {
+    std::fprintf(stderr, "hearth-run: %s\n", ctx.error().message.c_str());
+    return -1;
+  }
+  // Random ordinary tokens (not control ids); the numbers do not depend on content.
+  std::uniform_int_distribution<int32_t> pick(1000, l.model->config().n_vocab - 1000);
+  std::vector<int32_t> tokens(n);
+  for (int32_t& t : tokens) t = pick(rng);
+  if (l.tokenizer->bos_id() >= 0) tokens[0] = l.tokenizer->bos_id();
+  const Clock::time_point t0 = Clock::now();
+  if (prefill) {
+    if (Status s = (*ctx)->eval(tokens); !s) return -1;
+  } else {
+    for (int i = 0; i < n; ++i)
+      if (Status s = (*ctx)->eval(std::span<const int32_t>(&tokens[i], 1)); !s) return -1;
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
+  const ModelConfig& c = l.model->config();
+  const double size_gib = static_cast<double>(std::filesystem::file_size(model_path)) / (1 << 30);
+  std::mt19937 rng(42);
+  nlohmann::json results = nlohmann::json::array();
+  if (!o.json) {
+    std::printf("| model | size | backend | test | t/s |\n");
+    std::printf("| --- | ---: | --- | ---: | ---: |\n");
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool prefill = pass == 0;
+    const int n = prefill ? o.pp : o.tg;
+    if (n <= 0) continue;
+    if (run_once(l, prefill, n, rng) < 0) return 1;  // warm-up: page in weights, size buffers
+    std::vector<double> tok_s;
+    for (int r = 0; r < o.reps; ++r) {
+      const double sec = run_once(l, prefill, n, rng);
+      if (sec < 0) return 1;
+      tok_s.push_back(n / sec);
+    }
+    const Stat s = stats(tok_s);
+    const std::string test = (prefill ? "pp" : "tg") + std::to_string(n);
+    if (o.json) {
+      results.push_back({{"test", test}, {"tok_s_mean", s.mean}, {"tok_s_stdev", s.stdev}, {"reps", o.reps}});
+    } else {
+      std::printf("| %s | %.2f GiB | %s | %s | %.2f ± %.2f |\n", c.name.c_str(), size_gib,
+                  l.backend->info().name.c_str(), test.c_str(), s.mean, s.stdev);
+      std::fflush(stdout);
+    }
+  }
+  if (o.json) std::cout << nlohmann::json{{"model", c.name}, {"backend", l.backend->info().name}, {"results", results}}.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace hearth

@@ -1,0 +1,30 @@
+// Pieces of hearth-run shared by its generation and benchmark modes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hearth {
+
+struct Loaded {
+  std::shared_ptr<const gguf::File> file;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+struct BenchOptions {
+  int pp = 512;    // prompt tokens per prefill test (0 = skip)
+  int tg = 128;    // generated tokens per decode test (0 = skip)
+  int reps = 3;
+  bool json = false;
+};
+
+int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o);
+
+}  // namespace hearth
