@@ -1,0 +1,162 @@
+// SIMD level detection and dispatch to the per-ISA kernel tables.
+#include "backends/cpu/vec_dot.h"
+
+#include <atomic>
+#include <cassert>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "backends/cpu/quant_ref.h"
+#include "backends/cpu/vec_dot_kernels.h"
+
+namespace hearth::cpu {
+namespace {
+
+using detail::GemmArgs;
+using detail::KernelTable;
+
+SimdLevel detect_uncached() {
+#if defined(HEARTH_X86_KERNELS)
+  __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 register state.
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vnni");
+  if (avx512) return SimdLevel::AVX512;
+  if (avx2) return SimdLevel::AVX2;
+#endif
+  return SimdLevel::Scalar;
+}
+
+SimdLevel initial_level() {
+  SimdLevel level = detect_simd_level();
+  if (const char* env = std::getenv("HEARTH_SIMD"); env && *env) {
+    SimdLevel wanted;
+    if (parse_simd_level(env, &wanted) && wanted < level) level = wanted;
+  }
+  return level;
+}
+
+std::atomic<SimdLevel>& active() {
+  static std::atomic<SimdLevel> level{initial_level()};
+  return level;
+}
+
+const KernelTable& table(SimdLevel level) {
+  switch (level) {
+#if defined(HEARTH_X86_KERNELS)
+    case SimdLevel::AVX512: return detail::avx512_kernels();
+    case SimdLevel::AVX2: return detail::avx2_kernels();
+#endif
+    default: return detail::scalar_kernels();
+  }
+}
+
+SimdLevel clamp(SimdLevel level) {
+  const SimdLevel best = detect_simd_level();
+  return level > best ? best : level;
+}
+
+detail::GemmFn gemm_fn(SimdLevel level, DType w) {
+  const int i = detail::type_index(w);
+  assert(i >= 0 && i < detail::kMaxTypeId);
+  if (detail::GemmFn f = table(clamp(level)).gemm[i]) return f;
+  return detail::scalar_kernels().gemm[i];
+}
+
+}  // namespace
+
+SimdLevel detect_simd_level() {
+  static const SimdLevel kLevel = detect_uncached();
+  return kLevel;
+}
+
+SimdLevel active_simd_level() { return active().load(std::memory_order_relaxed); }
+
+SimdLevel set_simd_level(SimdLevel level) {
+  const SimdLevel l = clamp(level);
+  active().store(l, std::memory_order_relaxed);
+  return l;
+}
+
+const char* simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::Scalar: return "scalar";
+    case SimdLevel::AVX2: return "avx2";
+    case SimdLevel::AVX512: return "avx512";
+  }
+  return "?";
+}
+
+bool parse_simd_level(std::string_view name, SimdLevel* out) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512}) {
+    if (lower == simd_level_name(l)) {
+      *out = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+DType vec_dot_type(DType w) {
+  switch (w) {
+    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return DType::Q8_0;
+    case DType::Q4_1: case DType::Q5_1: return DType::Q8_1;
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return DType::Q8_K;
+    default: return DType::F32;
+  }
+}
+
+bool vec_dot_supported(DType w) {
+  const int i = detail::type_index(w);
+  return i >= 0 && i < detail::kMaxTypeId && detail::scalar_kernels().gemm[i] != nullptr;
+}
+
+void quantize_activations_at(SimdLevel level, DType act_type, const float* x, void* dst, int64_t n) {
+  const int i = detail::type_index(act_type);
+  assert(i >= 0 && i < detail::kMaxTypeId);
+  detail::QuantizeFn f = table(clamp(level)).quantize[i];
+  if (!f) f = detail::scalar_kernels().quantize[i];
+  assert(f && "quantize_activations: not an activation type");
+  f(x, dst, n);
+}
+
+void quantize_activations(DType act_type, const float* x, void* dst, int64_t n) {
+  quantize_activations_at(active_simd_level(), act_type, x, dst, n);
+}
+
+void gemm_at(SimdLevel level, DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes,
+             int64_t row_begin, int64_t row_end, const void* A, size_t a_stride_bytes, int64_t n_tok,
+             float* Y, size_t y_stride_floats) {
+  assert(n_in % dtype_info(wtype).block_elems == 0);
+  if (row_end <= row_begin || n_tok <= 0) return;
+  const GemmArgs args{n_in,        static_cast<const uint8_t*>(W), w_stride_bytes, row_begin, row_end,
+                      static_cast<const uint8_t*>(A), a_stride_bytes, n_tok, Y, y_stride_floats};
+  detail::GemmFn f = gemm_fn(level, wtype);
+  assert(f && "gemm: unsupported weight type");
+  f(args);
+}
+
+void gemm(DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes, int64_t row_begin,
+          int64_t row_end, const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y,
+          size_t y_stride_floats) {
+  gemm_at(active_simd_level(), wtype, n_in, W, w_stride_bytes, row_begin, row_end, A, a_stride_bytes,
+          n_tok, Y, y_stride_floats);
+}
+
+float vec_dot_at(SimdLevel level, DType weight_type, int64_t n, const void* w_row, const void* act_row) {
+  float y = 0.0f;
+  gemm_at(level, weight_type, n, w_row, 0, 0, 1, act_row, 0, 1, &y, 1);
+  return y;
+}
+
+float vec_dot(DType weight_type, int64_t n, const void* w_row, const void* act_row) {
+  return vec_dot_at(active_simd_level(), weight_type, n, w_row, act_row);
+}
+
+}  // namespace hearth::cpu

@@ -1,0 +1,45 @@
+// Internal to hearth_quants: the table of kernels one SIMD level provides. Each ISA lives
+// in its own translation unit compiled with that ISA's flags; nothing else in the library
+// is, so the binary runs on any x86-64 (or non-x86) CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace hearth::cpu::detail {
+
+// One gemm call: Y[t * ys + r] = dot(W row r, A row t) for r in [r0, r1), t in [0, n_tok).
+struct GemmArgs {
+  int64_t n;         // elements per row
+  const uint8_t* w;  // row 0 of W
+  size_t ws;         // bytes between weight rows
+  int64_t r0, r1;
+  const uint8_t* a;  // token 0 of A
+  size_t as;         // bytes between activation rows
+  int64_t n_tok;
+  float* y;
+  size_t ys;         // floats between output rows (tokens)
+};
+
+using GemmFn = void (*)(const GemmArgs&);
+using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
+
+constexpr int kMaxTypeId = 32;
+
+// Indexed by DType id; nullptr where the level has no kernel (the scalar one is used).
+struct KernelTable {
+  GemmFn gemm[kMaxTypeId] = {};
+  QuantizeFn quantize[kMaxTypeId] = {};
+};
+
+const KernelTable& scalar_kernels();
+#if defined(HEARTH_X86_KERNELS)
+const KernelTable& avx2_kernels();
+const KernelTable& avx512_kernels();
+#endif
+
+inline int type_index(DType t) { return static_cast<int>(t); }
+
+}  // namespace hearth::cpu::detail

@@ -1,0 +1,105 @@
+// The gemm driver shared by the SIMD translation units: it walks R weight rows x T tokens
+// per tile so each weight block is loaded (and unpacked) once per tile, and keeps one
+// accumulator per (row, token). A kernel K defines how one block pair is multiplied into
+// an accumulator; the driver applies exactly the same sequence of K operations to every
+// output whatever the tile shape, which is what makes gemm bitwise equal to vec_dot.
+//
+// Kernel interface (all static, force-inlined):
+//   kBlockElems, kWBlockBytes, kABlockBytes  block geometry of weight / activation rows
+//   kTail                                    rows may end in a partial block (plain types)
+//   Acc zero();  float finish(const Acc&)
+//   void load_w(W&, const uint8_t* block);   void load_a(A&, const uint8_t* block)
+//   void mac(Acc&, const W&, const A&)
+//   if kTail: load_w_tail(W&, p, n_left), load_a_tail(A&, p, n_left) (zero-padded)
+// Include only from a TU compiled with the matching ISA flags, inside an anonymous namespace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/vec_dot_kernels.h"
+
+#define HEARTH_INLINE inline __attribute__((always_inline))
+#ifndef HEARTH_PREFETCH_TILES
+#define HEARTH_PREFETCH_TILES 4
+#endif
+
+namespace hearth::cpu::detail {
+namespace tile {
+
+// Decode streams each weight row once from DRAM. R rows advancing together look like R
+// short interleaved streams that the hardware prefetcher does not pick up, so when kPrefetch
+// we prefetch the rows kPrefetchTiles tiles ahead ourselves, R blocks' worth of bytes per
+// block step (rows are usually contiguous, so that covers the tile; if not, it is only a hint).
+constexpr int64_t kPrefetchTiles = HEARTH_PREFETCH_TILES;
+
+template <class K, int R, int T, bool kPrefetch = false>
+HEARTH_INLINE void run_tile(const GemmArgs& g, int64_t r, int64_t t) {
+  typename K::Acc acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) acc[i][j] = K::zero();
+  const int64_t nb = g.n / K::kBlockElems;
+  const uint8_t* wp[R];
+  const uint8_t* ap[T];
+  for (int i = 0; i < R; ++i) wp[i] = g.w + (r + i) * g.ws;
+  for (int j = 0; j < T; ++j) ap[j] = g.a + (t + j) * g.as;
+  const uint8_t* ahead = wp[0] + kPrefetchTiles * R * static_cast<int64_t>(g.ws);
+  for (int64_t b = 0; b < nb; ++b) {
+    if constexpr (kPrefetch) {
+      for (size_t off = 0; off < R * K::kWBlockBytes; off += 64)
+        __builtin_prefetch(ahead + b * R * static_cast<int64_t>(K::kWBlockBytes) + off, 0, 0);
+    }
+    typename K::W w[R];
+    typename K::A a[T];
+    for (int i = 0; i < R; ++i) K::load_w(w[i], wp[i] + b * K::kWBlockBytes);
+    for (int j = 0; j < T; ++j) K::load_a(a[j], ap[j] + b * K::kABlockBytes);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) K::mac(acc[i][j], w[i], a[j]);
+  }
+  if constexpr (K::kTail) {
+    const int64_t left = g.n - nb * K::kBlockElems;
+    if (left > 0) {
+      typename K::W w[R];
+      typename K::A a[T];
+      for (int i = 0; i < R; ++i) K::load_w_tail(w[i], wp[i] + nb * K::kWBlockBytes, left);
+      for (int j = 0; j < T; ++j) K::load_a_tail(a[j], ap[j] + nb * K::kABlockBytes, left);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) K::mac(acc[i][j], w[i], a[j]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) g.y[static_cast<size_t>(t + j) * g.ys + (r + i)] = K::finish(acc[i][j]);
+}
+
+// Tokens [t0, t1) against rows [r0, r1): R x T tiles, then leftovers one row / one token at
+// a time (the same per-output arithmetic).
+template <class K, int R, int T, bool kPrefetch = false>
+void sweep(const GemmArgs& g, int64_t t0, int64_t t1) {
+  int64_t r = g.r0;
+  for (; r + R <= g.r1; r += R) {
+    int64_t t = t0;
+    for (; t + T <= t1; t += T) run_tile<K, R, T, kPrefetch>(g, r, t);
+    for (; t < t1; ++t) run_tile<K, R, 1>(g, r, t);
+  }
+  for (; r < g.r1; ++r) {
+    int64_t t = t0;
+    for (; t + T <= t1; t += T) run_tile<K, 1, T>(g, r, t);
+    for (; t < t1; ++t) run_tile<K, 1, 1>(g, r, t);
+  }
+}
+
+// Tokens are taken kTokenChunk at a time so their activation rows stay in L2 while every
+// weight row passes; a single token (decode) uses taller tiles of kDecodeRows rows.
+template <class K, int R, int T, int kDecodeRows>
+void gemm(const GemmArgs& g) {
+  constexpr int64_t kTokenChunk = 64;
+  if (g.n_tok < T) {
+    for (int64_t t = 0; t < g.n_tok; ++t) sweep<K, kDecodeRows, 1, true>(g, t, t + 1);
+    return;
+  }
+  for (int64_t t = 0; t < g.n_tok; t += kTokenChunk)
+    sweep<K, R, T>(g, t, t + kTokenChunk < g.n_tok ? t + kTokenChunk : g.n_tok);
+}
+
+}  // namespace tile
+}  // namespace hearth::cpu::detail
