@@ -14,6 +14,11 @@ class WeightBinder {
   WeightBinder(const gguf::File& file, Buffer* buffer) : file_(file), buffer_(buffer) {}
   // The tensor `name` with ne0 = `cols` and `rows` rows; an error if missing or misshapen.
   Result<Tensor> get(const std::string& name, int64_t cols, int64_t rows) const;
+  // get() into `out`; the error as a Status.
+  Status bind(const std::string& name, int64_t cols, int64_t rows, Tensor& out) const;
+  // Binds the embedding table, the final norm and the output projection (the embedding
+  // table itself when the file has no output.weight: tied embeddings).
+  Status bind_embeddings(const ModelConfig& c, ModelWeights& w) const;
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
  private:

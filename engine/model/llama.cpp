@@ -19,20 +19,11 @@ class Llama final : public Architecture {
   }
 
   Status bind_weights(const WeightBinder& b, const ModelConfig& c, ModelWeights& w) const override {
-    auto get = [&](const std::string& name, int64_t cols, int64_t rows, Tensor& out) -> Status {
-      Result<Tensor> t = b.get(name, cols, rows);
-      if (!t) return t.error();
-      out = *t;
-      return {};
+    auto get = [&](const std::string& name, int64_t cols, int64_t rows, Tensor& out) {
+      return b.bind(name, cols, rows, out);
     };
-    Status s;
-    if (!(s = get("token_embd.weight", c.n_embd, c.n_vocab, w.tok_embd))) return s;
-    if (!(s = get("output_norm.weight", c.n_embd, 1, w.output_norm))) return s;
-    if (b.has("output.weight")) {
-      if (!(s = get("output.weight", c.n_embd, c.n_vocab, w.output))) return s;
-    } else {
-      w.output = w.tok_embd;
-    }
+    Status s = b.bind_embeddings(c, w);
+    if (!s) return s;
     w.layers.resize(c.n_layer);
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";

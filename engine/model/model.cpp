@@ -92,6 +92,24 @@ Result<Tensor> WeightBinder::get(const std::string& name, int64_t cols, int64_t 
   return out;
 }
 
+Status WeightBinder::bind(const std::string& name, int64_t cols, int64_t rows, Tensor& out) const {
+  Result<Tensor> t = get(name, cols, rows);
+  if (!t) return t.error();
+  out = *t;
+  return {};
+}
+
+Status WeightBinder::bind_embeddings(const ModelConfig& c, ModelWeights& w) const {
+  Status s;
+  if (!(s = bind("token_embd.weight", c.n_embd, c.n_vocab, w.tok_embd))) return s;
+  if (!(s = bind("output_norm.weight", c.n_embd, 1, w.output_norm))) return s;
+  if (!has("output.weight")) {
+    w.output = w.tok_embd;
+    return {};
+  }
+  return bind("output.weight", c.n_embd, c.n_vocab, w.output);
+}
+
 const Architecture* find_architecture(const std::string& name) {
   if (name == "gemma3") return &gemma3_architecture();
   if (name == "llama") return &llama_architecture();
