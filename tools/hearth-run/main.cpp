@@ -23,15 +23,6 @@ int fail(const std::string& msg) {
   return 1;
 }
 
-// The chat family: the model's template when it has one, else the architecture's own.
-Result<ChatFamily> chat_family(const gguf::File& f) {
-  Result<ChatFamily> fam = chat_family_from_gguf(f);
-  if (fam || f.has("tokenizer.chat_template")) return fam;
-  Result<std::string_view> arch = f.get_string("general.architecture");
-  if (arch && (*arch == "gemma3" || *arch == "gemma2" || *arch == "gemma")) return ChatFamily::Gemma;
-  return make_error("the model has no chat template (tokenizer.chat_template) and its architecture has no default");
-}
-
 }  // namespace
 }  // namespace hearth
 
@@ -109,7 +100,7 @@ int main(int argc, char** argv) {
 
   std::vector<int32_t> ids;
   if (chat) {
-    Result<ChatFamily> fam = chat_family(*l.file);
+    Result<ChatFamily> fam = chat_family_from_gguf(*l.file);
     if (!fam) return fail(fam.error().message);
     std::vector<ChatMessage> msgs;
     if (!system_prompt.empty()) msgs.push_back({"system", system_prompt});
