@@ -117,6 +117,7 @@ inline constexpr int32_t kRopeNormal = 0;
 inline constexpr int32_t kRopeNeox = 2;
 
 struct Op {
+  explicit Op(OpKind k) : kind(k) {}
   OpKind kind;
   Tensor dst;
   Tensor src0, src1, src2, src3;

@@ -1,5 +1,6 @@
 add_library(hearth_backend_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cpu_backend.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/f16_convert.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ops_basic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ops_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thread_pool.cpp)

@@ -22,6 +22,10 @@ struct ExecContext {
   }
 };
 
+// Row r of a KV cache tensor (F16 or F32) as f32 / from f32.
+void load_row_f32(const Tensor& t, int64_t r, float* dst);
+void store_row_f32(const Tensor& t, int64_t r, const float* src);
+
 inline uint8_t* tensor_data(const Tensor& t) {
   return static_cast<uint8_t*>(t.buffer->host_data()) + t.offset;
 }

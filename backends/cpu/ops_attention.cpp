@@ -12,7 +12,6 @@
 #include <limits>
 
 #include "backends/cpu/ops.h"
-#include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
 
 #if defined(__x86_64__)
@@ -70,7 +69,11 @@ __attribute__((target("avx512f"))) float dot_avx512(const float* a, const float*
     acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
   }
   for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  // Horizontal sum through memory: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(acc0, acc1));
+  float s = 0.0f;
+  for (float x : lanes) s += x;
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -132,9 +135,8 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
     int64_t b, e;
     split_range(n_stage, ith, nth, &b, &e);
     for (int64_t j = b; j < e; ++j) {
-      const size_t slot = static_cast<size_t>(kv_slot[lo + j]);
-      dequantize_row(op.src2.type, tensor_data(op.src2) + slot * op.src2.row_stride, k_f32 + j * kv_dim, kv_dim);
-      dequantize_row(op.src3.type, tensor_data(op.src3) + slot * op.src3.row_stride, v_f32 + j * kv_dim, kv_dim);
+      load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
+      load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
     }
   });
 

@@ -4,12 +4,25 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/f16_convert.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
 #include "common/fp16.h"
 
 namespace hearth::cpu {
+
+void load_row_f32(const Tensor& t, int64_t r, float* dst) {
+  const uint8_t* src = tensor_data(t) + static_cast<size_t>(r) * t.row_stride;
+  if (t.type == DType::F16) return f16_to_f32_row(reinterpret_cast<const uint16_t*>(src), dst, t.ne0);
+  dequantize_row(t.type, src, dst, t.ne0);
+}
+
+void store_row_f32(const Tensor& t, int64_t r, const float* src) {
+  uint8_t* dst = tensor_data(t) + static_cast<size_t>(r) * t.row_stride;
+  if (t.type == DType::F16) return f32_to_f16_row(src, reinterpret_cast<uint16_t*>(dst), t.ne0);
+  quantize_row(t.type, src, dst, t.ne0);
+}
 
 void op_get_rows(const Op& op, const Graph& g, ExecContext& ctx) {
   const std::span<const int32_t> ids = g.get(op.ia);
@@ -89,6 +102,22 @@ inline float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
 }
 
+// GELU through a table indexed by the f16 bits of x, as ggml's CPU backend computes it
+// (so our FFN activations round as llama.cpp's do), and ~10x faster than tanhf. Outside
+// [-10, 10] GELU is 0 or x to within f32 precision.
+struct GeluTable {
+  uint16_t v[1 << 16];
+  GeluTable() {
+    for (uint32_t i = 0; i < (1u << 16); ++i) v[i] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(static_cast<uint16_t>(i))));
+  }
+};
+
+inline float gelu_fast(const GeluTable& t, float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(t.v[fp32_to_fp16(x)]);
+}
+
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 }  // namespace
@@ -111,8 +140,9 @@ void op_elementwise(const Op& op, ExecContext& ctx) {
           for (int64_t k = 0; k < n; ++k) y[k] = a[k] * op.f0;
           break;
         case OpKind::GeluMul: {
+          static const GeluTable* table = new GeluTable();  // 128 KiB, built once, never freed
           const float* c = row_f32(op.src1, r);
-          for (int64_t k = 0; k < n; ++k) y[k] = gelu_tanh(a[k]) * c[k];
+          for (int64_t k = 0; k < n; ++k) y[k] = gelu_fast(*table, a[k]) * c[k];
           break;
         }
         case OpKind::SiluMul: {
@@ -139,9 +169,7 @@ void op_store_kv(const Op& op, const Graph& g, ExecContext& ctx) {
       for (int which = 0; which < 2; ++which) {
         const Tensor& src = which == 0 ? op.src0 : op.src1;
         const Tensor& cache = which == 0 ? op.src2 : op.src3;
-        const float* x = row_f32(src, t);
-        uint8_t* dst = tensor_data(cache) + static_cast<size_t>(slots[t]) * cache.row_stride;
-        quantize_row(cache.type, x, dst, src.ne0);
+        store_row_f32(cache, slots[t], row_f32(src, t));
       }
     }
   });

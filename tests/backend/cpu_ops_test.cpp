@@ -149,7 +149,10 @@ TEST_CASE("Elementwise ops follow their formulas") {
         case OpKind::Softcap: want = 1.5 * std::tanh(x / 1.5); break;
         default: break;
       }
-      REQUIRE(y[i] == Approx(want).epsilon(1e-5).margin(1e-6));
+      // GELU goes through an f16 table as in ggml: x and gelu(x) are rounded to f16
+      // (relative step 2^-11), which moves the result by at most ~2e-3 of |x c|.
+      const double tol = kind == OpKind::GeluMul ? 2e-3 * std::fabs(x * c) + 1e-6 : 1e-5 * std::fabs(want) + 1e-6;
+      REQUIRE(std::fabs(y[i] - want) <= tol);
     }
   }
 }
