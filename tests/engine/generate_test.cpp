@@ -43,7 +43,7 @@ struct Engine {
 
 }  // namespace
 
-TEST_CASE("Sampling with the same seed gives the same text; another seed another text") {
+TEST_CASE("Sampling with the same seed gives the same text and another seed another text") {
   Engine e;
   if (!e.load()) {
     WARN("default model not installed; skipped");
