@@ -19,6 +19,9 @@ class WeightBinder {
   // Binds the embedding table, the final norm and the output projection (the embedding
   // table itself when the file has no output.weight: tied embeddings).
   Status bind_embeddings(const ModelConfig& c, ModelWeights& w) const;
+  // Binds the tensors every decoder block has (blk.N.attn_norm, attn_q/k/v/output,
+  // ffn_norm, ffn_gate/up/down) of every layer, sizing w.layers.
+  Status bind_blocks(const ModelConfig& c, ModelWeights& w) const;
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
  private:

@@ -38,28 +38,16 @@ class Gemma3 final : public Architecture {
   }
 
   Status bind_weights(const WeightBinder& b, const ModelConfig& c, ModelWeights& w) const override {
-    auto get = [&](const std::string& name, int64_t cols, int64_t rows, Tensor& out) {
-      return b.bind(name, cols, rows, out);
-    };
-    Status s = b.bind_embeddings(c, w);
-    if (!s) return s;
-    w.layers.resize(c.n_layer);
+    Status s;
+    if (!(s = b.bind_embeddings(c, w)) || !(s = b.bind_blocks(c, w))) return s;
+    // Gemma's extra norms: per-head Q/K and after each sub-block.
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       LayerWeights& l = w.layers[il];
-      if (!(s = get(p + "attn_norm.weight", c.n_embd, 1, l.attn_norm))) return s;
-      if (!(s = get(p + "attn_q.weight", c.n_embd, c.q_dim(), l.wq))) return s;
-      if (!(s = get(p + "attn_k.weight", c.n_embd, c.kv_dim(), l.wk))) return s;
-      if (!(s = get(p + "attn_v.weight", c.n_embd, c.kv_dim(), l.wv))) return s;
-      if (!(s = get(p + "attn_q_norm.weight", c.head_dim, 1, l.q_norm))) return s;
-      if (!(s = get(p + "attn_k_norm.weight", c.head_dim, 1, l.k_norm))) return s;
-      if (!(s = get(p + "attn_output.weight", c.q_dim(), c.n_embd, l.wo))) return s;
-      if (!(s = get(p + "post_attention_norm.weight", c.n_embd, 1, l.post_attn_norm))) return s;
-      if (!(s = get(p + "ffn_norm.weight", c.n_embd, 1, l.ffn_norm))) return s;
-      if (!(s = get(p + "ffn_gate.weight", c.n_embd, c.n_ff, l.ffn_gate))) return s;
-      if (!(s = get(p + "ffn_up.weight", c.n_embd, c.n_ff, l.ffn_up))) return s;
-      if (!(s = get(p + "ffn_down.weight", c.n_ff, c.n_embd, l.ffn_down))) return s;
-      if (!(s = get(p + "post_ffw_norm.weight", c.n_embd, 1, l.post_ffn_norm))) return s;
+      if (!(s = b.bind(p + "attn_q_norm.weight", c.head_dim, 1, l.q_norm))) return s;
+      if (!(s = b.bind(p + "attn_k_norm.weight", c.head_dim, 1, l.k_norm))) return s;
+      if (!(s = b.bind(p + "post_attention_norm.weight", c.n_embd, 1, l.post_attn_norm))) return s;
+      if (!(s = b.bind(p + "post_ffw_norm.weight", c.n_embd, 1, l.post_ffn_norm))) return s;
     }
     return {};
   }

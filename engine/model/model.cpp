@@ -110,6 +110,25 @@ Status WeightBinder::bind_embeddings(const ModelConfig& c, ModelWeights& w) cons
   return bind("output.weight", c.n_embd, c.n_vocab, w.output);
 }
 
+Status WeightBinder::bind_blocks(const ModelConfig& c, ModelWeights& w) const {
+  w.layers.resize(c.n_layer);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[il];
+    Status s;
+    if (!(s = bind(p + "attn_norm.weight", c.n_embd, 1, l.attn_norm))) return s;
+    if (!(s = bind(p + "attn_q.weight", c.n_embd, c.q_dim(), l.wq))) return s;
+    if (!(s = bind(p + "attn_k.weight", c.n_embd, c.kv_dim(), l.wk))) return s;
+    if (!(s = bind(p + "attn_v.weight", c.n_embd, c.kv_dim(), l.wv))) return s;
+    if (!(s = bind(p + "attn_output.weight", c.q_dim(), c.n_embd, l.wo))) return s;
+    if (!(s = bind(p + "ffn_norm.weight", c.n_embd, 1, l.ffn_norm))) return s;
+    if (!(s = bind(p + "ffn_gate.weight", c.n_embd, c.n_ff, l.ffn_gate))) return s;
+    if (!(s = bind(p + "ffn_up.weight", c.n_embd, c.n_ff, l.ffn_up))) return s;
+    if (!(s = bind(p + "ffn_down.weight", c.n_ff, c.n_embd, l.ffn_down))) return s;
+  }
+  return {};
+}
+
 const Architecture* find_architecture(const std::string& name) {
   if (name == "gemma3") return &gemma3_architecture();
   if (name == "llama") return &llama_architecture();
