@@ -166,10 +166,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   impl->eos = eos;
   auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", true);
   auto add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  // Gemma's converters write add_space_prefix = false; older files may lack the key.
-  auto arch = f.get_string("general.architecture");
-  bool gemma = arch.ok() && arch->substr(0, 5) == "gemma";
-  auto space = f.get_bool_or("tokenizer.ggml.add_space_prefix", !gemma);
+  // A missing key means a space prefix, as llama.cpp reads SentencePiece vocabularies
+  // (Gemma's converters write false explicitly).
+  auto space = f.get_bool_or("tokenizer.ggml.add_space_prefix", true);
   for (const auto* r : {&add_bos, &add_eos, &space}) {
     if (!r->ok()) return make_error("tokenizer: " + r->error().message);
   }

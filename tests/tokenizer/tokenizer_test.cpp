@@ -72,7 +72,7 @@ struct TinyVocab {
     }
     return -1;
   }
-  std::vector<uint8_t> gguf(std::string model = "llama") const {
+  std::vector<uint8_t> gguf(std::string model = "llama", bool space_prefix_key = true) const {
     hearth::gguf::Writer w;
     w.set_string("general.architecture", "gemma3");
     w.set_string("tokenizer.ggml.model", model);
@@ -83,6 +83,7 @@ struct TinyVocab {
     w.set_u32("tokenizer.ggml.eos_token_id", 1);
     w.set_u32("tokenizer.ggml.unknown_token_id", 3);
     w.set_bool("tokenizer.ggml.add_bos_token", true);
+    if (space_prefix_key) w.set_bool("tokenizer.ggml.add_space_prefix", false);  // as Gemma files say
     return w.serialize();
   }
 };
@@ -238,4 +239,12 @@ TEST_CASE("token_bytes gives what a streamed token shows") {
   CHECK(tok->token_bytes(-1).empty());
   CHECK(tok->token_bytes(tok->n_vocab()).empty());
   CHECK(tok->decode({2, 105, 9259, 106}) == "Hello");
+}
+
+TEST_CASE("a vocabulary without add_space_prefix gets a space prefix, as llama.cpp reads it") {
+  TinyVocab v;
+  std::unique_ptr<hearth::gguf::File> keep;
+  auto tok = load(v.gguf("llama", /*space_prefix_key=*/false), keep);
+  REQUIRE(tok.ok());
+  CHECK((*tok)->encode("ab", false, false) == std::vector<int32_t>{v.id("\xE2\x96\x81" "ab")});
 }
