@@ -180,6 +180,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   for (std::string_view t : *tokens) impl->pieces.emplace_back(t);
   impl->types = types;
   std::fill(std::begin(impl->byte_ids), std::end(impl->byte_ids), -1);
+  impl->index.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     impl->index.emplace(impl->pieces[i], static_cast<int32_t>(i));
     if (types[i] == kTypeByte) {
