@@ -61,7 +61,7 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float* y, float a, const floa
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, int64_t n) {
+__attribute__((target("avx512f,avx512dq"))) float dot_avx512(const float* a, const float* b, int64_t n) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -69,11 +69,13 @@ __attribute__((target("avx512f"))) float dot_avx512(const float* a, const float*
     acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
   }
   for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-  // Horizontal sum through memory: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, _mm512_add_ps(acc0, acc1));
-  float s = 0.0f;
-  for (float x : lanes) s += x;
+  // Horizontal sum by halves (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized).
+  const __m512 acc = _mm512_add_ps(acc0, acc1);
+  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(acc, 0), _mm512_extractf32x8_ps(acc, 1));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  float s = _mm_cvtss_f32(s4);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }

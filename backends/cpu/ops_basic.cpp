@@ -10,6 +10,10 @@
 #include "backends/cpu/vec_dot.h"
 #include "common/fp16.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace hearth::cpu {
 
 void load_row_f32(const Tensor& t, int64_t r, float* dst) {
@@ -118,6 +122,35 @@ inline float gelu_fast(const GeluTable& t, float x) {
   return fp16_to_fp32(t.v[fp32_to_fp16(x)]);
 }
 
+// y[k] = gelu_fast(x[k]) * c[k], bitwise; the f16 conversions through F16C.
+void gelu_mul_row(const GeluTable& t, const float* x, const float* c, float* y, int64_t n);
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) void gelu_mul_row_f16c(const GeluTable& t, const float* x, const float* c,
+                                                            float* y, int64_t n) {
+  const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+  alignas(16) uint16_t h[8];
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 v = _mm256_loadu_ps(x + k);
+    _mm_store_si128(reinterpret_cast<__m128i*>(h), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    for (int i = 0; i < 8; ++i) h[i] = t.v[h[i]];
+    __m256 g = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+    g = _mm256_blendv_ps(g, v, _mm256_cmp_ps(v, hi, _CMP_GE_OQ));
+    g = _mm256_blendv_ps(g, _mm256_setzero_ps(), _mm256_cmp_ps(v, lo, _CMP_LE_OQ));
+    _mm256_storeu_ps(y + k, _mm256_mul_ps(g, _mm256_loadu_ps(c + k)));
+  }
+  for (; k < n; ++k) y[k] = gelu_fast(t, x[k]) * c[k];
+}
+#endif
+
+void gelu_mul_row(const GeluTable& t, const float* x, const float* c, float* y, int64_t n) {
+#if defined(__x86_64__)
+  if (active_simd_level() >= SimdLevel::AVX2) return gelu_mul_row_f16c(t, x, c, y, n);
+#endif
+  for (int64_t k = 0; k < n; ++k) y[k] = gelu_fast(t, x[k]) * c[k];
+}
+
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 }  // namespace
@@ -141,8 +174,7 @@ void op_elementwise(const Op& op, ExecContext& ctx) {
           break;
         case OpKind::GeluMul: {
           static const GeluTable* table = new GeluTable();  // 128 KiB, built once, never freed
-          const float* c = row_f32(op.src1, r);
-          for (int64_t k = 0; k < n; ++k) y[k] = gelu_fast(*table, a[k]) * c[k];
+          gelu_mul_row(*table, a, row_f32(op.src1, r), y, n);
           break;
         }
         case OpKind::SiluMul: {

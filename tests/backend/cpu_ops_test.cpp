@@ -319,3 +319,26 @@ TEST_CASE("StoreKv writes rows into the given slots in f16") {
     REQUIRE(vh[2 * d + i] == fp32_to_fp16(v[d + i]));
   }
 }
+
+TEST_CASE("GeluMul gives bitwise the same result at every SIMD level") {
+  LevelGuard guard;
+  Fixture f;
+  std::vector<float> a = f.random(3 * 77, 4.0f), b = f.random(3 * 77);
+  a[0] = -10.0f;  // the clamps
+  a[1] = 10.0f;
+  a[2] = -12.5f;
+  a[3] = 30.0f;
+  std::vector<std::vector<float>> results;
+  for (cpu::SimdLevel level : levels()) {
+    cpu::set_simd_level(level);
+    Op op{OpKind::GeluMul};
+    op.src0 = f.make_f32(77, 3, a);
+    op.src1 = f.make_f32(77, 3, b);
+    op.dst = f.make(DType::F32, 77, 3);
+    f.run(op);
+    results.push_back(f.read(op.dst));
+  }
+  for (const std::vector<float>& r : results) REQUIRE(r == results[0]);
+  REQUIRE(results[0][0] == 0.0f);
+  REQUIRE(results[0][3] == 30.0f * b[3]);
+}
