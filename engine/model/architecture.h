@@ -34,9 +34,8 @@ class Architecture {
   virtual ~Architecture() = default;
   virtual Status read_config(const gguf::File& f, ModelConfig& c) const = 0;
   virtual Status bind_weights(const WeightBinder& b, const ModelConfig& c, ModelWeights& w) const = 0;
-  // Records one transformer block for rows of `act` (n tokens), updating act.x.
-  virtual void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int layer,
-                           int64_t n, IntSpan positions, IntSpan new_slots, IntSpan kv_slots,
+  // Records one transformer block for the batch's rows of `act`, updating act.x.
+  virtual void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int layer, const BatchLayout& b,
                            const Activations& act, const Tensor& k_cache, const Tensor& v_cache) const = 0;
 };
 
@@ -58,8 +57,9 @@ void add(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& b);
 void gated(Graph& g, OpKind kind, const Tensor& dst, const Tensor& gate, const Tensor& up);
 void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
               IntSpan slots);
+// One Attention op per sequence of the batch, over its rows of q and dst.
 void attention(Graph& g, const Tensor& dst, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               IntSpan positions, IntSpan kv_slots, const ModelConfig& c, int32_t window);
+               const BatchLayout& b, const ModelConfig& c, int32_t window);
 }  // namespace ops
 
 }  // namespace hearth

@@ -30,29 +30,23 @@ void bind(Tensor& t, Buffer* b) { t.buffer = b; }
 
 }  // namespace
 
-Result<std::unique_ptr<InferenceContext>> InferenceContext::create(const Model& model, Backend& backend,
-                                                                   const ContextOptions& options) {
-  const ModelConfig& c = model.config();
-  if (options.n_ctx < 1 || options.n_batch < 1 || options.n_logits_max < 1)
-    return make_error("context: n_ctx, n_batch and n_logits_max must be positive");
-  if (options.kv_type != DType::F16 && options.kv_type != DType::F32)
-    return make_error("context: KV cache type must be f16 or f32");
-  std::unique_ptr<InferenceContext> ctx(new InferenceContext(model, backend, options));
-
+Result<ForwardBuffers> allocate_forward_buffers(const ModelConfig& c, Backend& backend, int64_t n_slots,
+                                                int64_t n_batch, int64_t n_logits, DType kv_type) {
+  ForwardBuffers fb;
   Arena kv_arena;
   for (int il = 0; il < c.n_layer; ++il) {
-    ctx->kv_.k.push_back(kv_arena.take(options.kv_type, c.kv_dim(), options.n_ctx));
-    ctx->kv_.v.push_back(kv_arena.take(options.kv_type, c.kv_dim(), options.n_ctx));
+    fb.kv.k.push_back(kv_arena.take(kv_type, c.kv_dim(), n_slots));
+    fb.kv.v.push_back(kv_arena.take(kv_type, c.kv_dim(), n_slots));
   }
   Result<std::unique_ptr<Buffer>> kv = backend.alloc(kv_arena.bytes(), BufferKind::KvCache);
   if (!kv) return kv.error();
-  ctx->kv_buffer_ = std::move(*kv);
-  for (Tensor& t : ctx->kv_.k) bind(t, ctx->kv_buffer_.get());
-  for (Tensor& t : ctx->kv_.v) bind(t, ctx->kv_buffer_.get());
+  fb.kv_buffer = std::move(*kv);
+  for (Tensor& t : fb.kv.k) bind(t, fb.kv_buffer.get());
+  for (Tensor& t : fb.kv.v) bind(t, fb.kv_buffer.get());
 
-  const int64_t n = options.n_batch;
+  const int64_t n = n_batch;
   Arena arena;
-  Activations& a = ctx->act_;
+  Activations& a = fb.act;
   a.x = arena.take(DType::F32, c.n_embd, n);
   a.cur = arena.take(DType::F32, c.n_embd, n);
   a.tmp = arena.take(DType::F32, c.n_embd, n);
@@ -62,13 +56,26 @@ Result<std::unique_ptr<InferenceContext>> InferenceContext::create(const Model& 
   a.v = arena.take(DType::F32, c.kv_dim(), n);
   a.gate = arena.take(DType::F32, c.n_ff, n);
   a.up = arena.take(DType::F32, c.n_ff, n);
-  a.logits = arena.take(DType::F32, c.n_vocab, std::min<int64_t>(n, options.n_logits_max));
+  a.logits = arena.take(DType::F32, c.n_vocab, std::min(n, n_logits));
   Result<std::unique_ptr<Buffer>> act = backend.alloc(arena.bytes(), BufferKind::Activations);
   if (!act) return act.error();
-  ctx->act_buffer_ = std::move(*act);
+  fb.act_buffer = std::move(*act);
   for (Tensor* t : {&a.x, &a.cur, &a.tmp, &a.q, &a.attn, &a.k, &a.v, &a.gate, &a.up, &a.logits})
-    bind(*t, ctx->act_buffer_.get());
+    bind(*t, fb.act_buffer.get());
+  return fb;
+}
 
+Result<std::unique_ptr<InferenceContext>> InferenceContext::create(const Model& model, Backend& backend,
+                                                                   const ContextOptions& options) {
+  if (options.n_ctx < 1 || options.n_batch < 1 || options.n_logits_max < 1)
+    return make_error("context: n_ctx, n_batch and n_logits_max must be positive");
+  if (options.kv_type != DType::F16 && options.kv_type != DType::F32)
+    return make_error("context: KV cache type must be f16 or f32");
+  std::unique_ptr<InferenceContext> ctx(new InferenceContext(model, backend, options));
+  Result<ForwardBuffers> fb = allocate_forward_buffers(model.config(), backend, options.n_ctx, options.n_batch,
+                                                       options.n_logits_max, options.kv_type);
+  if (!fb) return fb.error();
+  ctx->buf_ = std::move(*fb);
   ctx->slots_.resize(options.n_ctx);
   std::iota(ctx->slots_.begin(), ctx->slots_.end(), 0);
   return ctx;
@@ -106,7 +113,7 @@ Status InferenceContext::eval(std::span<const int32_t> tokens, bool all_logits) 
     if (Status s = forward(tokens.subspan(begin, n), rows); !s) return s;
     if (!rows.empty()) {
       float* dst = logits_.data() + (all_logits ? begin * v : 0);
-      backend_.read(*act_.logits.buffer, act_.logits.offset, dst, rows.size() * v * sizeof(float));
+      backend_.read(*buf_.act.logits.buffer, buf_.act.logits.offset, dst, rows.size() * v * sizeof(float));
     }
   }
   return {};
@@ -115,10 +122,9 @@ Status InferenceContext::eval(std::span<const int32_t> tokens, bool all_logits) 
 Status InferenceContext::forward(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows) {
   graph_.clear();
   ForwardBatch batch;
-  batch.tokens = tokens;
-  batch.first_pos = n_past_;
-  batch.logit_rows = logit_rows;
-  model_.build_forward(graph_, batch, slots_, act_, kv_);
+  batch.seqs.push_back(SeqChunk{tokens, n_past_, slots_});
+  batch.logit_rows.assign(logit_rows.begin(), logit_rows.end());
+  model_.build_forward(graph_, batch, buf_.act, buf_.kv);
   if (Status s = backend_.execute(graph_); !s) return s;
   n_past_ += static_cast<int32_t>(tokens.size());
   return {};

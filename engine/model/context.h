@@ -24,6 +24,17 @@ struct ContextOptions {
   DType kv_type = DType::F16;  // F16 (default) or F32
 };
 
+// Device memory for forward passes: a KV pool of n_slots token slots per layer and the
+// activations of one batch of up to n_batch tokens (n_logits logit rows). Shared by the
+// single-sequence context below and by anything that batches several sequences.
+struct ForwardBuffers {
+  std::unique_ptr<Buffer> kv_buffer, act_buffer;
+  KvTensors kv;
+  Activations act;
+};
+Result<ForwardBuffers> allocate_forward_buffers(const ModelConfig& c, Backend& backend, int64_t n_slots,
+                                                int64_t n_batch, int64_t n_logits, DType kv_type);
+
 class InferenceContext {
  public:
   static Result<std::unique_ptr<InferenceContext>> create(const Model& model, Backend& backend,
@@ -52,10 +63,7 @@ class InferenceContext {
   const Model& model_;
   Backend& backend_;
   ContextOptions options_;
-  std::unique_ptr<Buffer> kv_buffer_;
-  std::unique_ptr<Buffer> act_buffer_;
-  KvTensors kv_;
-  Activations act_;
+  ForwardBuffers buf_;
   std::vector<int32_t> slots_;  // position -> KV slot
   Graph graph_;
   std::vector<float> logits_;

@@ -52,10 +52,10 @@ class Gemma3 final : public Architecture {
     return {};
   }
 
-  void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int il, int64_t n, IntSpan positions,
-                   IntSpan new_slots, IntSpan kv_slots, const Activations& a, const Tensor& k_cache,
-                   const Tensor& v_cache) const override {
+  void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int il, const BatchLayout& b,
+                   const Activations& a, const Tensor& k_cache, const Tensor& v_cache) const override {
     using namespace ops;
+    const int64_t n = b.n;
     const Tensor x = rows(a.x, n), cur = rows(a.cur, n), tmp = rows(a.tmp, n);
     const Tensor q = rows(a.q, n), k = rows(a.k, n), v = rows(a.v, n), attn = rows(a.attn, n);
     const Tensor gate = rows(a.gate, n), up = rows(a.up, n);
@@ -67,12 +67,12 @@ class Gemma3 final : public Architecture {
     matmul(g, v, w.wv, cur);
     rms_norm(g, q, q, w.q_norm, c.rms_eps);  // per head: the weight is head_dim long
     rms_norm(g, k, k, w.k_norm, c.rms_eps);
-    rope(g, q, positions, c.head_dim, c.n_rot, c.rope_layout, swa ? c.rope_base_swa : c.rope_base,
+    rope(g, q, b.positions, c.head_dim, c.n_rot, c.rope_layout, swa ? c.rope_base_swa : c.rope_base,
          swa ? 1.0f : c.rope_pos_scale);
-    rope(g, k, positions, c.head_dim, c.n_rot, c.rope_layout, swa ? c.rope_base_swa : c.rope_base,
+    rope(g, k, b.positions, c.head_dim, c.n_rot, c.rope_layout, swa ? c.rope_base_swa : c.rope_base,
          swa ? 1.0f : c.rope_pos_scale);
-    store_kv(g, k, v, k_cache, v_cache, new_slots);
-    attention(g, attn, q, k_cache, v_cache, positions, kv_slots, c, swa ? c.sliding_window : 0);
+    store_kv(g, k, v, k_cache, v_cache, b.new_slots);
+    attention(g, attn, q, k_cache, v_cache, b, c, swa ? c.sliding_window : 0);
     matmul(g, tmp, w.wo, attn);
     rms_norm(g, tmp, tmp, w.post_attn_norm, c.rms_eps);
     add(g, x, x, tmp);

@@ -24,10 +24,10 @@ class Llama final : public Architecture {
     return b.bind_blocks(c, w);
   }
 
-  void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int, int64_t n, IntSpan positions,
-                   IntSpan new_slots, IntSpan kv_slots, const Activations& a, const Tensor& k_cache,
-                   const Tensor& v_cache) const override {
+  void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int, const BatchLayout& b,
+                   const Activations& a, const Tensor& k_cache, const Tensor& v_cache) const override {
     using namespace ops;
+    const int64_t n = b.n;
     const Tensor x = rows(a.x, n), cur = rows(a.cur, n), tmp = rows(a.tmp, n);
     const Tensor q = rows(a.q, n), k = rows(a.k, n), v = rows(a.v, n), attn = rows(a.attn, n);
     const Tensor gate = rows(a.gate, n), up = rows(a.up, n);
@@ -36,10 +36,10 @@ class Llama final : public Architecture {
     matmul(g, q, w.wq, cur);
     matmul(g, k, w.wk, cur);
     matmul(g, v, w.wv, cur);
-    rope(g, q, positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
-    rope(g, k, positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
-    store_kv(g, k, v, k_cache, v_cache, new_slots);
-    attention(g, attn, q, k_cache, v_cache, positions, kv_slots, c, 0);
+    rope(g, q, b.positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
+    rope(g, k, b.positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
+    store_kv(g, k, v, k_cache, v_cache, b.new_slots);
+    attention(g, attn, q, k_cache, v_cache, b, c, 0);
     matmul(g, tmp, w.wo, attn);
     add(g, x, x, tmp);
 

@@ -171,16 +171,38 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   return m;
 }
 
-void Model::build_forward(Graph& g, const ForwardBatch& batch, std::span<const int32_t> kv_slots,
-                          const Activations& act, const KvTensors& kv) const {
+int64_t ForwardBatch::n_tokens() const {
+  int64_t n = 0;
+  for (const SeqChunk& sc : seqs) n += static_cast<int64_t>(sc.tokens.size());
+  return n;
+}
+
+void Model::build_forward(Graph& g, const ForwardBatch& batch, const Activations& act, const KvTensors& kv) const {
   const ModelConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(batch.tokens.size());
-  std::vector<int32_t> positions(n);
-  for (int64_t i = 0; i < n; ++i) positions[i] = batch.first_pos + static_cast<int32_t>(i);
-  const IntSpan tok_span = g.add_ints(batch.tokens);
-  const IntSpan pos_span = g.add_ints(positions);
-  const IntSpan all_slots = g.add_ints(kv_slots.subspan(0, batch.first_pos + n));
-  const IntSpan new_slots = g.add_ints(kv_slots.subspan(batch.first_pos, n));
+  BatchLayout b;
+  b.n = batch.n_tokens();
+  std::vector<int32_t> tokens, positions, new_slots;
+  for (const SeqChunk& sc : batch.seqs) {
+    const int64_t n = static_cast<int64_t>(sc.tokens.size());
+    tokens.insert(tokens.end(), sc.tokens.begin(), sc.tokens.end());
+    for (int64_t i = 0; i < n; ++i) positions.push_back(sc.first_pos + static_cast<int32_t>(i));
+    const std::span<const int32_t> own = sc.kv_slots.subspan(sc.first_pos, n);
+    new_slots.insert(new_slots.end(), own.begin(), own.end());
+  }
+  const IntSpan tok_span = g.add_ints(tokens);
+  b.positions = g.add_ints(positions);
+  b.new_slots = g.add_ints(new_slots);
+  int64_t row = 0;
+  for (const SeqChunk& sc : batch.seqs) {
+    AttnSeq as;
+    as.row0 = row;
+    as.n = static_cast<int64_t>(sc.tokens.size());
+    as.positions = IntSpan{b.positions.offset + static_cast<uint32_t>(row), static_cast<uint32_t>(as.n)};
+    as.kv_slots = g.add_ints(sc.kv_slots.subspan(0, sc.first_pos + as.n));
+    b.seqs.push_back(as);
+    row += as.n;
+  }
+  const int64_t n = b.n;
 
   Op embed{OpKind::GetRows};
   embed.dst = ops::rows(act.x, n);
@@ -190,7 +212,7 @@ void Model::build_forward(Graph& g, const ForwardBatch& batch, std::span<const i
   g.ops.push_back(embed);
 
   for (int il = 0; il < c.n_layer; ++il)
-    arch_->build_layer(g, c, weights_.layers[il], il, n, pos_span, new_slots, all_slots, act, kv.k[il], kv.v[il]);
+    arch_->build_layer(g, c, weights_.layers[il], il, b, act, kv.k[il], kv.v[il]);
 
   if (batch.logit_rows.empty()) return;
   const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
@@ -271,21 +293,23 @@ void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache,
 }
 
 void attention(Graph& g, const Tensor& dst, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               IntSpan positions, IntSpan kv_slots, const ModelConfig& c, int32_t window) {
-  Op op{OpKind::Attention};
-  op.dst = dst;
-  op.src0 = q;
-  op.src2 = k_cache;
-  op.src3 = v_cache;
-  op.ia = positions;
-  op.ib = kv_slots;
-  op.i0 = c.n_head;
-  op.i1 = c.n_head_kv;
-  op.i2 = c.head_dim;
-  op.i3 = window;
-  op.f0 = c.attn_scale;
-  op.f1 = c.attn_softcap;
-  g.ops.push_back(op);
+               const BatchLayout& b, const ModelConfig& c, int32_t window) {
+  for (const AttnSeq& s : b.seqs) {
+    Op op{OpKind::Attention};
+    op.dst = dst.slice_rows(s.row0, s.n);
+    op.src0 = q.slice_rows(s.row0, s.n);
+    op.src2 = k_cache;
+    op.src3 = v_cache;
+    op.ia = s.positions;
+    op.ib = s.kv_slots;
+    op.i0 = c.n_head;
+    op.i1 = c.n_head_kv;
+    op.i2 = c.head_dim;
+    op.i3 = window;
+    op.f0 = c.attn_scale;
+    op.f1 = c.attn_softcap;
+    g.ops.push_back(op);
+  }
 }
 
 }  // namespace ops

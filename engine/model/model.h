@@ -72,11 +72,37 @@ struct Activations {
   Tensor logits;    // [n_logits, n_vocab]
 };
 
-// What one forward pass computes: tokens of one sequence at consecutive positions.
-struct ForwardBatch {
+// Consecutive tokens of one sequence inside a forward pass.
+struct SeqChunk {
   std::span<const int32_t> tokens;
-  int32_t first_pos = 0;              // position of tokens[0]
-  std::span<const int32_t> logit_rows;  // rows (indices into tokens) whose logits are wanted
+  int32_t first_pos = 0;               // position of tokens[0]
+  // KV slot of every position 0 .. first_pos + tokens.size() - 1 of this sequence; the
+  // chunk's own keys and values are written to the slots of its positions.
+  std::span<const int32_t> kv_slots;
+};
+
+// What one forward pass computes: chunks of one or more sequences (continuous batching
+// mixes decode steps of running sequences with a prefill chunk of a new one). Their rows
+// are laid out one chunk after another. Sequences must map positions to distinct slots.
+struct ForwardBatch {
+  std::vector<SeqChunk> seqs;
+  std::vector<int32_t> logit_rows;  // rows (into the concatenated tokens) whose logits are wanted
+  int64_t n_tokens() const;
+};
+
+// Where one sequence's rows sit in a batch, and the integer inputs its attention reads.
+struct AttnSeq {
+  int64_t row0 = 0, n = 0;  // rows [row0, row0 + n) of the batch
+  IntSpan positions;        // [n]
+  IntSpan kv_slots;         // [first_pos + n]: slot of each visible position
+};
+
+// The integer inputs of one forward pass, shared by every layer.
+struct BatchLayout {
+  int64_t n = 0;            // rows (tokens) in the batch
+  IntSpan positions;        // [n], for RoPE
+  IntSpan new_slots;        // [n], where StoreKv writes each row
+  std::vector<AttnSeq> seqs;
 };
 
 // KV cache tensors per layer: [n_slots, kv_dim] in the cache type.
@@ -96,11 +122,11 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   const gguf::File& file() const { return *file_; }
 
-  // Records the forward pass of `batch` into g: embeddings, every block (writing the
-  // batch's keys and values into slots kv_slots[first_pos ..]), logits of the requested
-  // rows into act.logits. kv_slots maps every position 0 .. first_pos + n - 1 to a slot.
-  void build_forward(Graph& g, const ForwardBatch& batch, std::span<const int32_t> kv_slots,
-                     const Activations& act, const KvTensors& kv) const;
+  // Records the forward pass of `batch` into g: embeddings, every block (writing each
+  // chunk's keys and values into its slots), logits of the requested rows into
+  // act.logits (row i of act.logits = batch.logit_rows[i]). act holds at least
+  // batch.n_tokens() rows.
+  void build_forward(Graph& g, const ForwardBatch& batch, const Activations& act, const KvTensors& kv) const;
 
  private:
   Model() = default;
