@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "backends/cpu/vec_dot_kernels.h"
 
@@ -71,13 +72,64 @@ HEARTH_INLINE void run_tile(const GemmArgs& g, int64_t r, int64_t t) {
     for (int j = 0; j < T; ++j) g.y[static_cast<size_t>(t + j) * g.ys + (r + i)] = K::finish(acc[i][j]);
 }
 
+// A tile whose weights were unpacked beforehand (wb: R entries per block, block-major, then
+// the tail block if any). Same K operations, in the same order, as run_tile.
+template <class K, int R, int T>
+HEARTH_INLINE void run_tile_cached(const GemmArgs& g, const typename K::W* wb, int64_t r, int64_t t) {
+  typename K::Acc acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) acc[i][j] = K::zero();
+  const int64_t nb = g.n / K::kBlockElems;
+  const uint8_t* ap[T];
+  for (int j = 0; j < T; ++j) ap[j] = g.a + (t + j) * g.as;
+  for (int64_t b = 0; b < nb; ++b) {
+    typename K::A a[T];
+    for (int j = 0; j < T; ++j) K::load_a(a[j], ap[j] + b * K::kABlockBytes);
+    const typename K::W* w = wb + b * R;
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) K::mac(acc[i][j], w[i], a[j]);
+  }
+  if constexpr (K::kTail) {
+    const int64_t left = g.n - nb * K::kBlockElems;
+    if (left > 0) {
+      typename K::A a[T];
+      for (int j = 0; j < T; ++j) K::load_a_tail(a[j], ap[j] + nb * K::kABlockBytes, left);
+      const typename K::W* w = wb + nb * R;
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) K::mac(acc[i][j], w[i], a[j]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) g.y[static_cast<size_t>(t + j) * g.ys + (r + i)] = K::finish(acc[i][j]);
+}
+
+// Unpacks rows [r, r + R) into wb (layout of run_tile_cached).
+template <class K, int R>
+HEARTH_INLINE void unpack_rows(const GemmArgs& g, typename K::W* wb, int64_t r) {
+  const int64_t nb = g.n / K::kBlockElems;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int i = 0; i < R; ++i) K::load_w(wb[b * R + i], g.w + (r + i) * g.ws + b * K::kWBlockBytes);
+  if constexpr (K::kTail) {
+    const int64_t left = g.n - nb * K::kBlockElems;
+    if (left > 0)
+      for (int i = 0; i < R; ++i) K::load_w_tail(wb[nb * R + i], g.w + (r + i) * g.ws + nb * K::kWBlockBytes, left);
+  }
+}
+
 // Tokens [t0, t1) against rows [r0, r1): R x T tiles, then leftovers one row / one token at
-// a time (the same per-output arithmetic).
+// a time (the same per-output arithmetic). With wb (room for R * (n / kBlockElems + 1)
+// weight blocks), each R-row group is unpacked once and reused for every token tile.
 template <class K, int R, int T, bool kPrefetch = false>
-void sweep(const GemmArgs& g, int64_t t0, int64_t t1) {
+void sweep(const GemmArgs& g, int64_t t0, int64_t t1, typename K::W* wb = nullptr) {
   int64_t r = g.r0;
   for (; r + R <= g.r1; r += R) {
     int64_t t = t0;
+    if (wb != nullptr) {
+      unpack_rows<K, R>(g, wb, r);
+      for (; t + T <= t1; t += T) run_tile_cached<K, R, T>(g, wb, r, t);
+      for (; t < t1; ++t) run_tile_cached<K, R, 1>(g, wb, r, t);
+      continue;
+    }
     for (; t + T <= t1; t += T) run_tile<K, R, T, kPrefetch>(g, r, t);
     for (; t < t1; ++t) run_tile<K, R, 1>(g, r, t);
   }
@@ -97,8 +149,10 @@ void gemm(const GemmArgs& g) {
     for (int64_t t = 0; t < g.n_tok; ++t) sweep<K, kDecodeRows, 1, true>(g, t, t + 1);
     return;
   }
+  const int64_t n_wb = R * (g.n / K::kBlockElems + 1);
+  std::unique_ptr<typename K::W[]> wb(new typename K::W[static_cast<size_t>(n_wb)]);
   for (int64_t t = 0; t < g.n_tok; t += kTokenChunk)
-    sweep<K, R, T>(g, t, t + kTokenChunk < g.n_tok ? t + kTokenChunk : g.n_tok);
+    sweep<K, R, T>(g, t, t + kTokenChunk < g.n_tok ? t + kTokenChunk : g.n_tok, wb.get());
 }
 
 }  // namespace tile
