@@ -1,7 +1,10 @@
 // AVX-512 (F/BW/VL/DQ) + VNNI kernels: the x86 kernels with vpdpbusd / vpdpwssd dots,
-// mask-register bit expansion and bigger tiles (32 vector registers). 256-bit vectors: the
-// blocks are 32 elements wide, and on Zen 4 512-bit ops cost two 256-bit ones anyway.
+// mask-register bit expansion and bigger tiles (32 vector registers). Mostly 256-bit
+// vectors (blocks are 32 elements wide); the *_0 x Q8_0 kernels put two blocks in each
+// 512-bit vector (Zen 5 has full-width 512-bit units). Their decode loop runs fewer
+// instructions per byte, so the software prefetch reaches further ahead (8 tiles).
 #define HEARTH_VNNI 1
+#define HEARTH_PREFETCH_TILES 8
 #include "backends/cpu/vec_dot_x86.inc"
 
 namespace hearth::cpu::detail {
