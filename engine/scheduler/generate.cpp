@@ -38,11 +38,8 @@ Result<GenerateResult> generate(InferenceContext& ctx, const Tokenizer& tok, con
   if (Status s = ctx.eval(prompt); !s) return s.error();
   t.prefill_ms = ms_since(start);
 
-  std::vector<int32_t> eog;
-  for (int32_t id = 0; id < tok.n_vocab(); ++id)
-    if (tok.is_eog(id)) eog.push_back(id);
   Sampler sampler(options.sampling);
-  StopMatcher stop(options.stop, eog);
+  StopMatcher stop(options.stop, tok.eog_ids());
   std::vector<float> logits;
   Clock::time_point first_token_at, last_token_at;
   result.finish_reason = "length";

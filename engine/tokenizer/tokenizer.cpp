@@ -303,6 +303,12 @@ int32_t Tokenizer::eos_id() const { return impl_->eos; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::is_eog(int32_t id) const { return impl_->eog.count(id) != 0; }
 
+std::vector<int32_t> Tokenizer::eog_ids() const {
+  std::vector<int32_t> ids(impl_->eog.begin(), impl_->eog.end());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 bool Tokenizer::is_control(int32_t id) const {
   if (!impl_->valid(id)) return false;
   int t = impl_->types[static_cast<size_t>(id)];

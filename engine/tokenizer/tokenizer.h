@@ -57,6 +57,7 @@ class Tokenizer {
   // End of generation: eos, eot/eom ids from the metadata, and <end_of_turn>, <|eot_id|>,
   // <|im_end|>, <|end|>, <|endoftext|> where the vocabulary has them as control tokens.
   bool is_eog(int32_t id) const;
+  std::vector<int32_t> eog_ids() const;  // every id is_eog accepts, ascending
   bool is_control(int32_t id) const;  // control or unknown type (never shown in output)
   std::optional<int32_t> find_token(std::string_view piece) const;
 

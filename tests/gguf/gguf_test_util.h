@@ -75,4 +75,20 @@ inline TensorFields tensor_fields(const std::vector<uint8_t>& b, const std::stri
   return {p, p + 4, p + 4 + 8 * n_dims, p + 4 + 8 * n_dims + 4};
 }
 
+// Calls every typed getter on every key (the results are ignored): exercises the getters
+// on odd but accepted files. Shared by the mutation test and the libFuzzer target.
+inline void read_every_value(const File& f) {
+  for (const std::string& k : f.keys()) {
+    (void)f.get_string(k);
+    (void)f.get_uint(k);
+    (void)f.get_int(k);
+    (void)f.get_float(k);
+    (void)f.get_bool(k);
+    (void)f.get_string_array(k);
+    (void)f.get_f32_array(k);
+    (void)f.get_int_array(k);
+    (void)f.array_length(k);
+  }
+}
+
 }  // namespace hearth::gguf::test
