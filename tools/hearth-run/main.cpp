@@ -12,7 +12,7 @@
 #include "engine/model/context.h"
 #include "engine/scheduler/generate.h"
 #include "engine/tokenizer/chat_template.h"
-#include "model_path.h"
+#include "engine/model/model_path.h"
 #include "run.h"
 
 namespace hearth {

@@ -1,4 +1,4 @@
-#include "model_path.h"
+#include "engine/model/model_path.h"
 
 #include <cstdlib>
 #include <filesystem>

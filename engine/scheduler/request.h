@@ -1,0 +1,93 @@
+// One generation request as the engine sees it, and the channel its results travel back
+// on. The socket side (ipc) builds a GenerationRequest from validated input, submits it to
+// the Scheduler and reads RequestEvents from the RequestHandle; the engine thread pushes
+// them. Nothing here knows about HTTP.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/sampling/params.h"
+
+namespace hearth {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;     // token ids (BOS included): 1 .. n_ctx - 1 of them
+  int32_t max_tokens = -1;         // generated tokens at most; < 0: until the context is full
+  SamplingParams sampling;         // validated by submit()
+  std::vector<std::string> stop;   // stop strings (not part of the returned text)
+};
+
+struct RequestUsage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;       // prompt tokens whose KV came from the prompt cache
+};
+
+// Milliseconds measured on the engine's clock. ttft_ms counts from submit() (queueing
+// included) to the first token's text being ready; prefill_ms from the first prefill
+// chunk's start to the prompt's last chunk's end (interleaved decode steps of other
+// sequences included: it is what this request waited for).
+struct RequestTimings {
+  double queue_ms = 0;
+  double ttft_ms = 0;
+  double prefill_ms = 0;
+  double decode_ms = 0;            // first token to the last
+  double prefill_tok_s = 0;        // prefilled (not cached) prompt tokens / prefill time
+  double decode_tok_s = 0;         // (completion_tokens - 1) / decode time
+  double itl_mean_ms = 0, itl_p50_ms = 0, itl_p95_ms = 0;  // gaps between consecutive tokens
+};
+
+struct RequestEvent {
+  enum class Kind { Text, Finished, Failed };
+  Kind kind = Kind::Text;
+  std::string text;                // Text: a piece of valid UTF-8, in order
+  std::string finish_reason;       // Finished: "stop", "length" or "cancelled"
+  RequestUsage usage;              // Finished
+  RequestTimings timings;          // Finished
+  std::string error;               // Failed: what went wrong (an engine error; a 500)
+};
+
+// Shared by the connection that submitted a request (the consumer) and the engine thread
+// (the producer). Every member is thread-safe. Exactly one Finished or Failed event ends
+// the stream; no events follow it.
+class RequestHandle {
+ public:
+  explicit RequestHandle(std::function<void()> on_event) : on_event_(std::move(on_event)) {}
+
+  // Any thread: the engine drops the sequence at its next step, frees its KV and ends the
+  // stream with finish_reason "cancelled".
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+  // Consumer: moves out the events pushed so far, oldest first.
+  std::vector<RequestEvent> take_events() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<RequestEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+    events_.clear();
+    return out;
+  }
+
+  // Producer: appends an event, then calls on_event (on the engine thread; it must not
+  // block — the ipc side posts a wake-up to its own executor).
+  void push(RequestEvent ev) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back(std::move(ev));
+    }
+    if (on_event_) on_event_();
+  }
+
+ private:
+  std::function<void()> on_event_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mutex_;
+  std::deque<RequestEvent> events_;
+};
+
+}  // namespace hearth

@@ -1,0 +1,92 @@
+// The engine service: one engine thread owns the model's KV block pool and runs the step
+// loop — admit queued requests, build one batch that carries the next token of every
+// running sequence plus a bounded chunk of prompt tokens, run the forward pass, sample,
+// stream text back. A long prompt is prefilled over several steps, so running streams
+// keep flowing while it is read (docs/scheduler.md walks through an example).
+//
+// Thread-safety: submit(), stop_accepting(), cancel_all(), in_flight() and stats() may be
+// called from any thread. The model, the backend and the tokenizer's decoding are used by
+// the engine thread only (Tokenizer::encode is const and may run on other threads).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "engine/model/model.h"
+#include "engine/scheduler/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hearth {
+
+struct SchedulerOptions {
+  int32_t n_parallel = 4;       // sequences running at once
+  int32_t n_ctx = 4096;         // tokens per sequence (prompt + generated)
+  int32_t prefill_chunk = 256;  // prompt tokens per step, all sequences together; 0: a whole prompt per step
+  int32_t queue_max = 64;       // requests waiting for a free sequence; more get QueueFull
+  int32_t block_tokens = 16;    // KV block size (tokens)
+  DType kv_type = DType::F16;
+};
+
+enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
+
+struct Submitted {
+  SubmitStatus status = SubmitStatus::Accepted;
+  std::string message;                    // why, when not Accepted
+  std::shared_ptr<RequestHandle> handle;  // set when Accepted
+};
+
+// Cumulative histogram in Prometheus's sense: counts[i] = observations <= bounds[i].
+struct Histogram {
+  static constexpr std::array<double, 14> kBoundsMs = {1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000};
+  std::array<uint64_t, kBoundsMs.size()> counts{};
+  uint64_t count = 0;  // all observations (the +Inf bucket)
+  double sum = 0;
+  void observe(double v);
+};
+
+// A snapshot of the engine's counters and gauges.
+struct SchedulerStats {
+  int64_t queue_depth = 0;         // requests waiting
+  int64_t running = 0;             // sequences admitted (prefilling or decoding)
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  uint64_t prompt_tokens_total = 0;     // prompt tokens of finished or running requests
+  uint64_t generated_tokens_total = 0;
+  uint64_t cached_tokens_total = 0;
+  uint64_t cancelled_total = 0;         // requests ended by cancel (disconnects included)
+  uint64_t steps_total = 0;             // forward passes
+  Histogram ttft_ms, itl_ms;
+};
+
+class Scheduler {
+ public:
+  // Allocates the KV block pool (n_parallel * n_ctx tokens) and the activations of one
+  // step, and starts the engine thread. model, backend and tokenizer outlive the Scheduler.
+  static Result<std::unique_ptr<Scheduler>> create(const Model& model, Backend& backend, const Tokenizer& tokenizer,
+                                                   const SchedulerOptions& options);
+  // Cancels whatever is left and joins the engine thread.
+  ~Scheduler();
+
+  // Queues a request. Invalid (with a message naming the field) when the prompt is empty,
+  // has an id outside the vocabulary, or does not leave room for one token in n_ctx, or
+  // when the sampling parameters are out of range; QueueFull when queue_max requests wait;
+  // ShuttingDown after stop_accepting(). on_event is handed to the RequestHandle.
+  Submitted submit(GenerationRequest request, std::function<void()> on_event);
+
+  // Refuse new requests from now on; queued and running ones continue.
+  void stop_accepting();
+  // Cancel every queued and running request (each gets finish_reason "cancelled").
+  void cancel_all();
+  // Requests queued or running.
+  int64_t in_flight() const;
+  SchedulerStats stats() const;
+  const SchedulerOptions& options() const;
+
+  class Impl;
+
+ private:
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hearth

@@ -1,0 +1,80 @@
+// One admitted request inside the scheduler: its tokens (prompt, then generated), how
+// many of them already have KV in the cache, its blocks, its sampler and stop matcher,
+// and the clock readings its timings come from. The scheduler decides what runs; a
+// Sequence turns one row of logits into a token, text events and, eventually, the end.
+//
+// Thread-safety: engine thread only (the RequestHandle it holds is thread-safe).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "engine/kv/block_pool.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/stop.h"
+#include "engine/scheduler/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hearth {
+
+using Clock = std::chrono::steady_clock;
+
+class Sequence {
+ public:
+  Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> handle, const Tokenizer& tokenizer, int32_t n_ctx,
+           Clock::time_point submitted);
+
+  RequestHandle& handle() { return *handle_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int32_t n_prompt() const { return n_prompt_; }
+  int32_t n_computed() const { return n_computed_; }
+  int32_t n_generated() const { return n_generated_; }
+  // Tokens known but not yet run through the model (the rest of the prompt, or the
+  // last sampled token).
+  int32_t n_pending() const { return static_cast<int32_t>(tokens_.size()) - n_computed_; }
+  bool prefilling() const { return n_computed_ < n_prompt_; }
+  BlockTable& table() { return table_; }
+
+  // Clock readings the scheduler reports.
+  void on_admitted(Clock::time_point t) { admitted_ = t; }
+  void on_prefill_chunk(Clock::time_point start) {
+    if (!prefill_started_) prefill_start_ = start, prefill_started_ = true;
+  }
+  // n tokens were run through the model at the end of a step (time `end`).
+  void on_computed(int32_t n, Clock::time_point end);
+
+  // Samples the next token from the logits of the last pending token (modified in
+  // place) and streams its text. Returns why the sequence is over ("stop", "length"),
+  // or nullptr while it goes on; the caller then frees its blocks and calls finish().
+  const char* on_logits(float* logits, int32_t n_vocab, Clock::time_point now);
+
+  // Ends the stream: the stop matcher's held-back text, then Finished with usage and
+  // timings. reason: "stop", "length" or "cancelled".
+  void finish(const char* reason, Clock::time_point now);
+
+  // Inter-token gaps (ms) observed so far; the scheduler feeds its histogram.
+  const std::vector<double>& itl_ms() const { return itl_ms_; }
+  double ttft_ms() const;
+
+ private:
+  void push_text(std::string text);
+
+  std::shared_ptr<RequestHandle> handle_;
+  const Tokenizer& tokenizer_;
+  std::vector<int32_t> tokens_;
+  int32_t n_prompt_ = 0;
+  int32_t n_computed_ = 0;
+  int32_t n_generated_ = 0;
+  int32_t max_tokens_ = 0;   // effective: capped by the context
+  int32_t n_ctx_ = 0;
+  BlockTable table_;
+  Sampler sampler_;
+  StopMatcher stop_;
+
+  Clock::time_point submitted_, admitted_, prefill_start_, prefill_end_, first_token_, last_token_;
+  bool prefill_started_ = false;
+  std::vector<double> itl_ms_;
+};
+
+}  // namespace hearth

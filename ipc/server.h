@@ -1,0 +1,80 @@
+// hearth's HTTP/1.1 server (Boost.Beast over Boost.Asio), on Unix sockets and optionally
+// on loopback TCP. Routes: OpenAI-compatible /v1/chat/completions, /v1/completions,
+// /v1/models; /health, /metrics, /api/tokenize, /api/detokenize. Asio and Beast stay
+// behind this header (pimpl): the daemon sees listeners and a lifecycle, nothing else.
+//
+// Thread-safety: every member may be called from any thread; run() blocks the caller.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+
+namespace hearth {
+class Scheduler;
+class Tokenizer;
+}  // namespace hearth
+
+namespace hearth::ipc {
+
+// What /v1/models and the responses' "model" field report.
+struct ModelInfo {
+  std::string id;         // the file name without ".gguf"
+  std::string path;       // the weights file
+  std::string arch;       // general.architecture
+  std::string backend;    // "cpu", "vulkan", "cuda"
+  int32_t n_ctx = 0;      // tokens per sequence
+  int64_t created = 0;    // unix seconds (the file's mtime)
+};
+
+struct ServerOptions {
+  size_t body_limit_bytes = 8u << 20;                    // larger bodies: 413
+  std::chrono::milliseconds header_timeout{10'000};      // request line + headers must arrive within this
+  std::chrono::milliseconds body_timeout{60'000};        // the body, after the headers
+  std::chrono::milliseconds idle_timeout{120'000};       // keep-alive: between requests
+  size_t max_connections = 256;                          // more are accepted and closed at once
+  int io_threads = 1;
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+
+  // Listeners. listen_unix binds path (the parent directory must exist), chmod's it to
+  // mode, and chgrp's it to group when group is not empty. A path that is a socket with
+  // no live listener (a crash's leftover) is replaced; a live one gives an error naming
+  // it ("another hearthd is already listening on ..."); any other file there is an error
+  // and is left alone. adopt_* take over descriptors passed by systemd (already bound and
+  // listening). listen_tcp binds HOST:PORT; unless allow_remote, HOST must be a loopback
+  // address, and requests whose Host header is not a loopback name or address get 403.
+  Status listen_unix(const std::string& path, unsigned mode = 0600, const std::string& group = "");
+  Status adopt_unix_fd(int fd);
+  Status adopt_tcp_fd(int fd, bool allow_remote);
+  Status listen_tcp(const std::string& host_port, bool allow_remote);
+
+  // Until set_engine, /health and the generation routes answer 503 ("loading").
+  // The pointers must stay valid until run() has returned.
+  void set_engine(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model);
+
+  // Serves on io_threads threads until stop(). Returns when they have all finished.
+  void run();
+  // Closes the listeners and unlinks the Unix socket files this server created; open
+  // connections go on; new generation requests get 503 ("shutting down").
+  void stop_accepting();
+  // Ends run(): closes every connection.
+  void stop();
+
+  // Counters the daemon's own logic may want (also on /metrics).
+  int64_t open_connections() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hearth::ipc

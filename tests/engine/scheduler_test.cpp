@@ -1,0 +1,230 @@
+// The scheduler's promises: a request's greedy tokens do not depend on what else runs
+// beside it or on how its prompt is chunked; cancelling frees its sequence and blocks;
+// the queue is bounded; bad requests are refused with a reason.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "backends/cpu/cpu_backend.h"
+#include "engine/scheduler/generate.h"
+#include "engine/scheduler/scheduler.h"
+#include "tests/tools/synthetic_model.h"
+
+namespace {
+
+using namespace hearth;
+
+struct Fixture {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<const gguf::File> file;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+
+  explicit Fixture(const std::string& arch) {
+    test::SyntheticOptions o;
+    o.arch = arch;
+    o.type = DType::Q8_0;
+    bytes = std::move(*test::make_synthetic_model(o));
+    file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
+    backend = cpu::make_cpu_backend({2});
+    model = std::move(*Model::load(file, *backend));
+    tok = std::move(*Tokenizer::from_gguf(*file));
+  }
+};
+
+// Collects one request's events; wait() blocks until Finished or Failed.
+struct Collector {
+  std::mutex m;
+  std::condition_variable cv;
+  std::shared_ptr<RequestHandle> handle;
+  std::string text;
+  RequestEvent end;
+  bool done = false;
+  int n_text_events = 0;
+
+  std::function<void()> callback() {
+    return [this] { cv.notify_all(); };
+  }
+  // Returns false on timeout.
+  bool wait(std::chrono::seconds limit = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::unique_lock<std::mutex> lock(m);
+    for (;;) {
+      for (RequestEvent& ev : handle->take_events()) {
+        if (ev.kind == RequestEvent::Kind::Text) {
+          text += ev.text;
+          ++n_text_events;
+        } else {
+          end = std::move(ev);
+          done = true;
+        }
+      }
+      if (done) return true;
+      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && std::chrono::steady_clock::now() >= deadline)
+        return false;
+    }
+  }
+};
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+std::vector<int32_t> prompt_of(const Tokenizer& tok, int i, int words) {
+  std::string s;
+  for (int w = 0; w < words; ++w) s += (w % 3 == 0 ? "abc " : w % 3 == 1 ? "the " : "xyz ") + std::to_string(i * 7 + w) + " ";
+  return tok.encode(s, true, false);
+}
+
+// The single-sequence reference: generate() on a fresh context.
+std::string alone(Fixture& f, const GenerationRequest& r) {
+  ContextOptions co;
+  co.n_ctx = 512;
+  auto ctx = std::move(*InferenceContext::create(*f.model, *f.backend, co));
+  GenerateOptions go;
+  go.max_tokens = r.max_tokens;
+  go.sampling = r.sampling;
+  Result<GenerateResult> g = generate(*ctx, *f.tok, r.prompt, go, nullptr);
+  if (!g) FAIL(g.error().message);
+  return g->text;
+}
+
+}  // namespace
+
+TEST_CASE("scheduled greedy output equals the same request run alone, whatever runs beside it") {
+  for (const char* arch : {"llama", "gemma3"}) {
+    Fixture f(arch);
+    std::vector<GenerationRequest> reqs;
+    std::vector<std::string> expected;
+    for (int i = 0; i < 7; ++i) {
+      reqs.push_back(greedy(prompt_of(*f.tok, i, 3 + 6 * i), 12 + i));
+      expected.push_back(alone(f, reqs.back()));
+    }
+    // Small prefill chunks and 3 sequences at once: prompts are read over several steps
+    // interleaved with the others' decode steps, and 4 requests queue.
+    for (int32_t chunk : {5, 0}) {
+      SchedulerOptions so;
+      so.n_parallel = 3;
+      so.n_ctx = 512;
+      so.prefill_chunk = chunk;
+      so.block_tokens = 16;
+      auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+      std::vector<std::unique_ptr<Collector>> cs;
+      for (const GenerationRequest& r : reqs) {
+        cs.push_back(std::make_unique<Collector>());
+        Submitted s = sched->submit(r, cs.back()->callback());
+        REQUIRE(s.status == SubmitStatus::Accepted);
+        cs.back()->handle = s.handle;
+      }
+      for (size_t i = 0; i < cs.size(); ++i) {
+        INFO(arch << " chunk " << chunk << " request " << i);
+        REQUIRE(cs[i]->wait());
+        REQUIRE(cs[i]->end.kind == RequestEvent::Kind::Finished);
+        CHECK(cs[i]->text == expected[i]);
+        CHECK(cs[i]->end.usage.prompt_tokens == static_cast<int32_t>(reqs[i].prompt.size()));
+        CHECK(cs[i]->end.usage.completion_tokens <= reqs[i].max_tokens);
+        CHECK(cs[i]->end.timings.ttft_ms > 0);
+      }
+      const SchedulerStats st = sched->stats();
+      CHECK(st.running == 0);
+      CHECK(st.kv_blocks_used == 0);
+      CHECK(st.ttft_ms.count == reqs.size());
+    }
+  }
+}
+
+TEST_CASE("a cancelled request ends with cancelled and gives its KV blocks back") {
+  Fixture f("llama");
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  so.n_ctx = 256;
+  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+  Collector running, queued_behind;
+  GenerationRequest r = greedy(prompt_of(*f.tok, 1, 4), -1);
+  r.sampling.temperature = 1.0f;  // sample: avoid an early end-of-generation token
+  r.sampling.seed = 7;
+  Submitted a = sched->submit(r, running.callback());
+  REQUIRE(a.status == SubmitStatus::Accepted);
+  running.handle = a.handle;
+  // Wait for some tokens, then cancel from this thread.
+  for (int i = 0; i < 2000 && sched->stats().generated_tokens_total < 5; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(sched->stats().kv_blocks_used > 0);
+  a.handle->cancel();
+  REQUIRE(running.wait());
+  CHECK(running.end.finish_reason == "cancelled");
+  for (int i = 0; i < 1000 && sched->stats().running != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const SchedulerStats st = sched->stats();
+  CHECK(st.running == 0);
+  CHECK(st.kv_blocks_used == 0);
+  CHECK(st.cancelled_total == 1);
+}
+
+TEST_CASE("the wait queue is bounded and stop_accepting refuses new requests") {
+  Fixture f("llama");
+  SchedulerOptions so;
+  so.n_parallel = 1;
+  so.queue_max = 2;
+  so.n_ctx = 256;
+  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+  std::vector<std::unique_ptr<Collector>> cs;
+  int full = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto c = std::make_unique<Collector>();
+    Submitted s = sched->submit(greedy(prompt_of(*f.tok, i, 30), 200), c->callback());
+    if (s.status == SubmitStatus::QueueFull) {
+      ++full;
+      CHECK_FALSE(s.message.empty());
+      continue;
+    }
+    REQUIRE(s.status == SubmitStatus::Accepted);
+    c->handle = s.handle;
+    cs.push_back(std::move(c));
+  }
+  CHECK(full >= 12 - 4);
+  sched->stop_accepting();
+  Collector late;
+  CHECK(sched->submit(greedy({1, 5, 6}, 3), late.callback()).status == SubmitStatus::ShuttingDown);
+  sched->cancel_all();
+  for (auto& c : cs) {
+    REQUIRE(c->wait());
+    CHECK(c->end.kind == RequestEvent::Kind::Finished);
+  }
+  CHECK(sched->in_flight() == 0);
+}
+
+TEST_CASE("invalid requests are refused with a reason and length limits end generation") {
+  Fixture f("gemma3");
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  so.n_ctx = 64;
+  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+  Collector c;
+  auto status = [&](GenerationRequest r) { return sched->submit(std::move(r), c.callback()).status; };
+  CHECK(status(greedy({}, 4)) == SubmitStatus::Invalid);
+  CHECK(status(greedy(std::vector<int32_t>(64, 5), 4)) == SubmitStatus::Invalid);
+  CHECK(status(greedy({1, 100000}, 4)) == SubmitStatus::Invalid);
+  CHECK(status(greedy({1, -1}, 4)) == SubmitStatus::Invalid);
+  GenerationRequest bad = greedy({1, 5}, 4);
+  bad.sampling.top_p = 2.0f;
+  Submitted s = sched->submit(bad, c.callback());
+  CHECK(s.status == SubmitStatus::Invalid);
+  CHECK(s.message.find("top_p") != std::string::npos);
+
+  // A prompt of n_ctx - 1 tokens leaves room for exactly one token.
+  Collector one;
+  Submitted ok = sched->submit(greedy(std::vector<int32_t>(63, 9), -1), one.callback());
+  REQUIRE(ok.status == SubmitStatus::Accepted);
+  one.handle = ok.handle;
+  REQUIRE(one.wait());
+  CHECK(one.end.usage.completion_tokens == 1);
+  CHECK(one.end.finish_reason == "length");
+}
