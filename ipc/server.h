@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace hearth {
 class Scheduler;
@@ -28,6 +29,8 @@ struct ModelInfo {
   std::string backend;    // "cpu", "vulkan", "cuda"
   int32_t n_ctx = 0;      // tokens per sequence
   int64_t created = 0;    // unix seconds (the file's mtime)
+  ChatFamily chat_family = ChatFamily::Gemma;  // how /v1/chat/completions renders messages (chat_family_from_gguf)
+  bool has_chat_template = true;  // false: the model's template is unknown; chat requests get 400
 };
 
 struct ServerOptions {

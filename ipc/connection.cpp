@@ -1,0 +1,454 @@
+#include "ipc/connection.h"
+
+#include <sys/socket.h>
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <chrono>
+#include <optional>
+
+#include "common/log.h"
+#include "engine/scheduler/scheduler.h"
+#include "ipc/openai.h"
+
+namespace hearth::ipc {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+constexpr size_t kHeaderLimitBytes = 16 * 1024;  // request line + headers
+constexpr size_t kFirstReadBytes = 4096;
+// After an error that leaves the request unread, read and drop up to this much (for up to
+// kDrainTime) before closing, so that the client sees the response rather than a reset.
+constexpr size_t kDrainBytes = 1 << 20;
+constexpr std::chrono::milliseconds kDrainTime{500};
+constexpr const char* kServerName = "hearth";
+
+inline auto redirect(beast::error_code& ec) {
+  return net::redirect_error(net::use_awaitable, ec);
+}
+
+bool is_quiet_read_error(const beast::error_code& ec) {
+  return ec == beast::error::timeout || ec == http::error::end_of_stream || ec == http::error::partial_message ||
+         ec == net::error::eof || ec == net::error::connection_reset || ec == net::error::operation_aborted ||
+         ec == net::error::broken_pipe || ec == net::error::bad_descriptor;
+}
+
+template <class Protocol>
+class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
+ public:
+  using Stream = beast::basic_stream<Protocol>;
+
+  // How the engine thread reaches a connection: its executor while armed. Disarmed (under
+  // the mutex) when the generation or the connection ends, so that no executor — and so no
+  // reference into the io_context — outlives the connection inside a RequestHandle.
+  struct Waker {
+    std::mutex mutex;
+    std::optional<net::any_io_executor> executor;
+    std::weak_ptr<Connection> connection;
+  };
+
+  Connection(ServerState& state, typename Protocol::socket socket, bool check_host)
+      : state_(state),
+        stream_(std::move(socket)),
+        wake_(stream_.get_executor()),
+        check_host_(check_host),
+        accepted_(std::chrono::steady_clock::now()) {}
+
+  ~Connection() {
+    disarm_waker();
+    if (handle_) handle_->cancel();
+    if (id_ != 0) state_.remove_connection(id_);
+  }
+
+  void start() {
+    std::weak_ptr<Connection> weak = this->shared_from_this();
+    auto ex = stream_.get_executor();
+    id_ = state_.add_connection([weak, ex] {
+      net::post(ex, [weak] {
+        if (auto self = weak.lock()) self->force_close();
+      });
+    });
+    net::co_spawn(ex, serve(this->shared_from_this()), [](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        LOG_DEBUG(std::string("ipc: connection ended by an exception: ") + x.what());
+      } catch (...) {
+        LOG_DEBUG("ipc: connection ended by an unknown exception");
+      }
+    });
+  }
+
+ private:
+  static net::awaitable<void> serve(std::shared_ptr<Connection> self) {
+    try {
+      co_await self->serve_requests();
+    } catch (const std::exception& e) {
+      LOG_DEBUG(std::string("ipc: connection failed: ") + e.what());
+    }
+    beast::error_code ec;
+    self->stream_.socket().close(ec);
+  }
+
+  // Called on the connection's strand by Server::stop().
+  void force_close() {
+    closing_ = true;
+    beast::error_code ec;
+    stream_.socket().shutdown(net::socket_base::shutdown_both, ec);
+    stream_.close();
+    wake_.cancel();
+  }
+
+  std::chrono::milliseconds write_timeout() const { return state_.options.idle_timeout; }
+
+  net::awaitable<void> serve_requests() {
+    const ServerOptions& opt = state_.options;
+    bool first = true;
+    while (!closing_) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(kHeaderLimitBytes);
+      parser.body_limit(opt.body_limit_bytes);
+      beast::error_code ec;
+      // A new connection has header_timeout from accept for its whole header; between
+      // keep-alive requests the client has idle_timeout to start the next one.
+      if (buffer_.size() == 0) {
+        if (first) {
+          stream_.expires_at(accepted_ + opt.header_timeout);
+        } else {
+          stream_.expires_after(opt.idle_timeout);
+        }
+        const size_t n = co_await stream_.async_read_some(buffer_.prepare(kFirstReadBytes), redirect(ec));
+        if (ec) co_return;
+        buffer_.commit(n);
+      }
+      if (first) {
+        stream_.expires_at(accepted_ + opt.header_timeout);
+      } else {
+        stream_.expires_after(opt.header_timeout);
+      }
+      co_await http::async_read_header(stream_, buffer_, parser, redirect(ec));
+      if (ec) {
+        co_await answer_read_error(ec);
+        co_return;
+      }
+      if (!parser.is_done()) {
+        if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+          static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+          stream_.expires_after(write_timeout());
+          co_await net::async_write(stream_, net::buffer(kContinue), redirect(ec));
+          if (ec) co_return;
+        }
+        stream_.expires_after(opt.body_timeout);
+        co_await http::async_read(stream_, buffer_, parser, redirect(ec));
+        if (ec) {
+          co_await answer_read_error(ec);
+          co_return;
+        }
+      }
+      stream_.expires_never();
+
+      http::request<http::string_body> msg = parser.release();
+      const unsigned version = msg.version();
+      bool keep_alive = msg.keep_alive() && state_.accepting.load();
+      head_only_ = msg.method() == http::verb::head;
+      HttpRequest request;
+      request.method = std::string(msg.method_string());
+      request.target = std::string(msg.target());
+      request.host = std::string(msg[http::field::host]);
+      request.body = std::move(msg.body());
+
+      RouteContext ctx;
+      ctx.engine = state_.engine();
+      ctx.accepting = state_.accepting.load();
+      ctx.check_host = check_host_;
+      ctx.counters = &state_.responses;
+      ctx.open_connections = state_.open_connections.load();
+      RouteResult result = route(request, ctx);
+      if (auto* response = std::get_if<HttpResponse>(&result)) {
+        if (!co_await write_response(*response, version, keep_alive) || !keep_alive) break;
+      } else {
+        if (!co_await run_generation(std::get<GenerationJob>(std::move(result)), version, keep_alive)) break;
+      }
+      first = false;
+    }
+    co_await close_gracefully(false);
+  }
+
+  // The request could not be read whole: answer what can be answered, then close.
+  net::awaitable<void> answer_read_error(const beast::error_code& ec) {
+    if (closing_) co_return;
+    if (is_quiet_read_error(ec)) {
+      LOG_DEBUG("ipc: closing connection: " + ec.message());
+      co_await close_gracefully(false);
+      co_return;
+    }
+    ApiError error;
+    if (ec == http::error::body_limit) {
+      error = payload_too_large("the request body is larger than " + std::to_string(state_.options.body_limit_bytes) +
+                                " bytes");
+    } else if (ec == http::error::header_limit) {
+      error = bad_request("the request headers are larger than " + std::to_string(kHeaderLimitBytes) + " bytes");
+      error.status = 431;
+    } else {
+      error = bad_request("malformed HTTP request: " + ec.message(), "", "bad_http");
+    }
+    head_only_ = false;
+    co_await write_response(error_response(error), 11, false);
+    co_await close_gracefully(true);
+  }
+
+  net::awaitable<bool> write_response(const HttpResponse& r, unsigned version, bool keep_alive) {
+    http::response<http::string_body> res{static_cast<http::status>(r.status), version};
+    res.set(http::field::server, kServerName);
+    res.set(http::field::content_type, r.content_type);
+    if (!r.allow.empty()) res.set(http::field::allow, r.allow);
+    res.keep_alive(keep_alive);
+    res.body() = r.body;
+    res.prepare_payload();
+    if (head_only_) res.body().clear();  // Content-Length stays that of the GET answer
+    state_.responses.count(r.status);
+    beast::error_code ec;
+    stream_.expires_after(write_timeout());
+    co_await http::async_write(stream_, res, redirect(ec));
+    co_return !ec;
+  }
+
+  net::awaitable<bool> write_stream_head(unsigned version, bool keep_alive, bool chunked) {
+    http::response<http::empty_body> res{http::status::ok, version};
+    res.set(http::field::server, kServerName);
+    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::cache_control, "no-cache");
+    res.keep_alive(keep_alive);
+    if (chunked) res.chunked(true);
+    http::response_serializer<http::empty_body> sr{res};
+    state_.responses.count(200);
+    beast::error_code ec;
+    stream_.expires_after(write_timeout());
+    co_await http::async_write_header(stream_, sr, redirect(ec));
+    co_return !ec;
+  }
+
+  net::awaitable<bool> write_stream_data(const std::string& data, bool chunked) {
+    beast::error_code ec;
+    stream_.expires_after(write_timeout());
+    if (chunked) {
+      co_await net::async_write(stream_, http::make_chunk(net::buffer(data)), redirect(ec));
+    } else {
+      co_await net::async_write(stream_, net::buffer(data), redirect(ec));
+    }
+    co_return !ec;
+  }
+
+  net::awaitable<bool> write_last_chunk() {
+    beast::error_code ec;
+    stream_.expires_after(write_timeout());
+    co_await net::async_write(stream_, http::make_chunk_last(), redirect(ec));
+    co_return !ec;
+  }
+
+  // Submits the job and relays its events: SSE chunks as they come (stream) or one
+  // response at the end. Returns whether the connection may serve another request.
+  net::awaitable<bool> run_generation(GenerationJob job, unsigned version, bool keep_alive) {
+    // The engine may keep the handle (and this callback) after the connection and even the
+    // io_context are gone, so the callback holds no executor of its own: it reaches this
+    // strand through a Waker that the connection disarms when it ends.
+    disarm_waker();
+    waker_ = std::make_shared<Waker>();
+    waker_->executor = stream_.get_executor();
+    waker_->connection = this->shared_from_this();
+    auto on_event = [gate = state_.gate, waker = waker_] {  // on the engine thread: posts, never blocks
+      std::lock_guard<std::mutex> gate_lock(gate->mutex);
+      std::lock_guard<std::mutex> lock(waker->mutex);
+      if (!gate->open || !waker->executor) return;
+      net::post(*waker->executor, [weak = waker->connection] {
+        if (auto self = weak.lock()) self->wake_.cancel();
+      });
+    };
+    Submitted submitted = job.engine->scheduler->submit(std::move(job.request), std::move(on_event));
+    if (submitted.status != SubmitStatus::Accepted) {
+      co_return co_await write_response(submit_error_response(submitted), version, keep_alive) && keep_alive;
+    }
+    handle_ = std::move(submitted.handle);
+    start_watch();
+
+    // HTTP/1.0 has no chunked encoding: stream raw and close at the end.
+    const bool chunked = version >= 11;
+    if (job.stream && !chunked) keep_alive = false;
+    bool ok = true;
+    if (job.stream) {
+      ok = co_await write_stream_head(version, keep_alive, chunked);
+      if (ok && job.meta.endpoint == Endpoint::Chat) {
+        ok = co_await write_stream_data(sse_event(chunk_role(job.meta)), chunked);
+      }
+    }
+    std::string text;
+    std::optional<HttpResponse> response;
+    bool done = false;
+    while (ok && !done && !client_gone_ && !closing_) {
+      std::vector<RequestEvent> events = handle_->take_events();
+      if (events.empty()) {
+        // Nothing ran between take_events and this wait: a wake-up posted after the take
+        // lands while we wait.
+        beast::error_code ec;
+        wake_.expires_at(net::steady_timer::time_point::max());
+        co_await wake_.async_wait(redirect(ec));
+        continue;
+      }
+      std::string out;
+      for (RequestEvent& ev : events) {
+        if (done) break;
+        switch (ev.kind) {
+          case RequestEvent::Kind::Text:
+            if (job.stream) {
+              out += sse_event(chunk_text(job.meta, ev.text));
+            } else {
+              text += ev.text;
+            }
+            break;
+          case RequestEvent::Kind::Finished:
+            done = true;
+            if (job.stream) {
+              out += sse_event(chunk_finish(job.meta, ev));
+              if (job.meta.include_usage) out += sse_event(chunk_usage(job.meta, ev));
+              out += "data: [DONE]\n\n";
+            } else {
+              response = HttpResponse{200, "application/json", completion_body(job.meta, text, ev), ""};
+            }
+            break;
+          case RequestEvent::Kind::Failed: {
+            done = true;
+            LOG_WARN("ipc: generation failed: " + ev.error);
+            const ApiError error = internal_error(ev.error.empty() ? "the engine failed" : ev.error);
+            if (job.stream) {
+              out += sse_event(error_body(error));
+              out += "data: [DONE]\n\n";
+            } else {
+              response = error_response(error);
+            }
+            break;
+          }
+        }
+      }
+      if (job.stream && !out.empty()) ok = co_await write_stream_data(out, chunked);
+    }
+    stop_watch();
+    if (!done) handle_->cancel();  // the client left, a write failed, or stop()
+    handle_.reset();
+    disarm_waker();
+    if (!ok || !done || closing_) co_return false;
+    if (job.stream) co_return (!chunked || co_await write_last_chunk()) && keep_alive;
+    co_return co_await write_response(*response, version, keep_alive) && keep_alive;
+  }
+
+  void disarm_waker() {
+    if (!waker_) return;
+    std::lock_guard<std::mutex> lock(waker_->mutex);
+    waker_->executor.reset();
+    waker_.reset();
+  }
+
+  // While a request generates, a pending readiness wait on the socket tells a client that
+  // hung up (EOF or error) — even during a long prefill when nothing is written.
+  void start_watch() {
+    watching_ = true;
+    ++watch_epoch_;
+    client_gone_ = false;
+    arm_watch();
+  }
+
+  void arm_watch() {
+    std::weak_ptr<Connection> weak = this->shared_from_this();
+    const uint64_t epoch = watch_epoch_;
+    stream_.socket().async_wait(net::socket_base::wait_read, [weak, epoch](const beast::error_code& ec) {
+      auto self = weak.lock();
+      if (!self || !self->watching_ || self->watch_epoch_ != epoch) return;
+      self->on_readable(ec);
+    });
+  }
+
+  void on_readable(const beast::error_code& ec) {
+    if (ec == net::error::operation_aborted) return;
+    if (!ec) {
+      char c;
+      const ssize_t n = ::recv(stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) {
+        // A pipelined request arrives: it stays buffered for later, and a hang-up can no
+        // longer be seen from here.
+        watching_ = false;
+        return;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        arm_watch();
+        return;
+      }
+    }
+    LOG_DEBUG("ipc: client left during generation; cancelling");
+    watching_ = false;
+    client_gone_ = true;
+    if (handle_) handle_->cancel();
+    wake_.cancel();
+  }
+
+  void stop_watch() {
+    if (!watching_) return;
+    watching_ = false;
+    beast::error_code ec;
+    stream_.socket().cancel(ec);  // only the readiness wait is pending now
+  }
+
+  net::awaitable<void> close_gracefully(bool drain) {
+    beast::error_code ec;
+    stream_.socket().shutdown(net::socket_base::shutdown_send, ec);
+    if (drain && !ec && !closing_) {
+      stream_.expires_after(kDrainTime);
+      std::array<char, 16384> sink;
+      size_t total = 0;
+      while (total < kDrainBytes) {
+        const size_t n = co_await stream_.async_read_some(net::buffer(sink), redirect(ec));
+        if (ec) break;
+        total += n;
+      }
+    }
+    stream_.close();
+  }
+
+  ServerState& state_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  net::steady_timer wake_;  // a generation waits on it; engine events and hang-ups cancel it
+  const bool check_host_;
+  const std::chrono::steady_clock::time_point accepted_;
+  uint64_t id_ = 0;
+  std::shared_ptr<RequestHandle> handle_;  // the generation running now, if any
+  std::shared_ptr<Waker> waker_;           // its wake-up path, disarmed when it ends
+  bool closing_ = false;                   // stop() closed us
+  bool head_only_ = false;                 // the request being answered is a HEAD
+  bool watching_ = false;
+  bool client_gone_ = false;
+  uint64_t watch_epoch_ = 0;
+};
+
+}  // namespace
+
+template <class Protocol>
+void start_connection(ServerState& state, typename Protocol::socket socket, bool check_host) {
+  std::make_shared<Connection<Protocol>>(state, std::move(socket), check_host)->start();
+}
+
+template void start_connection<net::ip::tcp>(ServerState&, net::ip::tcp::socket, bool);
+template void start_connection<net::local::stream_protocol>(ServerState&, net::local::stream_protocol::socket, bool);
+
+}  // namespace hearth::ipc

@@ -1,0 +1,63 @@
+#include "ipc/errors.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hearth::ipc {
+
+namespace {
+
+ApiError make(int status, std::string message, std::string type, std::string param, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+}  // namespace
+
+ApiError bad_request(std::string message, std::string param, std::string code) {
+  return make(400, std::move(message), "invalid_request_error", std::move(param), std::move(code));
+}
+
+ApiError not_found(std::string message, std::string code) {
+  return make(404, std::move(message), "invalid_request_error", "", std::move(code));
+}
+
+ApiError method_not_allowed(std::string message) {
+  return make(405, std::move(message), "invalid_request_error", "", "method_not_allowed");
+}
+
+ApiError payload_too_large(std::string message) {
+  return make(413, std::move(message), "invalid_request_error", "", "request_too_large");
+}
+
+ApiError forbidden(std::string message) {
+  return make(403, std::move(message), "permission_error", "", "forbidden_host");
+}
+
+ApiError queue_full(std::string message) {
+  return make(429, std::move(message), "rate_limit_error", "", "queue_full");
+}
+
+ApiError unavailable(std::string message, std::string code) {
+  return make(503, std::move(message), "server_error", "", std::move(code));
+}
+
+ApiError internal_error(std::string message) {
+  return make(500, std::move(message), "server_error", "", "engine_error");
+}
+
+std::string error_body(const ApiError& e) {
+  nlohmann::json j;
+  j["error"]["message"] = e.message;
+  j["error"]["type"] = e.type;
+  j["error"]["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);
+  j["error"]["code"] = e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code);
+  // Messages may quote client input: never let a stray byte turn into an exception.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace hearth::ipc

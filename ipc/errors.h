@@ -1,0 +1,31 @@
+// OpenAI's error object, {"error": {"message", "type", "param", "code"}}, and the HTTP
+// status that goes with it. Every 4xx/5xx the server sends carries one of these.
+#pragma once
+
+#include <string>
+
+namespace hearth::ipc {
+
+struct ApiError {
+  int status = 400;  // HTTP status
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the request field at fault; "" -> null
+  std::string code;   // machine-readable reason; "" -> null
+};
+
+// 400 invalid_request_error naming the field (param may be "").
+ApiError bad_request(std::string message, std::string param = "", std::string code = "invalid_value");
+ApiError not_found(std::string message, std::string code = "not_found");
+ApiError method_not_allowed(std::string message);
+ApiError payload_too_large(std::string message);
+ApiError forbidden(std::string message);
+ApiError queue_full(std::string message);
+// 503: the model is not loaded yet ("loading") or the server is stopping ("shutting_down").
+ApiError unavailable(std::string message, std::string code);
+ApiError internal_error(std::string message);
+
+// The JSON text of the error object.
+std::string error_body(const ApiError& e);
+
+}  // namespace hearth::ipc

@@ -1,0 +1,35 @@
+// /metrics: Prometheus text exposition (format 0.0.4) of the server's own counters and
+// the engine's SchedulerStats. Durations are exposed in seconds (Prometheus convention);
+// the engine measures them in milliseconds.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace hearth {
+struct SchedulerStats;
+}
+
+namespace hearth::ipc {
+
+// Responses sent, by HTTP status. Thread-safe.
+class ResponseCounters {
+ public:
+  void count(int status);
+  uint64_t get(int status) const;
+
+  // HELP/TYPE lines and one sample per status seen so far.
+  std::string render() const;
+
+ private:
+  static constexpr int kMaxStatus = 600;
+  std::array<std::atomic<uint64_t>, kMaxStatus> by_status_{};
+};
+
+// The whole /metrics page. engine may be null (model still loading): its metrics are then
+// left out and hearth_engine_ready is 0.
+std::string render_metrics(const ResponseCounters& responses, const SchedulerStats* engine, int64_t open_connections);
+
+}  // namespace hearth::ipc

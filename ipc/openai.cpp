@@ -1,0 +1,487 @@
+#include "ipc/openai.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hearth::ipc {
+
+using json = nlohmann::json;
+
+namespace {
+
+// nlohmann's parser is iterative, but a client's million-deep [[[[ is still pointless work
+// and memory; OpenAI bodies are a few levels deep.
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxStopStrings = 4;
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+// Deepest nesting of [ and { outside strings; stops counting past limit.
+int json_depth(std::string_view s, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+const char* type_name(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an unsupported value";
+  }
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Reads optional fields of one JSON object, keeping the first error. A field that is
+// absent or null is left at its default.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& obj) : obj_(obj) {}
+
+  const std::optional<ApiError>& error() const { return error_; }
+
+  const json* get(const char* key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  // A number in [lo, hi] (lo itself excluded when lo_open).
+  bool number(const char* key, double lo, double hi, bool lo_open, float* out) {
+    const json* j = get(key);
+    if (j == nullptr || error_) return false;
+    if (!j->is_number()) return fail_type(key, "a number", *j);
+    const double v = j->get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
+      return fail(bad_request(std::string("'") + key + "' must be in " + (lo_open ? "(" : "[") + fmt(lo) + ", " +
+                                  fmt(hi) + "], got " + fmt(v),
+                              key));
+    }
+    *out = static_cast<float>(v);
+    return true;
+  }
+
+  // An integer in [lo, hi]; a float with an integral value (2.0) is accepted.
+  bool integer(const char* key, int64_t lo, int64_t hi, int64_t* out) {
+    const json* j = get(key);
+    if (j == nullptr || error_) return false;
+    if (!j->is_number()) return fail_type(key, "an integer", *j);
+    int64_t v = 0;
+    if (j->is_number_unsigned()) {
+      const uint64_t u = j->get<uint64_t>();
+      if (u > static_cast<uint64_t>(hi)) return fail_range(key, lo, hi);
+      v = static_cast<int64_t>(u);
+    } else if (j->is_number_integer()) {
+      v = j->get<int64_t>();
+    } else {
+      const double d = j->get<double>();
+      if (!std::isfinite(d) || d != std::floor(d)) return fail_type(key, "an integer", *j);
+      if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) return fail_range(key, lo, hi);
+      v = static_cast<int64_t>(d);
+    }
+    if (v < lo || v > hi) return fail_range(key, lo, hi);
+    *out = v;
+    return true;
+  }
+
+  bool boolean(const char* key, bool* out) {
+    const json* j = get(key);
+    if (j == nullptr || error_) return false;
+    if (!j->is_boolean()) return fail_type(key, "a boolean", *j);
+    *out = j->get<bool>();
+    return true;
+  }
+
+  bool fail(ApiError e) {
+    if (!error_) error_ = std::move(e);
+    return false;
+  }
+
+  bool fail_type(const std::string& key, const char* want, const json& got) {
+    return fail(bad_request("'" + key + "' must be " + want + ", got " + type_name(got), key, "invalid_type"));
+  }
+
+ private:
+  bool fail_range(const char* key, int64_t lo, int64_t hi) {
+    return fail(bad_request(
+        std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+        key));
+  }
+
+  const json& obj_;
+  std::optional<ApiError> error_;
+};
+
+// Content of one message: a string, or an array of {"type": "text", "text": ...} parts
+// (joined with newlines).
+bool read_content(FieldReader& r, const json& content, const std::string& param, std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return true;
+  }
+  if (!content.is_array()) return r.fail_type(param, "a string or an array of text parts", content);
+  out->clear();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return r.fail_type(p, "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string())
+      return r.fail(bad_request("'" + p + ".type' must be a string", p + ".type", "invalid_type"));
+    if (type->get<std::string>() != "text") {
+      return r.fail(
+          bad_request("content parts of type '" + type->get<std::string>() + "' are not supported (text only)",
+                      p + ".type", "unsupported_content"));
+    }
+    auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) {
+      return r.fail(bad_request("'" + p + ".text' must be a string", p + ".text", "invalid_type"));
+    }
+    if (i > 0) *out += '\n';
+    *out += text->get<std::string>();
+  }
+  return true;
+}
+
+bool read_messages(FieldReader& r, std::vector<ChatMessage>* out) {
+  const json* messages = r.get("messages");
+  if (messages == nullptr)
+    return r.fail(bad_request("'messages' is required", "messages", "missing_required_parameter"));
+  if (!messages->is_array()) return r.fail_type("messages", "an array", *messages);
+  if (messages->empty()) return r.fail(bad_request("'messages' must not be empty", "messages"));
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return r.fail_type(p, "an object", m);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return r.fail(bad_request("'" + p + ".role' must be a string", p + ".role", "invalid_type"));
+    }
+    ChatMessage msg;
+    msg.role = role->get<std::string>();
+    if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for it
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+      return r.fail(
+          bad_request("'" + p + ".role' must be system, user or assistant, got '" + msg.role + "'", p + ".role"));
+    }
+    auto content = m.find("content");
+    if (content == m.end()) {
+      return r.fail(bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter"));
+    }
+    if (!read_content(r, *content, p + ".content", &msg.content)) return false;
+    out->push_back(std::move(msg));
+  }
+  return true;
+}
+
+bool read_prompt(FieldReader& r, std::string* out) {
+  const json* prompt = r.get("prompt");
+  if (prompt == nullptr) return r.fail(bad_request("'prompt' is required", "prompt", "missing_required_parameter"));
+  if (prompt->is_string()) {
+    *out = prompt->get<std::string>();
+    return true;
+  }
+  // OpenAI also takes a batch of prompts; one of them is the same as a string.
+  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    *out = (*prompt)[0].get<std::string>();
+    return true;
+  }
+  return r.fail_type("prompt", "a string", *prompt);
+}
+
+bool read_stop(FieldReader& r, std::vector<std::string>* out) {
+  const json* stop = r.get("stop");
+  if (stop == nullptr) return true;
+  if (stop->is_string()) {
+    if (!stop->get<std::string>().empty()) out->push_back(stop->get<std::string>());
+    return true;
+  }
+  if (!stop->is_array()) return r.fail_type("stop", "a string or an array of strings", *stop);
+  if (stop->size() > kMaxStopStrings) return r.fail(bad_request("'stop' takes at most 4 strings", "stop"));
+  for (const json& s : *stop) {
+    if (!s.is_string()) return r.fail_type("stop", "a string or an array of strings", s);
+    if (!s.get<std::string>().empty()) out->push_back(s.get<std::string>());
+  }
+  return true;
+}
+
+std::string random_suffix() {
+  static std::mutex mutex;
+  static std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string s(24, ' ');
+  std::lock_guard<std::mutex> lock(mutex);
+  for (char& c : s) c = kAlphabet[rng() % (sizeof kAlphabet - 1)];
+  return s;
+}
+
+json timings_json(const RequestTimings& t) {
+  return json{{"queue_ms", t.queue_ms},
+              {"ttft_ms", t.ttft_ms},
+              {"prefill_ms", t.prefill_ms},
+              {"decode_ms", t.decode_ms},
+              {"prefill_tok_s", t.prefill_tok_s},
+              {"decode_tok_s", t.decode_tok_s},
+              {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}}}};
+}
+
+json usage_json(const RequestUsage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json chunk_base(const ResponseMeta& meta) {
+  json j;
+  j["id"] = meta.id;
+  j["object"] = meta.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion";
+  j["created"] = meta.created;
+  j["model"] = meta.model;
+  return j;
+}
+
+// One choice of a stream chunk; content is the delta's text (chat) or the text.
+json chunk_choice(const ResponseMeta& meta, const json& delta_or_text, const json& finish_reason) {
+  json c;
+  if (meta.endpoint == Endpoint::Chat) {
+    c = json{{"index", 0}, {"delta", delta_or_text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  } else {
+    c = json{{"text", delta_or_text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  }
+  return c;
+}
+
+std::string chunk_with(const ResponseMeta& meta, json choice) {
+  json j = chunk_base(meta);
+  j["choices"] = json::array({std::move(choice)});
+  if (meta.include_usage) j["usage"] = nullptr;  // as OpenAI: null in every chunk but the last
+  return dump_json(j);
+}
+
+}  // namespace
+
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<ApiError> parse_json(std::string_view body, json* out) {
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return bad_request("the JSON body is nested more than 64 levels deep", "", "invalid_json");
+  }
+  try {
+    *out = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    // nlohmann reports bad syntax and ill-formed UTF-8 alike.
+    return bad_request(std::string("could not parse the JSON body: ") + e.what(), "", "invalid_json");
+  }
+  if (!out->is_object()) return bad_request("the JSON body must be an object", "", "invalid_json");
+  return std::nullopt;
+}
+
+std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const json& body,
+                                                           const std::string& model_id) {
+  OpenAiRequest req;
+  req.endpoint = endpoint;
+  // OpenAI's defaults, not llama.cpp's: no top-k or min-p unless the client asks.
+  req.sampling.temperature = 1.0f;
+  req.sampling.top_p = 1.0f;
+  req.sampling.top_k = 0;
+  req.sampling.min_p = 0.0f;
+  FieldReader r(body);
+
+  if (const json* model = r.get("model")) {
+    if (!model->is_string()) {
+      r.fail_type("model", "a string", *model);
+    } else if (model->get<std::string>() != model_id) {
+      return not_found(
+          "The model '" + model->get<std::string>() + "' does not exist; this server has '" + model_id + "'",
+          "model_not_found");
+    }
+  }
+  if (endpoint == Endpoint::Chat) {
+    read_messages(r, &req.messages);
+  } else {
+    read_prompt(r, &req.prompt);
+  }
+  int64_t v = 0;
+  if (r.integer("max_tokens", 1, kMaxInt32, &v)) req.max_tokens = static_cast<int32_t>(v);
+  if (r.integer("max_completion_tokens", 1, kMaxInt32, &v)) req.max_tokens = static_cast<int32_t>(v);
+  r.number("temperature", 0, 2, false, &req.sampling.temperature);
+  if (r.number("top_p", 0, 1, false, &req.sampling.top_p) && req.sampling.top_p == 0.0f) {
+    // top_p 0 keeps only the most likely token: greedy.
+    req.sampling.temperature = 0.0f;
+    req.sampling.top_p = 1.0f;
+  }
+  if (r.integer("top_k", 0, kMaxInt32, &v)) req.sampling.top_k = static_cast<int32_t>(v);
+  r.number("min_p", 0, 1, false, &req.sampling.min_p);
+  r.number("presence_penalty", -2, 2, false, &req.sampling.presence_penalty);
+  r.number("frequency_penalty", -2, 2, false, &req.sampling.frequency_penalty);
+  r.number("repetition_penalty", 0, 10, true, &req.sampling.repetition_penalty);
+  if (const json* seed = r.get("seed")) {
+    // Any 64-bit integer; negative ones wrap (-1 is kRandomSeed: a random seed, as in llama.cpp).
+    if (seed->is_number_unsigned()) {
+      req.sampling.seed = seed->get<uint64_t>();
+    } else if (seed->is_number_integer()) {
+      req.sampling.seed = static_cast<uint64_t>(seed->get<int64_t>());
+    } else {
+      r.fail_type("seed", "an integer", *seed);
+    }
+  }
+  read_stop(r, &req.stop);
+  if (r.integer("n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v) && v != 1) {
+    r.fail(bad_request("only n = 1 is supported", "n", "unsupported_value"));
+  }
+  r.boolean("stream", &req.stream);
+  if (const json* so = r.get("stream_options")) {
+    if (!so->is_object()) {
+      r.fail_type("stream_options", "an object", *so);
+    } else {
+      FieldReader sr(*so);
+      sr.boolean("include_usage", &req.include_usage);
+      if (sr.error()) {
+        ApiError e = *sr.error();
+        e.param = "stream_options.include_usage";
+        r.fail(std::move(e));
+      }
+    }
+  }
+  if (r.error()) return *r.error();
+  if (Status s = req.sampling.validate(); !s.ok()) return bad_request(s.error().message);
+  return req;
+}
+
+std::variant<GenerationRequest, ApiError> build_generation(const OpenAiRequest& request, const Tokenizer& tokenizer,
+                                                           ChatFamily family, int32_t n_ctx) {
+  GenerationRequest gen;
+  const char* param = request.endpoint == Endpoint::Chat ? "messages" : "prompt";
+  if (request.endpoint == Endpoint::Chat) {
+    Result<std::vector<ChatSegment>> segments = render_chat(family, request.messages, true);
+    if (!segments.ok()) return bad_request(segments.error().message, "messages");
+    gen.prompt = tokenizer.encode_segments(*segments);
+  } else {
+    gen.prompt = tokenizer.encode(request.prompt, true, false);
+  }
+  if (gen.prompt.empty()) return bad_request("the prompt is empty", param);
+  if (static_cast<int64_t>(gen.prompt.size()) >= n_ctx) {
+    return bad_request("the prompt is " + std::to_string(gen.prompt.size()) + " tokens; the context holds " +
+                           std::to_string(n_ctx) + " (prompt and answer together)",
+                       param, "context_length_exceeded");
+  }
+  gen.max_tokens = request.max_tokens;
+  gen.sampling = request.sampling;
+  gen.stop = request.stop;
+  return gen;
+}
+
+ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, bool include_usage) {
+  ResponseMeta m;
+  m.endpoint = endpoint;
+  m.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_suffix();
+  m.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  m.model = model_id;
+  m.include_usage = include_usage;
+  return m;
+}
+
+std::string openai_finish_reason(const std::string& engine_reason) {
+  if (engine_reason == "stop") return "stop";
+  return "length";  // "length", and "cancelled" (see the header)
+}
+
+std::string completion_body(const ResponseMeta& meta, const std::string& text, const RequestEvent& finished) {
+  json j;
+  j["id"] = meta.id;
+  j["object"] = meta.endpoint == Endpoint::Chat ? "chat.completion" : "text_completion";
+  j["created"] = meta.created;
+  j["model"] = meta.model;
+  const std::string reason = openai_finish_reason(finished.finish_reason);
+  if (meta.endpoint == Endpoint::Chat) {
+    j["choices"] = json::array({json{{"index", 0},
+                                     {"message", {{"role", "assistant"}, {"content", text}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", reason}}});
+  } else {
+    j["choices"] = json::array({json{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}}});
+  }
+  j["usage"] = usage_json(finished.usage);
+  j["timings"] = timings_json(finished.timings);
+  return dump_json(j);
+}
+
+std::string chunk_role(const ResponseMeta& meta) {
+  return chunk_with(meta, chunk_choice(meta, json{{"role", "assistant"}, {"content", ""}}, nullptr));
+}
+
+std::string chunk_text(const ResponseMeta& meta, const std::string& piece) {
+  const json content = meta.endpoint == Endpoint::Chat ? json{{"content", piece}} : json(piece);
+  return chunk_with(meta, chunk_choice(meta, content, nullptr));
+}
+
+std::string chunk_finish(const ResponseMeta& meta, const RequestEvent& finished) {
+  const json empty = meta.endpoint == Endpoint::Chat ? json::object() : json("");
+  json j = chunk_base(meta);
+  j["choices"] = json::array({chunk_choice(meta, empty, openai_finish_reason(finished.finish_reason))});
+  if (meta.include_usage) j["usage"] = nullptr;
+  j["timings"] = timings_json(finished.timings);
+  return dump_json(j);
+}
+
+std::string chunk_usage(const ResponseMeta& meta, const RequestEvent& finished) {
+  json j = chunk_base(meta);
+  j["choices"] = json::array();
+  j["usage"] = usage_json(finished.usage);
+  j["timings"] = timings_json(finished.timings);
+  return dump_json(j);
+}
+
+std::string sse_event(const std::string& payload) {
+  return "data: " + payload + "\n\n";
+}
+
+}  // namespace hearth::ipc

@@ -1,0 +1,262 @@
+#include "ipc/routes.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "ipc/metrics.h"
+
+namespace hearth::ipc {
+
+using json = nlohmann::json;
+
+namespace {
+
+enum class Route { ChatCompletions, Completions, Models, Model, Health, Metrics, Tokenize, Detokenize };
+
+struct RouteSpec {
+  Route route;
+  const char* method;
+};
+
+// Known paths; /v1/models/<id> is matched separately.
+std::optional<RouteSpec> find_route(std::string_view path) {
+  if (path == "/v1/chat/completions") return RouteSpec{Route::ChatCompletions, "POST"};
+  if (path == "/v1/completions") return RouteSpec{Route::Completions, "POST"};
+  if (path == "/v1/models") return RouteSpec{Route::Models, "GET"};
+  if (path.size() > 11 && path.substr(0, 11) == "/v1/models/") return RouteSpec{Route::Model, "GET"};
+  if (path == "/health") return RouteSpec{Route::Health, "GET"};
+  if (path == "/metrics") return RouteSpec{Route::Metrics, "GET"};
+  if (path == "/api/tokenize") return RouteSpec{Route::Tokenize, "POST"};
+  if (path == "/api/detokenize") return RouteSpec{Route::Detokenize, "POST"};
+  return std::nullopt;
+}
+
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_json(body);
+  return r;
+}
+
+ApiError loading() {
+  return unavailable("the model is still loading", "loading");
+}
+ApiError shutting_down() {
+  return unavailable("the server is shutting down", "shutting_down");
+}
+
+json model_object(const ModelInfo& m) {
+  return json{{"id", m.id},
+              {"object", "model"},
+              {"created", m.created},
+              {"owned_by", "hearth"},
+              {"meta",
+               {{"arch", m.arch},
+                {"backend", m.backend},
+                {"n_ctx", m.n_ctx},
+                {"chat_template", chat_family_name(m.chat_family)}}}};
+}
+
+HttpResponse health(const RouteContext& ctx) {
+  if (!ctx.engine) {
+    const ApiError e = loading();
+    return json_response(503, json{{"status", "loading"}, {"error", json::parse(error_body(e))["error"]}});
+  }
+  if (!ctx.accepting) {
+    const ApiError e = shutting_down();
+    return json_response(503, json{{"status", "shutting_down"}, {"error", json::parse(error_body(e))["error"]}});
+  }
+  return json_response(200, json{{"status", "ok"}});
+}
+
+HttpResponse metrics(const RouteContext& ctx) {
+  static const ResponseCounters kNone;
+  std::optional<SchedulerStats> stats;
+  if (ctx.engine) stats = ctx.engine->scheduler->stats();
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = render_metrics(ctx.counters ? *ctx.counters : kNone, stats ? &*stats : nullptr, ctx.open_connections);
+  return r;
+}
+
+HttpResponse tokenize(const EngineRef& engine, const std::string& body) {
+  json j;
+  if (auto e = parse_json(body, &j)) return error_response(*e);
+  auto content = j.find("content");
+  if (content == j.end() || !content->is_string()) {
+    return error_response(bad_request("'content' must be a string", "content", "invalid_type"));
+  }
+  bool add_special = false, parse_special = false;
+  for (auto [key, out] : {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_boolean())
+      return error_response(bad_request(std::string("'") + key + "' must be a boolean", key, "invalid_type"));
+    *out = it->get<bool>();
+  }
+  const std::vector<int32_t> ids = engine.tokenizer->encode(content->get<std::string>(), add_special, parse_special);
+  return json_response(200, json{{"tokens", ids}});
+}
+
+HttpResponse detokenize(const EngineRef& engine, const std::string& body) {
+  json j;
+  if (auto e = parse_json(body, &j)) return error_response(*e);
+  auto tokens = j.find("tokens");
+  if (tokens == j.end() || !tokens->is_array()) {
+    return error_response(bad_request("'tokens' must be an array of token ids", "tokens", "invalid_type"));
+  }
+  const int32_t n_vocab = engine.tokenizer->n_vocab();
+  std::vector<int32_t> ids;
+  ids.reserve(tokens->size());
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer()) {
+      return error_response(bad_request("'tokens' must hold integers", "tokens", "invalid_type"));
+    }
+    // Unsigned values above INT64_MAX read as negative here and fail the range check too.
+    const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                              : t.get<int64_t>();
+    if (id < 0 || id >= n_vocab) {
+      return error_response(bad_request(
+          "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")",
+          "tokens"));
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return json_response(200, json{{"content", engine.tokenizer->decode(ids)}});
+}
+
+RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::string& body) {
+  const EngineRef& engine = *ctx.engine;
+  json j;
+  if (auto e = parse_json(body, &j)) return error_response(*e);
+  std::variant<OpenAiRequest, ApiError> parsed = parse_openai_request(endpoint, j, engine.model.id);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
+  const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
+  if (endpoint == Endpoint::Chat && !engine.model.has_chat_template)
+    return error_response(bad_request("this model's chat template is not one hearth renders (gemma, chatml, llama-3); "
+                                      "use /v1/completions with a prompt",
+                                      "messages", "unsupported_chat_template"));
+  int32_t n_ctx = engine.scheduler->options().n_ctx;
+  if (engine.model.n_ctx > 0) n_ctx = std::min(n_ctx, engine.model.n_ctx);
+  std::variant<GenerationRequest, ApiError> gen =
+      build_generation(req, *engine.tokenizer, engine.model.chat_family, n_ctx);
+  if (auto* e = std::get_if<ApiError>(&gen)) return error_response(*e);
+  GenerationJob job;
+  job.engine = ctx.engine;
+  job.meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
+  job.stream = req.stream;
+  job.request = std::move(std::get<GenerationRequest>(gen));
+  return job;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() <= 5 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+HttpResponse error_response(const ApiError& error) {
+  HttpResponse r;
+  r.status = error.status;
+  r.body = error_body(error);
+  return r;
+}
+
+HttpResponse submit_error_response(const Submitted& submitted) {
+  switch (submitted.status) {
+    case SubmitStatus::QueueFull:
+      return error_response(
+          queue_full(submitted.message.empty() ? "too many requests are waiting" : submitted.message));
+    case SubmitStatus::ShuttingDown:
+      return error_response(shutting_down());
+    case SubmitStatus::Invalid:
+      return error_response(bad_request(submitted.message));
+    case SubmitStatus::Accepted:
+      break;
+  }
+  return error_response(internal_error("unexpected submit status"));
+}
+
+bool is_loopback_host(std::string_view host) {
+  std::string h(host);
+  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string name;
+  if (!h.empty() && h[0] == '[') {
+    const size_t close = h.find(']');
+    if (close == std::string::npos) return false;
+    const std::string rest = h.substr(close + 1);
+    if (!rest.empty() && (rest[0] != ':' || !all_digits(std::string_view(rest).substr(1)))) return false;
+    in6_addr a6{};
+    return inet_pton(AF_INET6, h.substr(1, close - 1).c_str(), &a6) == 1 &&
+           std::memcmp(&a6, &in6addr_loopback, sizeof a6) == 0;
+  }
+  const size_t colon = h.find(':');
+  name = h.substr(0, colon);
+  if (colon != std::string::npos && !all_digits(std::string_view(h).substr(colon + 1))) return false;
+  if (name == "localhost" || name == "localhost.") return true;
+  in_addr a4{};
+  if (inet_pton(AF_INET, name.c_str(), &a4) != 1) return false;
+  return (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
+  if (ctx.check_host && !is_loopback_host(request.host)) {
+    return error_response(forbidden("Host '" + request.host +
+                                    "' is not a loopback name or address; this listener serves local clients only"));
+  }
+  std::string_view path = request.target;
+  if (size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  const std::optional<RouteSpec> spec = find_route(path);
+  if (!spec) {
+    return error_response(not_found("Unknown route: " + request.method + " " + std::string(path)));
+  }
+  // HEAD is GET without the body (the connection leaves the body out).
+  const bool head_of_get = request.method == "HEAD" && std::string_view(spec->method) == "GET";
+  if (request.method != spec->method && !head_of_get) {
+    HttpResponse r = error_response(
+        method_not_allowed(request.method + " is not allowed on " + std::string(path) + "; use " + spec->method));
+    r.allow = spec->method;
+    return r;
+  }
+  switch (spec->route) {
+    case Route::Health:
+      return health(ctx);
+    case Route::Metrics:
+      return metrics(ctx);
+    default:
+      break;
+  }
+  if (!ctx.engine) return error_response(loading());
+  const EngineRef& engine = *ctx.engine;
+  switch (spec->route) {
+    case Route::Models:
+      return json_response(200, json{{"object", "list"}, {"data", json::array({model_object(engine.model)})}});
+    case Route::Model: {
+      const std::string_view id = path.substr(11);
+      if (id != engine.model.id) {
+        return error_response(not_found("The model '" + std::string(id) + "' does not exist", "model_not_found"));
+      }
+      return json_response(200, model_object(engine.model));
+    }
+    case Route::Tokenize:
+      return tokenize(engine, request.body);
+    case Route::Detokenize:
+      return detokenize(engine, request.body);
+    case Route::ChatCompletions:
+    case Route::Completions:
+      if (!ctx.accepting) return error_response(shutting_down());
+      return generation(spec->route == Route::ChatCompletions ? Endpoint::Chat : Endpoint::Completions, ctx,
+                        request.body);
+    default:
+      break;
+  }
+  return error_response(internal_error("unhandled route"));
+}
+
+}  // namespace hearth::ipc

@@ -1,0 +1,73 @@
+// Request -> response, without I/O: which route, which method, whether the engine is
+// there, and the JSON of every non-streaming answer. Generation routes come back as a
+// GenerationJob (validated and tokenized) for the connection to submit and stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "engine/scheduler/request.h"
+#include "ipc/errors.h"
+#include "ipc/openai.h"
+#include "ipc/server.h"
+
+namespace hearth {
+class Scheduler;
+struct Submitted;
+}  // namespace hearth
+
+namespace hearth::ipc {
+
+class ResponseCounters;
+
+// What set_engine handed over. Immutable once published.
+struct EngineRef {
+  Scheduler* scheduler = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  ModelInfo model;
+};
+
+struct HttpRequest {
+  std::string method;  // as sent: "GET", "POST", ...
+  std::string target;  // path, with the query string if any
+  std::string host;    // the Host header ("" when absent)
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::string allow;  // the Allow header of a 405
+};
+
+struct RouteContext {
+  std::shared_ptr<const EngineRef> engine;  // null until set_engine (model loading)
+  bool accepting = true;                    // false after stop_accepting: generation gets 503
+  bool check_host = false;                  // loopback-only TCP listener: non-loopback Host -> 403
+  const ResponseCounters* counters = nullptr;
+  int64_t open_connections = 0;
+};
+
+struct GenerationJob {
+  std::shared_ptr<const EngineRef> engine;
+  ResponseMeta meta;
+  bool stream = false;
+  GenerationRequest request;
+};
+
+using RouteResult = std::variant<HttpResponse, GenerationJob>;
+
+RouteResult route(const HttpRequest& request, const RouteContext& context);
+
+HttpResponse error_response(const ApiError& error);
+// The response for a submit() that was not Accepted: 429, 503 or 400.
+HttpResponse submit_error_response(const Submitted& submitted);
+
+// "localhost", "127.x.y.z" and "[::1]", each with an optional ":port" (case-insensitive).
+bool is_loopback_host(std::string_view host);
+
+}  // namespace hearth::ipc

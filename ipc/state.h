@@ -1,0 +1,90 @@
+// What the Server and its connections share. No Asio here: connections register a
+// `close` function that posts to their own executor.
+//
+// Thread-safety: every member may be used from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "ipc/metrics.h"
+#include "ipc/routes.h"
+#include "ipc/server.h"
+
+namespace hearth::ipc {
+
+// Lets the engine thread post wake-ups to connections only while the io_context lives:
+// closed (under the mutex) before the Server destroys it.
+struct PostGate {
+  std::mutex mutex;
+  bool open = true;
+};
+
+class ServerState {
+ public:
+  explicit ServerState(ServerOptions options) : options(std::move(options)) {}
+
+  const ServerOptions options;
+  ResponseCounters responses;
+  std::atomic<bool> accepting{true};  // false after stop_accepting() or stop()
+  std::atomic<bool> stopping{false};  // stop() was called
+  std::atomic<int64_t> open_connections{0};
+  const std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
+
+  std::shared_ptr<const EngineRef> engine() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_;
+  }
+  void set_engine(std::shared_ptr<const EngineRef> engine) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine_ = std::move(engine);
+  }
+
+  // A connection opens: counted, and close (any thread; it must only post) is kept for
+  // close_all(). Returns the id to pass to remove_connection.
+  uint64_t add_connection(std::function<void()> close) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_connections.fetch_add(1);
+    closers_[++next_id_] = std::move(close);
+    return next_id_;
+  }
+
+  // A connection ended. The last one to end after stop() calls on_idle.
+  void remove_connection(uint64_t id) {
+    std::function<void()> idle;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closers_.erase(id);
+      if (open_connections.fetch_sub(1) == 1 && stopping.load()) idle = on_idle_;
+    }
+    if (idle) idle();
+  }
+
+  void close_all() {
+    std::map<uint64_t, std::function<void()>> closers;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closers = closers_;
+    }
+    for (auto& [id, close] : closers) close();
+  }
+
+  // Set by the Server before serving; cleared before its io_context goes away.
+  void set_on_idle(std::function<void()> on_idle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    on_idle_ = std::move(on_idle);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const EngineRef> engine_;
+  std::map<uint64_t, std::function<void()>> closers_;
+  uint64_t next_id_ = 0;
+  std::function<void()> on_idle_;
+};
+
+}  // namespace hearth::ipc

@@ -1,0 +1,275 @@
+// Connections and listeners over time: a client that leaves mid-generation frees its
+// sequence; stale sockets are replaced, live ones and other files are not; permissions;
+// stop_accepting and stop; the queue bound; TCP listener checks; connection limits.
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "http_client.h"
+#include "test_server.h"
+
+namespace {
+
+using namespace hearth;
+using namespace hearth::test;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// Polls cond every 10 ms for up to limit.
+template <class F>
+bool eventually(F cond, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return cond();
+}
+
+// A generation long enough to be interrupted: no max_tokens, so it runs to the context.
+const char* kLongStream = R"({"prompt":"Tell me a long story","stream":true,"temperature":1,"seed":3})";
+const char* kLongWhole = R"({"prompt":"Tell me a long story","temperature":1,"seed":3})";
+
+// Binds a Unix socket at path and closes it without unlinking: a crash's leftover.
+void leave_stale_socket(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  ::close(fd);
+}
+
+bool is_socket(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+}  // namespace
+
+TEST_CASE("A client that disconnects mid-stream has its sequence cancelled and freed") {
+  TestServer s;
+  const uint64_t cancelled_before = s.scheduler().stats().cancelled_total;
+  {
+    HttpConn c = HttpConn::unix_socket(s.socket_path());
+    REQUIRE(c.send(http_request("POST", "/v1/completions", kLongStream)));
+    auto head = c.read_head();
+    REQUIRE(head);
+    REQUIRE(head->status == 200);
+    REQUIRE(eventually([&] { return s.scheduler().stats().running == 1; }));
+  }  // closed here, while tokens flow
+  REQUIRE(eventually([&] { return s.scheduler().stats().cancelled_total == cancelled_before + 1; }));
+  REQUIRE(eventually([&] { return s.scheduler().stats().running == 0; }));
+  REQUIRE(eventually([&] { return s.scheduler().stats().kv_blocks_used == 0; }));
+  REQUIRE(eventually([&] { return s.server().open_connections() == 0; }));
+}
+
+TEST_CASE("A client that disconnects while waiting for a whole answer is noticed without any write") {
+  TestServer s;
+  const uint64_t cancelled_before = s.scheduler().stats().cancelled_total;
+  {
+    HttpConn c = HttpConn::unix_socket(s.socket_path());
+    REQUIRE(c.send(http_request("POST", "/v1/chat/completions",
+                                R"({"messages":[{"role":"user","content":"Tell me a long story"}],"seed":3})")));
+    REQUIRE(eventually([&] { return s.scheduler().stats().running == 1; }));
+  }
+  REQUIRE(eventually([&] { return s.scheduler().stats().cancelled_total == cancelled_before + 1; }));
+  REQUIRE(eventually([&] { return s.scheduler().stats().running == 0; }));
+}
+
+TEST_CASE("A full queue answers 429 and the server keeps serving") {
+  TestServerOptions o;
+  o.scheduler.n_parallel = 1;
+  o.scheduler.queue_max = 0;
+  TestServer s(o);
+  HttpConn busy = HttpConn::unix_socket(s.socket_path());
+  REQUIRE(busy.send(http_request("POST", "/v1/completions", kLongStream)));
+  REQUIRE(busy.read_head()->status == 200);
+  REQUIRE(eventually([&] { return s.scheduler().stats().running == 1; }));
+  auto r = http_call(s.socket_path(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
+  REQUIRE(r);
+  REQUIRE(r->status == 429);
+  REQUIRE(json::parse(r->body)["error"]["code"] == "queue_full");
+  busy.close();
+  REQUIRE(eventually([&] { return s.scheduler().stats().running == 0; }));
+  r = http_call(s.socket_path(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+}
+
+TEST_CASE("After stop_accepting generation gets 503 with Connection: close and the socket file is gone") {
+  TestServer s;
+  HttpConn c = HttpConn::unix_socket(s.socket_path());  // connected before: stays served
+  REQUIRE(c.send(http_request("GET", "/health")));
+  REQUIRE(c.read_reply()->status == 200);
+  s.server().stop_accepting();
+  REQUIRE(eventually([&] { return !is_socket(s.socket_path()); }));
+  REQUIRE(c.send(http_request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})")));
+  auto r = c.read_reply();
+  REQUIRE(r);
+  REQUIRE(r->status == 503);
+  REQUIRE(r->header("connection") == "close");
+  REQUIRE(json::parse(r->body)["error"]["code"] == "shutting_down");
+  REQUIRE(c.wait_closed(2000));
+  REQUIRE(!HttpConn::unix_socket(s.socket_path()).connected());
+}
+
+TEST_CASE("stop() closes open connections and run() returns") {
+  TestServer* s = new TestServer();
+  HttpConn idle = HttpConn::unix_socket(s->socket_path());
+  HttpConn streaming = HttpConn::unix_socket(s->socket_path());
+  REQUIRE(idle.send(http_request("GET", "/health")));
+  REQUIRE(idle.read_reply()->status == 200);
+  REQUIRE(streaming.send(http_request("POST", "/v1/completions", kLongWhole)));
+  REQUIRE(eventually([&] { return s->scheduler().stats().running == 1; }));
+  const auto start = std::chrono::steady_clock::now();
+  delete s;  // stop(), join run()
+  REQUIRE(std::chrono::steady_clock::now() - start < 1500ms);
+  REQUIRE(idle.wait_closed(1000));
+  REQUIRE(streaming.wait_closed(1000));
+}
+
+TEST_CASE("A stale socket file is replaced, and a live one and other files are reported and left alone") {
+  TempDir dir;
+  const std::string path = dir.path() + "/h.sock";
+  leave_stale_socket(path);
+  REQUIRE(is_socket(path));
+  ipc::Server a(ipc::ServerOptions{});
+  Status st = a.listen_unix(path);
+  REQUIRE(st.ok());
+  std::thread ta([&] { a.run(); });
+  REQUIRE(HttpConn::unix_socket(path).connected());
+
+  ipc::Server b(ipc::ServerOptions{});
+  st = b.listen_unix(path);
+  REQUIRE(!st.ok());
+  REQUIRE(st.error().message == "another hearthd is already listening on " + path);
+  REQUIRE(HttpConn::unix_socket(path).connected());  // a still serves
+  {
+    HttpConn c = HttpConn::unix_socket(path);
+    REQUIRE(c.send(http_request("GET", "/health")));
+    REQUIRE(c.read_reply()->status == 503);  // a has no engine: loading
+  }
+  a.stop();
+  ta.join();
+  REQUIRE(!is_socket(path));  // a unlinked what it created
+
+  const std::string file = dir.path() + "/not-a-socket";
+  std::ofstream(file) << "precious";
+  st = b.listen_unix(file);
+  REQUIRE(!st.ok());
+  REQUIRE(st.error().message.find("not a socket") != std::string::npos);
+  std::ifstream in(file);
+  std::string content;
+  in >> content;
+  REQUIRE(content == "precious");
+
+  st = b.listen_unix(dir.path() + "/missing-dir/h.sock");
+  REQUIRE(!st.ok());
+}
+
+TEST_CASE("listen_unix applies the mode and the group, and refuses an unknown group") {
+  TempDir dir;
+  ipc::Server s(ipc::ServerOptions{});
+  REQUIRE(s.listen_unix(dir.path() + "/a.sock").ok());
+  struct stat st {};
+  REQUIRE(::stat((dir.path() + "/a.sock").c_str(), &st) == 0);
+  REQUIRE((st.st_mode & 07777) == 0600);
+
+  const gid_t gid = ::getegid();
+  const group* g = ::getgrgid(gid);
+  REQUIRE(g != nullptr);
+  REQUIRE(s.listen_unix(dir.path() + "/b.sock", 0660, g->gr_name).ok());
+  REQUIRE(::stat((dir.path() + "/b.sock").c_str(), &st) == 0);
+  REQUIRE((st.st_mode & 07777) == 0660);
+  REQUIRE(st.st_gid == gid);
+
+  Status bad = s.listen_unix(dir.path() + "/c.sock", 0660, "no-such-group-hearth");
+  REQUIRE(!bad.ok());
+  REQUIRE(bad.error().message.find("does not exist") != std::string::npos);
+  REQUIRE(!is_socket(dir.path() + "/c.sock"));
+  s.stop_accepting();
+  REQUIRE(!is_socket(dir.path() + "/a.sock"));
+  REQUIRE(!is_socket(dir.path() + "/b.sock"));
+}
+
+TEST_CASE("An adopted Unix socket is served, and its file is not unlinked by stop_accepting") {
+  TempDir dir;
+  const std::string path = dir.path() + "/adopted.sock";
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 8) == 0);
+  ipc::Server s(ipc::ServerOptions{});
+  REQUIRE(s.adopt_unix_fd(fd).ok());
+  std::thread t([&] { s.run(); });
+  {
+    HttpConn c = HttpConn::unix_socket(path);
+    REQUIRE(c.send(http_request("GET", "/metrics")));
+    REQUIRE(c.read_reply()->status == 200);
+  }
+  s.stop_accepting();
+  std::this_thread::sleep_for(50ms);
+  REQUIRE(is_socket(path));
+  s.stop();
+  t.join();
+
+  const int not_listening = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(!s.adopt_unix_fd(not_listening).ok());
+  ::close(not_listening);
+  REQUIRE(!s.adopt_unix_fd(-1).ok());
+}
+
+TEST_CASE("listen_tcp takes loopback addresses unless allow_remote and rejects malformed ones") {
+  ipc::Server s(ipc::ServerOptions{});
+  REQUIRE(s.listen_tcp("127.0.0.1:0", false).ok());
+  REQUIRE(s.listen_tcp("localhost:0", false).ok());
+  REQUIRE(!s.listen_tcp("0.0.0.0:0", false).ok());
+  REQUIRE(!s.listen_tcp("8.8.8.8:80", false).ok());
+  REQUIRE(!s.listen_tcp("127.0.0.1", false).ok());
+  REQUIRE(!s.listen_tcp("127.0.0.1:99999", false).ok());
+  REQUIRE(!s.listen_tcp("example.com:80", false).ok());
+  REQUIRE(!s.listen_tcp(":80", false).ok());
+  REQUIRE(s.listen_tcp("0.0.0.0:0", true).ok());
+}
+
+TEST_CASE("More connections than max_connections are closed at once") {
+  TestServerOptions o;
+  o.server.max_connections = 2;
+  TestServer s(o);
+  HttpConn a = HttpConn::unix_socket(s.socket_path());
+  HttpConn b = HttpConn::unix_socket(s.socket_path());
+  REQUIRE(a.send(http_request("GET", "/health")));
+  REQUIRE(b.send(http_request("GET", "/health")));
+  REQUIRE(a.read_reply()->status == 200);
+  REQUIRE(b.read_reply()->status == 200);
+  HttpConn c = HttpConn::unix_socket(s.socket_path());
+  REQUIRE(c.wait_closed(2000));
+  a.close();
+  REQUIRE(eventually([&] { return s.server().open_connections() == 1; }));
+  auto r = http_call(s.socket_path(), "GET", "/health");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+}
+
+TEST_CASE("An idle keep-alive connection is closed after idle_timeout") {
+  TestServerOptions o;
+  o.server.idle_timeout = 300ms;
+  TestServer s(o);
+  HttpConn c = HttpConn::unix_socket(s.socket_path());
+  REQUIRE(c.send(http_request("GET", "/health")));
+  REQUIRE(c.read_reply()->status == 200);
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(c.wait_closed(3000));
+  REQUIRE(std::chrono::steady_clock::now() - start >= 250ms);
+}

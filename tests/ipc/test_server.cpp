@@ -1,0 +1,93 @@
+#include "test_server.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "backends/cpu/cpu_backend.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/tools/synthetic_model.h"
+
+namespace hearth::test {
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/hearth-ipc-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+
+template <class T>
+T must(Result<T> r, const char* what) {
+  if (!r.ok()) throw std::runtime_error(std::string(what) + ": " + r.error().message);
+  return std::move(*r);
+}
+
+}  // namespace
+
+const SyntheticEngine& synthetic_engine() {
+  static const SyntheticEngine engine = [] {
+    SyntheticEngine e;
+    SyntheticOptions o;
+    o.arch = "gemma3";
+    o.type = DType::Q8_0;
+    e.bytes = must(make_synthetic_model(o), "synthetic model");
+    e.file = must(gguf::File::from_memory(e.bytes.data(), e.bytes.size()), "gguf");
+    e.backend = cpu::make_cpu_backend({1});
+    e.model = must(Model::load(e.file, *e.backend), "model");
+    e.tokenizer = must(Tokenizer::from_gguf(*e.file), "tokenizer");
+    e.info.id = "synthetic-gemma3";
+    e.info.path = "/nonexistent/synthetic-gemma3.gguf";
+    e.info.arch = "gemma3";
+    e.info.backend = "cpu";
+    e.info.n_ctx = 512;
+    e.info.created = 1700000000;
+    e.info.chat_family = must(chat_family_from_gguf(*e.file), "chat family");
+    return e;
+  }();
+  return engine;
+}
+
+TestServerOptions::TestServerOptions() {
+  server.body_limit_bytes = 16 * 1024;
+  server.header_timeout = std::chrono::milliseconds(400);
+  server.body_timeout = std::chrono::milliseconds(400);
+  server.idle_timeout = std::chrono::milliseconds(5000);
+  scheduler.n_parallel = 2;
+  scheduler.n_ctx = 512;
+  scheduler.prefill_chunk = 64;
+  scheduler.queue_max = 8;
+  scheduler.block_tokens = 16;
+}
+
+TestServer::TestServer(const TestServerOptions& options) : socket_path_(dir_.path() + "/hearth.sock") {
+  const SyntheticEngine& e = synthetic_engine();
+  scheduler_ = must(Scheduler::create(*e.model, *e.backend, *e.tokenizer, options.scheduler), "scheduler");
+  server_ = std::make_unique<ipc::Server>(options.server);
+  if (Status s = server_->listen_unix(socket_path_); !s.ok()) throw std::runtime_error(s.error().message);
+  if (options.set_engine) set_engine();
+  thread_ = std::thread([this] { server_->run(); });
+}
+
+void TestServer::set_engine() {
+  const SyntheticEngine& e = synthetic_engine();
+  server_->set_engine(scheduler_.get(), e.tokenizer.get(), e.info);
+}
+
+TestServer::~TestServer() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+  scheduler_.reset();
+}
+
+}  // namespace hearth::test

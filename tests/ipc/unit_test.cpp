@@ -1,0 +1,86 @@
+// The pure parts of ipc, without sockets: Host checks, HOST:PORT parsing, request
+// validation defaults, finish_reason mapping.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "ipc/openai.h"
+#include "ipc/routes.h"
+#include "ipc/socket_path.h"
+
+using namespace hearth;
+using namespace hearth::ipc;
+
+TEST_CASE("Loopback Host headers are localhost, 127/8 and [::1], with an optional port") {
+  for (const char* h : {"localhost", "LocalHost:80", "127.0.0.1", "127.255.0.9:65535", "[::1]", "[::1]:1",
+                        "[0:0:0:0:0:0:0:1]", "localhost."}) {
+    INFO(h);
+    REQUIRE(is_loopback_host(h));
+  }
+  for (const char* h : {"", "evil.com", "localhost.evil.com", "127.0.0.1.nip.io", "128.0.0.1", "[::2]", "::1",
+                        "localhost:", "localhost:http", "[::1]x", "127.0.0.1:1:2", "0177.0.0.1", "2130706433"}) {
+    INFO(h);
+    REQUIRE(!is_loopback_host(h));
+  }
+}
+
+TEST_CASE("HOST:PORT parsing") {
+  auto a = parse_host_port("127.0.0.1:8080");
+  REQUIRE(a.ok());
+  REQUIRE(a->host == "127.0.0.1");
+  REQUIRE(a->port == 8080);
+  auto b = parse_host_port("[::1]:9");
+  REQUIRE(b.ok());
+  REQUIRE(b->host == "::1");
+  REQUIRE(b->port == 9);
+  REQUIRE(parse_host_port("localhost:1")->host == "127.0.0.1");
+  for (const char* bad : {"", "127.0.0.1", ":80", "host:", "host:65536", "host:-1", "::1:80", "[::1]80", "[::1]"}) {
+    INFO(bad);
+    REQUIRE(!parse_host_port(bad).ok());
+  }
+}
+
+TEST_CASE("Absent fields take OpenAI's defaults and null counts as absent") {
+  nlohmann::json body = nlohmann::json::parse(R"({"prompt":"x","temperature":null,"stop":null,"n":null})");
+  auto parsed = parse_openai_request(Endpoint::Completions, body, "m");
+  REQUIRE(std::holds_alternative<OpenAiRequest>(parsed));
+  const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
+  REQUIRE(r.sampling.temperature == 1.0f);
+  REQUIRE(r.sampling.top_p == 1.0f);
+  REQUIRE(r.sampling.top_k == 0);
+  REQUIRE(r.sampling.min_p == 0.0f);
+  REQUIRE(r.sampling.seed == kRandomSeed);
+  REQUIRE(r.max_tokens == -1);
+  REQUIRE(!r.stream);
+  REQUIRE(r.stop.empty());
+}
+
+TEST_CASE("Given fields are carried over and max_completion_tokens wins over max_tokens") {
+  nlohmann::json body = nlohmann::json::parse(
+      R"({"messages":[{"role":"developer","content":"s"},{"role":"user","content":"u"}],"model":"m",
+          "max_tokens":5,"max_completion_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":20,"min_p":0.1,
+          "seed":42,"stop":["a","","b"],"presence_penalty":0.5,"frequency_penalty":-0.5,
+          "repetition_penalty":1.1,"stream":true,"stream_options":{"include_usage":true}})");
+  auto parsed = parse_openai_request(Endpoint::Chat, body, "m");
+  REQUIRE(std::holds_alternative<OpenAiRequest>(parsed));
+  const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
+  REQUIRE(r.messages.size() == 2);
+  REQUIRE(r.messages[0].role == "system");
+  REQUIRE(r.max_tokens == 7);
+  REQUIRE(r.sampling.temperature == 0.5f);
+  REQUIRE(r.sampling.top_p == 0.9f);
+  REQUIRE(r.sampling.top_k == 20);
+  REQUIRE(r.sampling.min_p == 0.1f);
+  REQUIRE(r.sampling.seed == 42u);
+  REQUIRE(r.stop == std::vector<std::string>{"a", "b"});
+  REQUIRE(r.sampling.presence_penalty == 0.5f);
+  REQUIRE(r.sampling.frequency_penalty == -0.5f);
+  REQUIRE(r.sampling.repetition_penalty == 1.1f);
+  REQUIRE(r.stream);
+  REQUIRE(r.include_usage);
+}
+
+TEST_CASE("finish_reason: stop and length pass through, cancelled reads as length") {
+  REQUIRE(openai_finish_reason("stop") == "stop");
+  REQUIRE(openai_finish_reason("length") == "length");
+  REQUIRE(openai_finish_reason("cancelled") == "length");
+}
