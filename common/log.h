@@ -12,6 +12,9 @@ void set_log_level(LogLevel level);
 LogLevel log_level();
 bool parse_log_level(const std::string& s, LogLevel* out);
 void log_line(LogLevel level, const std::string& msg);
+// When on, every line starts with its syslog priority ("<7>" debug, "<6>" info,
+// "<4>" warn, "<3>" error), as journald reads them from a service's stderr. Off by default.
+void set_log_syslog_prefix(bool on);
 
 }  // namespace hearth
 

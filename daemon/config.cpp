@@ -1,0 +1,360 @@
+#include "daemon/config.h"
+
+#include <toml++/toml.h>
+
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <exception>
+#include <variant>
+
+namespace hearth::daemon {
+namespace {
+
+// How an option's value is written and checked.
+enum class Kind {
+  String,  // any string
+  Choice,  // one of Spec::choices
+  Int,     // an integer in [Spec::min, Spec::max]
+  Flag,    // a boolean; on the command line a flag without a value
+};
+
+// A value as a source hands it over: TOML gives typed values, the environment and the
+// command line give strings (converted by parse_text).
+using Value = std::variant<std::string, int64_t, bool>;
+
+struct Spec {
+  const char* name;  // the flag without "--"; the TOML key and the variable derive from it
+  Kind kind;
+  const char* help;
+  int64_t min = 0, max = 0;          // Int
+  std::vector<std::string> choices;  // Choice
+  void (*set)(DaemonConfig& c, const Value& v) = nullptr;
+};
+
+const std::string& str(const Value& v) { return std::get<std::string>(v); }
+int32_t i32(const Value& v) { return static_cast<int32_t>(std::get<int64_t>(v)); }
+
+const std::vector<Spec>& specs() {
+  using C = DaemonConfig;
+  // clang-format off
+  static const std::vector<Spec> kSpecs = {
+      {"model", Kind::String, "model file, or a model name in the models folder (default: Gemma 3 270M)",
+       0, 0, {}, [](C& c, const Value& v) { c.model = str(v); }},
+      {"socket", Kind::String,
+       "Unix socket path (default: $XDG_RUNTIME_DIR/hearth/hearth.sock; as root /run/hearth/hearth.sock)",
+       0, 0, {}, [](C& c, const Value& v) { c.socket = str(v); }},
+      {"socket-group", Kind::String, "give the socket this group and mode 0660 (default: mode 0600)",
+       0, 0, {}, [](C& c, const Value& v) { c.socket_group = str(v); }},
+      {"backend", Kind::Choice, "compute backend (default auto)",
+       0, 0, {"auto", "cpu", "vulkan", "cuda"}, [](C& c, const Value& v) { c.backend = str(v); }},
+      {"threads", Kind::Int, "CPU threads (0 = one per physical core)",
+       0, 1024, {}, [](C& c, const Value& v) { c.threads = i32(v); }},
+      {"ctx", Kind::Int,
+       "tokens per sequence, prompt and answer (default 4096, or the model's training context when smaller)",
+       16, 1 << 24, {}, [](C& c, const Value& v) { c.ctx = i32(v); c.ctx_set = true; }},
+      {"parallel", Kind::Int, "sequences generated at once (default 4)",
+       1, 1024, {}, [](C& c, const Value& v) { c.parallel = i32(v); }},
+      {"prefill-chunk", Kind::Int,
+       "prompt tokens per step, all sequences together (default 256; 0 = a whole prompt at once)",
+       0, 1 << 24, {}, [](C& c, const Value& v) { c.prefill_chunk = i32(v); }},
+      {"queue-max", Kind::Int, "requests waiting for a free sequence; more get 429 (default 64)",
+       0, 1 << 20, {}, [](C& c, const Value& v) { c.queue_max = i32(v); }},
+      {"cache-dir", Kind::String,
+       "prompt cache directory (default: $XDG_CACHE_HOME/hearth; as root /var/cache/hearth)",
+       0, 0, {}, [](C& c, const Value& v) { c.cache_dir = str(v); }},
+      {"cache-max-bytes", Kind::Int, "bytes the prompt cache may use on disk (default 4 GiB)",
+       0, INT64_MAX, {}, [](C& c, const Value& v) { c.cache_max_bytes = std::get<int64_t>(v); }},
+      {"no-disk-cache", Kind::Flag, "keep the prompt cache in memory only",
+       0, 0, {}, [](C& c, const Value& v) { c.no_disk_cache = std::get<bool>(v); }},
+      {"listen-tcp", Kind::String, "also serve HTTP on HOST:PORT (loopback only unless --allow-remote)",
+       0, 0, {}, [](C& c, const Value& v) { c.listen_tcp = str(v); }},
+      {"allow-remote", Kind::Flag, "allow a non-loopback --listen-tcp address",
+       0, 0, {}, [](C& c, const Value& v) { c.allow_remote = std::get<bool>(v); }},
+      {"log-level", Kind::Choice, "log level (default info)",
+       0, 0, {"debug", "info", "warn", "error"}, [](C& c, const Value& v) { parse_log_level(str(v), &c.log_level); }},
+      {"shutdown-grace", Kind::Int, "seconds in-flight requests get to finish after SIGTERM (default 30)",
+       0, 86400, {}, [](C& c, const Value& v) { c.shutdown_grace_s = i32(v); }},
+      {"kv-type", Kind::Choice, "KV cache element type (default f16)",
+       0, 0, {"f16", "f32"}, [](C& c, const Value& v) { c.kv_type = str(v) == "f32" ? DType::F32 : DType::F16; }},
+  };
+  // clang-format on
+  return kSpecs;
+}
+
+std::string toml_key(const std::string& name) {
+  std::string k = name;
+  for (char& ch : k)
+    if (ch == '-') ch = '_';
+  return k;
+}
+
+std::string env_name(const std::string& name) {
+  std::string k = "HEARTH_";
+  for (char ch : name) k += ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return k;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+// A string from the environment or the command line, as the option's kind wants it.
+Result<Value> parse_text(const Spec& s, const std::string& text, const std::string& source) {
+  switch (s.kind) {
+    case Kind::String:
+    case Kind::Choice:
+      return Value{text};
+    case Kind::Int: {
+      int64_t n = 0;
+      const char* end = text.data() + text.size();
+      auto [p, ec] = std::from_chars(text.data(), end, n);
+      if (text.empty() || ec != std::errc() || p != end)
+        return make_error(source + ": '" + text + "' is not an integer" +
+                          (ec == std::errc::result_out_of_range ? " in range" : ""));
+      return Value{n};
+    }
+    case Kind::Flag: {
+      std::string t;
+      for (char ch : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (t == "1" || t == "true" || t == "yes" || t == "on") return Value{true};
+      if (t == "0" || t == "false" || t == "no" || t == "off") return Value{false};
+      return make_error(source + ": '" + text + "' is not a boolean (use 1/0, true/false, yes/no, on/off)");
+    }
+  }
+  return make_error(source + ": unsupported option kind");
+}
+
+// Checks a typed value against the option's kind and range, then stores it.
+Status apply(const Spec& s, const Value& v, const std::string& source, DaemonConfig* cfg) {
+  switch (s.kind) {
+    case Kind::String:
+    case Kind::Choice:
+      if (!std::holds_alternative<std::string>(v)) return make_error(source + " must be a string");
+      if (s.kind == Kind::Choice) {
+        bool ok = false;
+        for (const std::string& c : s.choices) ok = ok || c == str(v);
+        if (!ok) return make_error(source + ": '" + str(v) + "' is not one of " + join(s.choices, ", "));
+      }
+      if (std::string(s.name) == "listen-tcp" && !str(v).empty()) {
+        const std::string& hp = str(v);
+        const size_t colon = hp.rfind(':');
+        int64_t port = 0;
+        const char* end = hp.data() + hp.size();
+        bool port_ok = colon != std::string::npos && colon > 0 && colon + 1 < hp.size();
+        if (port_ok) {
+          auto [p, ec] = std::from_chars(hp.data() + colon + 1, end, port);
+          port_ok = ec == std::errc() && p == end && port >= 1 && port <= 65535;
+        }
+        if (!port_ok) return make_error(source + ": '" + hp + "' is not HOST:PORT (PORT 1..65535)");
+      }
+      break;
+    case Kind::Int: {
+      if (!std::holds_alternative<int64_t>(v)) return make_error(source + " must be an integer");
+      const int64_t n = std::get<int64_t>(v);
+      if (n < s.min || n > s.max)
+        return make_error(source + ": " + std::to_string(n) + " is out of range (" + std::to_string(s.min) + ".." +
+                          std::to_string(s.max) + ")");
+      break;
+    }
+    case Kind::Flag:
+      if (!std::holds_alternative<bool>(v)) return make_error(source + " must be a boolean (true or false)");
+      break;
+  }
+  s.set(*cfg, v);
+  return {};
+}
+
+const char* toml_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    default:
+      return "a date or time";
+  }
+}
+
+const char* kind_wants(Kind k) {
+  switch (k) {
+    case Kind::String:
+    case Kind::Choice:
+      return "a string";
+    case Kind::Int:
+      return "an integer";
+    case Kind::Flag:
+      return "a boolean";
+  }
+  return "?";
+}
+
+Status apply_toml_file(const std::string& path, DaemonConfig* cfg) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const toml::source_region& where = e.source();
+    return make_error("config file " + path + ": line " + std::to_string(where.begin.line) + ", column " +
+                      std::to_string(where.begin.column) + ": " + std::string(e.description()));
+  } catch (const std::exception& e) {
+    return make_error("config file " + path + ": " + e.what());
+  }
+  for (const auto& [key_node, node] : table) {
+    const std::string key(key_node.str());
+    const Spec* spec = nullptr;
+    for (const Spec& s : specs())
+      if (toml_key(s.name) == key) spec = &s;
+    const std::string source = "config file " + path + ": key '" + key + "'";
+    if (spec == nullptr) return make_error(source + " is not a hearthd option");
+    Value v;
+    if (const auto* s = node.as_string()) {
+      v = s->get();
+    } else if (const auto* i = node.as_integer()) {
+      v = i->get();
+    } else if (const auto* b = node.as_boolean()) {
+      v = b->get();
+    } else {
+      return make_error(source + " must be " + kind_wants(spec->kind) + ", not " + toml_type_name(node));
+    }
+    const bool type_ok =
+        (spec->kind == Kind::Int && std::holds_alternative<int64_t>(v)) ||
+        (spec->kind == Kind::Flag && std::holds_alternative<bool>(v)) ||
+        ((spec->kind == Kind::String || spec->kind == Kind::Choice) && std::holds_alternative<std::string>(v));
+    if (!type_ok) return make_error(source + " must be " + kind_wants(spec->kind) + ", not " + toml_type_name(node));
+    Status st = apply(*spec, v, source, cfg);
+    if (!st) return st;
+  }
+  return {};
+}
+
+// The placeholder --help shows for an option's value.
+std::string value_name(const Spec& s) {
+  if (s.kind == Kind::Choice) return join(s.choices, "|");
+  static const std::vector<std::pair<std::string, std::string>> kNames = {
+      {"model", "PATH|NAME"},       {"socket", "PATH"},          {"socket-group", "GROUP"},    {"cache-dir", "DIR"},
+      {"cache-max-bytes", "BYTES"}, {"listen-tcp", "HOST:PORT"}, {"shutdown-grace", "SECONDS"}};
+  for (const auto& [name, value] : kNames)
+    if (name == s.name) return value;
+  return s.kind == Kind::Int ? "N" : "TEXT";
+}
+
+std::string help_footer() {
+  return "Every option can also be set in the TOML file given with --config (key: the option name with '-' -> '_',\n"
+         "e.g. socket_group = \"hearth\") or as an environment variable (HEARTH_ + the key in upper case, e.g.\n"
+         "HEARTH_SOCKET_GROUP). Flags win over the environment, which wins over the file.\n";
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+Result<DaemonConfig> load_config(const std::vector<std::string>& args, const EnvLookup& env) {
+  DaemonConfig cfg;
+  CLI::App app{"hearthd: keeps a language model resident and serves it over a Unix socket", "hearthd"};
+  app.footer(help_footer());
+  app.get_formatter()->column_width(34);
+
+  // Every value option is read as text and converted by parse_text, so the command line,
+  // the environment and the file share one set of checks and error messages.
+  std::vector<std::string> texts(specs().size());
+  std::vector<CLI::Option*> opts(specs().size());
+  std::vector<bool> flags(specs().size(), false);
+  std::string config_file;
+  bool version = false, list_devices = false;
+  app.add_option("--config", config_file, "TOML config file (default: $HEARTH_CONFIG)")->type_name("FILE");
+  for (size_t i = 0; i < specs().size(); ++i) {
+    const Spec& s = specs()[i];
+    const std::string flag = std::string("--") + s.name;
+    if (s.kind == Kind::Flag) {
+      opts[i] = app.add_flag_callback(
+          flag, [&flags, i] { flags[i] = true; }, s.help);
+    } else {
+      opts[i] = app.add_option(flag, texts[i], s.help)->type_name(value_name(s));
+    }
+  }
+  app.add_flag("--list-devices", list_devices, "print the compute devices this build can use, then exit");
+  app.add_flag("--version", version, "print the version, then exit");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a vector back to front
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    cfg.action = Action::Help;
+    cfg.help_text = app.help();
+    return cfg;
+  } catch (const CLI::ParseError& e) {
+    return make_error(std::string("command line: ") + e.what());
+  }
+  if (version) {
+    cfg.action = Action::Version;
+    return cfg;
+  }
+
+  // 1. The config file.
+  if (config_file.empty()) {
+    if (std::optional<std::string> e = env("HEARTH_CONFIG"); e && !e->empty()) config_file = *e;
+  }
+  if (!config_file.empty()) {
+    Status st = apply_toml_file(config_file, &cfg);
+    if (!st) return st.error();
+    cfg.config_file = config_file;
+  }
+  // 2. The environment (an empty variable counts as unset).
+  for (const Spec& s : specs()) {
+    const std::string name = env_name(s.name);
+    std::optional<std::string> text = env(name);
+    if (!text || text->empty()) continue;
+    const std::string source = "environment variable " + name;
+    Result<Value> v = parse_text(s, *text, source);
+    if (!v) return v.error();
+    Status st = apply(s, *v, source, &cfg);
+    if (!st) return st.error();
+  }
+  // 3. The command line.
+  for (size_t i = 0; i < specs().size(); ++i) {
+    const Spec& s = specs()[i];
+    if (opts[i]->count() == 0) continue;
+    const std::string source = std::string("option --") + s.name;
+    Result<Value> v = s.kind == Kind::Flag ? Result<Value>(Value{flags[i]}) : parse_text(s, texts[i], source);
+    if (!v) return v.error();
+    Status st = apply(s, *v, source, &cfg);
+    if (!st) return st.error();
+  }
+  if (list_devices) cfg.action = Action::ListDevices;
+  return cfg;
+}
+
+Result<std::string> default_socket_path(const EnvLookup& env, unsigned euid) {
+  if (euid == 0) return std::string("/run/hearth/hearth.sock");
+  std::optional<std::string> runtime = env("XDG_RUNTIME_DIR");
+  if (!runtime || runtime->empty())
+    return make_error("XDG_RUNTIME_DIR is not set, so there is no default socket path; give one with --socket PATH");
+  return *runtime + "/hearth/hearth.sock";
+}
+
+std::string default_cache_dir(const EnvLookup& env, unsigned euid) {
+  if (euid == 0) return "/var/cache/hearth";
+  if (std::optional<std::string> x = env("XDG_CACHE_HOME"); x && !x->empty()) return *x + "/hearth";
+  std::optional<std::string> home = env("HOME");
+  return (home && !home->empty() ? *home : std::string(".")) + "/.cache/hearth";
+}
+
+}  // namespace hearth::daemon

@@ -1,0 +1,54 @@
+#include "daemon/engine_loader.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "common/log.h"
+#include "daemon/devices.h"
+#include "engine/model/model_path.h"
+
+namespace hearth::daemon {
+
+std::string model_id_from_path(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  constexpr std::string_view kExt = ".gguf";
+  if (name.size() > kExt.size() && name.compare(name.size() - kExt.size(), kExt.size(), kExt) == 0)
+    name.resize(name.size() - kExt.size());
+  return name;
+}
+
+Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads) {
+  Result<std::string> path = resolve_model(model_arg);
+  if (!path) return path.error();
+  LoadedEngine e;
+  Result<std::unique_ptr<Backend>> backend = make_backend(backend_choice, threads);
+  if (!backend) return backend.error();
+  e.backend = std::move(*backend);
+
+  Result<std::unique_ptr<gguf::File>> file = gguf::File::open(*path);
+  if (!file) return file.error();
+  e.file = std::move(*file);
+  Result<std::unique_ptr<Model>> model = Model::load(e.file, *e.backend);
+  if (!model) return make_error(*path + ": " + model.error().message);
+  e.model = std::move(*model);
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*e.file);
+  if (!tok) return make_error(*path + ": tokenizer: " + tok.error().message);
+  e.tokenizer = std::move(*tok);
+
+  e.info.id = model_id_from_path(*path);
+  e.info.path = *path;
+  e.info.arch = e.model->config().arch;
+  e.info.backend = e.backend->info().kind;
+  if (Result<ChatFamily> family = chat_family_from_gguf(*e.file)) {
+    e.info.chat_family = *family;
+  } else {
+    e.info.has_chat_template = false;
+    LOG_WARN("chat requests are refused: " + family.error().message + " (completions work)");
+  }
+  struct stat st {};
+  if (::stat(path->c_str(), &st) == 0) e.info.created = static_cast<int64_t>(st.st_mtime);
+  return e;
+}
+
+}  // namespace hearth::daemon

@@ -1,0 +1,34 @@
+// Loading what the engine serves: the weights file, the backend it runs on, the model
+// bound to that backend and the tokenizer, plus the ModelInfo that /v1/models reports.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "common/result.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "ipc/server.h"
+
+namespace hearth::daemon {
+
+// Members are declared in the order they must be created; they are destroyed in reverse,
+// so the model's buffers go before the backend that allocated them.
+struct LoadedEngine {
+  std::unique_ptr<Backend> backend;
+  std::shared_ptr<const gguf::File> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  ipc::ModelInfo info;  // n_ctx left 0: the caller decides the context
+};
+
+// model_arg: a path or a name (engine/model/model_path.h); backend_choice and threads as
+// in devices.h. Errors name the file and what failed.
+Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads);
+
+// "gemma-3-270m-q4_k_m" for ".../gemma-3-270m-q4_k_m.gguf": what clients send as "model".
+std::string model_id_from_path(const std::string& path);
+
+}  // namespace hearth::daemon

@@ -1,0 +1,244 @@
+#include "daemon/lifecycle.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <thread>
+
+#include "common/log.h"
+#include "daemon/engine_loader.h"
+#include "daemon/systemd.h"
+#include "engine/scheduler/scheduler.h"
+#include "ipc/server.h"
+
+namespace hearth::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// After the grace period the engine gets this long to end the cancelled streams, and the
+// connections to write their last bytes, before the server closes them.
+constexpr auto kDrain = 1000ms;
+// The watchdog stops pinging when shutdown runs this long past the grace period.
+constexpr auto kShutdownHangMargin = 10s;
+// With requests in flight and no forward pass finishing for this long, the engine counts
+// as stuck (a step of a large prompt on a slow CPU can take many seconds).
+constexpr auto kStuckAfter = 120s;
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "a signal";
+  }
+}
+
+// Waits up to `timeout` for one of the shutdown signals; 0 when none arrived.
+int wait_signal(const sigset_t& set, std::chrono::nanoseconds timeout) {
+  if (timeout < 0ns) timeout = 0ns;
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
+  for (;;) {
+    const int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig > 0) return sig;
+    if (errno == EAGAIN) return 0;
+    if (errno != EINTR) return 0;
+  }
+}
+
+// What the watchdog thread asks before each ping. The engine thread is alive when it has
+// nothing to do or its step counter moved recently; shutdown must finish by its deadline.
+class Liveness {
+ public:
+  void set_scheduler(const Scheduler* s) { scheduler_.store(s); }
+  void set_shutdown_deadline(Clock::time_point t) { deadline_ns_.store(t.time_since_epoch().count()); }
+
+  // Watchdog thread only.
+  bool alive() {
+    const Clock::time_point now = Clock::now();
+    const int64_t d = deadline_ns_.load();
+    if (d != 0 && now > Clock::time_point(Clock::duration(d))) return false;
+    const Scheduler* s = scheduler_.load();
+    if (s == nullptr) return true;  // loading
+    const uint64_t steps = s->stats().steps_total;
+    if (s->in_flight() == 0 || steps != last_steps_) {
+      last_steps_ = steps;
+      last_progress_ = now;
+      return true;
+    }
+    return now - last_progress_ < kStuckAfter;
+  }
+
+ private:
+  std::atomic<const Scheduler*> scheduler_{nullptr};
+  std::atomic<int64_t> deadline_ns_{0};
+  uint64_t last_steps_ = 0;
+  Clock::time_point last_progress_ = Clock::now();
+};
+
+// Listeners: the descriptors systemd passed, else our own socket (and TCP if asked).
+Status open_listeners(const DaemonConfig& cfg, ipc::Server& server) {
+  std::vector<ListenFd> fds = take_listen_fds();
+  if (!fds.empty()) {
+    for (const ListenFd& l : fds) {
+      Status st;
+      switch (l.kind) {
+        case ListenFd::Kind::Unix:
+          st = server.adopt_unix_fd(l.fd);
+          break;
+        case ListenFd::Kind::Tcp:
+          st = server.adopt_tcp_fd(l.fd, cfg.allow_remote);
+          break;
+        case ListenFd::Kind::Other:
+          st = make_error("socket activation: descriptor " + std::to_string(l.fd) +
+                          " is not a listening Unix or TCP stream socket");
+          break;
+      }
+      if (!st) return st;
+    }
+    LOG_INFO("socket activation: serving on " + std::to_string(fds.size()) + " descriptor(s) from systemd");
+    if (!cfg.listen_tcp.empty()) LOG_WARN("--listen-tcp ignored: systemd passed the listening sockets");
+    return {};
+  }
+  const unsigned mode = cfg.socket_group.empty() ? 0600 : 0660;
+  Status st = server.listen_unix(cfg.socket, mode, cfg.socket_group);  // logs "listening on ..."
+  if (!st) return st;
+  if (!cfg.listen_tcp.empty()) return server.listen_tcp(cfg.listen_tcp, cfg.allow_remote);
+  return {};
+}
+
+SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& model) {
+  SchedulerOptions o;
+  o.n_parallel = cfg.parallel;
+  o.n_ctx = cfg.ctx;
+  if (model.n_ctx_train > 0 && cfg.ctx > model.n_ctx_train) {
+    if (cfg.ctx_set) {
+      LOG_WARN("--ctx " + std::to_string(cfg.ctx) + " is more than the model was trained for (" +
+               std::to_string(model.n_ctx_train) + " tokens); quality may drop past that");
+    } else {
+      o.n_ctx = model.n_ctx_train;
+      LOG_INFO("context: " + std::to_string(o.n_ctx) + " tokens (the model's training context)");
+    }
+  }
+  o.prefill_chunk = cfg.prefill_chunk;
+  o.queue_max = cfg.queue_max;
+  o.kv_type = cfg.kv_type;
+  return o;
+}
+
+}  // namespace
+
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+int run_daemon(const DaemonConfig& cfg) {
+  const sigset_t signals = shutdown_signals();
+  Liveness liveness;
+  Watchdog watchdog;
+  watchdog.start([&liveness] { return liveness.alive(); });
+
+  ipc::Server server(ipc::ServerOptions{});
+  if (Status st = open_listeners(cfg, server); !st) {
+    LOG_ERROR(st.error().message);
+    notify_status("failed: " + st.error().message);
+    return 1;
+  }
+  // /health answers 503 until set_engine.
+  std::thread io([&server] { server.run(); });
+  auto stop_server = [&] {
+    server.stop();
+    io.join();
+    watchdog.stop();
+  };
+
+  const std::string model_name = cfg.model.empty() ? "the default model" : cfg.model;
+  notify_status("loading " + model_name);
+  LOG_INFO("loading " + model_name);
+  const Clock::time_point load_start = Clock::now();
+  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads);
+  if (!loaded) {
+    LOG_ERROR("cannot load the model: " + loaded.error().message);
+    notify_status("failed: " + loaded.error().message);
+    stop_server();
+    return 1;
+  }
+  LoadedEngine& engine = *loaded;
+  const SchedulerOptions so = scheduler_options(cfg, engine.model->config());
+  Result<std::unique_ptr<Scheduler>> created = Scheduler::create(*engine.model, *engine.backend, *engine.tokenizer, so);
+  if (!created) {
+    LOG_ERROR("cannot start the engine: " + created.error().message);
+    notify_status("failed: " + created.error().message);
+    stop_server();
+    return 1;
+  }
+  std::unique_ptr<Scheduler> scheduler = std::move(*created);
+  liveness.set_scheduler(scheduler.get());
+  engine.info.n_ctx = so.n_ctx;
+  const std::string serving = "serving " + engine.info.id + " on " + engine.info.backend;
+  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
+  LOG_INFO("model loaded in " + std::to_string(static_cast<int64_t>(load_ms)) + " ms: " + engine.info.path + " (" +
+           engine.info.arch + ", " + engine.backend->info().name + ", ctx " + std::to_string(so.n_ctx) + ", parallel " +
+           std::to_string(so.n_parallel) + ")");
+  LOG_DEBUG("prompt cache (not used yet): " + std::string(cfg.no_disk_cache ? "memory only" : "dir " + cfg.cache_dir) +
+            ", at most " + std::to_string(cfg.cache_max_bytes) + " bytes");
+  server.set_engine(scheduler.get(), engine.tokenizer.get(), engine.info);
+  notify_ready(serving);
+  LOG_INFO(serving);
+
+  // Serve until SIGTERM or SIGINT.
+  int sig = 0;
+  for (;;) {
+    sig = wait_signal(signals, 24h);
+    if (sig == SIGHUP) {
+      LOG_INFO("SIGHUP: reload not supported; still serving");
+      continue;
+    }
+    if (sig == SIGTERM || sig == SIGINT) break;
+  }
+
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(cfg.shutdown_grace_s);
+  liveness.set_shutdown_deadline(deadline + kShutdownHangMargin);
+  notify_stopping("stopping: " + std::to_string(scheduler->in_flight()) + " requests in flight");
+  LOG_INFO(std::string(signal_name(sig)) + ": stopping; " + std::to_string(scheduler->in_flight()) +
+           " requests in flight get up to " + std::to_string(cfg.shutdown_grace_s) + " s to finish");
+  server.stop_accepting();
+  scheduler->stop_accepting();
+  while (scheduler->in_flight() > 0) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      LOG_WARN("grace period over: cancelling " + std::to_string(scheduler->in_flight()) + " requests");
+      break;
+    }
+    const int s = wait_signal(signals, std::min<Clock::duration>(deadline - now, 50ms));
+    if (s == SIGTERM || s == SIGINT) {
+      LOG_WARN(std::string(signal_name(s)) + " again: cancelling " + std::to_string(scheduler->in_flight()) +
+               " requests now");
+      break;
+    }
+    if (s == SIGHUP) LOG_INFO("SIGHUP: reload not supported");
+  }
+  if (scheduler->in_flight() > 0) scheduler->cancel_all();
+  const Clock::time_point drain_end = Clock::now() + kDrain;
+  while ((scheduler->in_flight() > 0 || server.open_connections() > 0) && Clock::now() < drain_end)
+    std::this_thread::sleep_for(10ms);
+
+  stop_server();
+  scheduler.reset();  // joins the engine thread; before the model it uses
+  LOG_INFO("stopped");
+  return 0;
+}
+
+}  // namespace hearth::daemon

@@ -1,0 +1,303 @@
+// hearthd's configuration: flags > HEARTH_* environment > TOML file > defaults, one set of
+// checks for every source, and errors that name the key and where it came from.
+#include "daemon/config.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace {
+
+using namespace hearth;
+using namespace hearth::daemon;
+
+struct Env {
+  std::map<std::string, std::string> vars;
+  EnvLookup lookup() const {
+    return [this](const std::string& name) -> std::optional<std::string> {
+      auto it = vars.find(name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+};
+
+// A TOML file in a fresh temporary directory, removed with the object.
+struct TomlFile {
+  std::filesystem::path dir;
+  std::string path;
+  explicit TomlFile(const std::string& text) {
+    char tmpl[] = "/tmp/hearthd_config_test_XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    path = (dir / "hearthd.toml").string();
+    std::ofstream(path) << text;
+  }
+  ~TomlFile() { std::filesystem::remove_all(dir); }
+};
+
+Result<DaemonConfig> load(std::vector<std::string> args, const Env& env = {}) {
+  return load_config(args, env.lookup());
+}
+
+std::string error_of(const Result<DaemonConfig>& r) {
+  REQUIRE_FALSE(r.ok());
+  return r.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("defaults apply when no source sets an option", "[daemon][config]") {
+  Result<DaemonConfig> r = load({});
+  REQUIRE(r.ok());
+  CHECK(r->action == Action::Serve);
+  CHECK(r->model.empty());
+  CHECK(r->socket.empty());
+  CHECK(r->backend == "auto");
+  CHECK(r->threads == 0);
+  CHECK(r->ctx == 4096);
+  CHECK_FALSE(r->ctx_set);
+  CHECK(r->parallel == 4);
+  CHECK(r->prefill_chunk == 256);
+  CHECK(r->queue_max == 64);
+  CHECK(r->cache_max_bytes == (int64_t{4} << 30));
+  CHECK_FALSE(r->no_disk_cache);
+  CHECK(r->listen_tcp.empty());
+  CHECK_FALSE(r->allow_remote);
+  CHECK(r->log_level == LogLevel::Info);
+  CHECK(r->shutdown_grace_s == 30);
+  CHECK(r->kv_type == DType::F16);
+}
+
+TEST_CASE("every option can be given as a flag", "[daemon][config]") {
+  Result<DaemonConfig> r = load({"--model",
+                                 "m.gguf",
+                                 "--socket",
+                                 "/tmp/s.sock",
+                                 "--socket-group",
+                                 "hearth",
+                                 "--backend",
+                                 "cpu",
+                                 "--threads",
+                                 "3",
+                                 "--ctx",
+                                 "1024",
+                                 "--parallel",
+                                 "2",
+                                 "--prefill-chunk",
+                                 "0",
+                                 "--queue-max",
+                                 "5",
+                                 "--cache-dir",
+                                 "/tmp/c",
+                                 "--cache-max-bytes",
+                                 "4294967296",
+                                 "--no-disk-cache",
+                                 "--listen-tcp",
+                                 "127.0.0.1:8080",
+                                 "--allow-remote",
+                                 "--log-level",
+                                 "debug",
+                                 "--shutdown-grace",
+                                 "7",
+                                 "--kv-type",
+                                 "f32"});
+  REQUIRE(r.ok());
+  CHECK(r->model == "m.gguf");
+  CHECK(r->socket == "/tmp/s.sock");
+  CHECK(r->socket_group == "hearth");
+  CHECK(r->backend == "cpu");
+  CHECK(r->threads == 3);
+  CHECK(r->ctx == 1024);
+  CHECK(r->ctx_set);
+  CHECK(r->parallel == 2);
+  CHECK(r->prefill_chunk == 0);
+  CHECK(r->queue_max == 5);
+  CHECK(r->cache_dir == "/tmp/c");
+  CHECK(r->cache_max_bytes == 4294967296);
+  CHECK(r->no_disk_cache);
+  CHECK(r->listen_tcp == "127.0.0.1:8080");
+  CHECK(r->allow_remote);
+  CHECK(r->log_level == LogLevel::Debug);
+  CHECK(r->shutdown_grace_s == 7);
+  CHECK(r->kv_type == DType::F32);
+}
+
+TEST_CASE("flags win over the environment which wins over the file which wins over defaults", "[daemon][config]") {
+  TomlFile f(
+      "threads = 3\n"
+      "parallel = 5\n"
+      "queue_max = 9\n"
+      "socket_group = \"hearth\"\n"
+      "cache_max_bytes = 4294967296\n"
+      "no_disk_cache = true\n");
+  Env env;
+  env.vars = {{"HEARTH_CONFIG", f.path}, {"HEARTH_THREADS", "6"}, {"HEARTH_PARALLEL", "7"}};
+  Result<DaemonConfig> r = load({"--threads", "8"}, env);
+  REQUIRE(r.ok());
+  CHECK(r->config_file == f.path);
+  CHECK(r->threads == 8);    // flag > env > file
+  CHECK(r->parallel == 7);   // env > file
+  CHECK(r->queue_max == 9);  // file > default
+  CHECK(r->socket_group == "hearth");
+  CHECK(r->cache_max_bytes == 4294967296);
+  CHECK(r->no_disk_cache);
+  CHECK(r->ctx == 4096);  // default
+}
+
+TEST_CASE("the --config flag wins over HEARTH_CONFIG", "[daemon][config]") {
+  TomlFile a("threads = 2\n"), b("threads = 4\n");
+  Env env;
+  env.vars = {{"HEARTH_CONFIG", a.path}};
+  Result<DaemonConfig> r = load({"--config", b.path}, env);
+  REQUIRE(r.ok());
+  CHECK(r->threads == 4);
+}
+
+TEST_CASE("environment variables are HEARTH_ plus the upper-case key", "[daemon][config]") {
+  Env env;
+  env.vars = {{"HEARTH_MODEL", "gemma"},           {"HEARTH_SOCKET", "/tmp/x.sock"},
+              {"HEARTH_SOCKET_GROUP", "users"},    {"HEARTH_PREFILL_CHUNK", "64"},
+              {"HEARTH_ALLOW_REMOTE", "yes"},      {"HEARTH_LOG_LEVEL", "warn"},
+              {"HEARTH_KV_TYPE", "f32"},           {"HEARTH_SHUTDOWN_GRACE", "0"},
+              {"HEARTH_LISTEN_TCP", "[::1]:9000"}, {"HEARTH_SIMD", "not an option: ignored"}};
+  Result<DaemonConfig> r = load({}, env);
+  REQUIRE(r.ok());
+  CHECK(r->model == "gemma");
+  CHECK(r->socket == "/tmp/x.sock");
+  CHECK(r->socket_group == "users");
+  CHECK(r->prefill_chunk == 64);
+  CHECK(r->allow_remote);
+  CHECK(r->log_level == LogLevel::Warn);
+  CHECK(r->kv_type == DType::F32);
+  CHECK(r->shutdown_grace_s == 0);
+  CHECK(r->listen_tcp == "[::1]:9000");
+}
+
+TEST_CASE("an empty environment variable counts as unset", "[daemon][config]") {
+  Env env;
+  env.vars = {{"HEARTH_THREADS", ""}};
+  Result<DaemonConfig> r = load({}, env);
+  REQUIRE(r.ok());
+  CHECK(r->threads == 0);
+}
+
+TEST_CASE("bad environment values name the variable", "[daemon][config]") {
+  Env env;
+  SECTION("not an integer") {
+    env.vars = {{"HEARTH_THREADS", "four"}};
+    const std::string e = error_of(load({}, env));
+    CHECK_THAT(e, Catch::Contains("environment variable HEARTH_THREADS") && Catch::Contains("not an integer"));
+  }
+  SECTION("out of range") {
+    env.vars = {{"HEARTH_PARALLEL", "0"}};
+    const std::string e = error_of(load({}, env));
+    CHECK_THAT(e, Catch::Contains("HEARTH_PARALLEL") && Catch::Contains("out of range"));
+  }
+  SECTION("not a boolean") {
+    env.vars = {{"HEARTH_NO_DISK_CACHE", "maybe"}};
+    CHECK_THAT(error_of(load({}, env)), Catch::Contains("HEARTH_NO_DISK_CACHE") && Catch::Contains("boolean"));
+  }
+  SECTION("not a choice") {
+    env.vars = {{"HEARTH_BACKEND", "metal"}};
+    CHECK_THAT(error_of(load({}, env)),
+               Catch::Contains("HEARTH_BACKEND") && Catch::Contains("auto, cpu, vulkan, cuda"));
+  }
+}
+
+TEST_CASE("bad flags are errors naming the option", "[daemon][config]") {
+  CHECK_THAT(error_of(load({"--threads", "-1"})), Catch::Contains("--threads") && Catch::Contains("out of range"));
+  CHECK_THAT(error_of(load({"--ctx", "12x"})), Catch::Contains("--ctx") && Catch::Contains("not an integer"));
+  CHECK_THAT(error_of(load({"--log-level", "loud"})), Catch::Contains("--log-level"));
+  CHECK_THAT(error_of(load({"--kv-type", "q8_0"})), Catch::Contains("--kv-type"));
+  CHECK_THAT(error_of(load({"--listen-tcp", "localhost"})),
+             Catch::Contains("--listen-tcp") && Catch::Contains("HOST:PORT"));
+  CHECK_THAT(error_of(load({"--listen-tcp", "127.0.0.1:70000"})), Catch::Contains("HOST:PORT"));
+  CHECK_THAT(error_of(load({"--no-such-option"})), Catch::Contains("command line"));
+  CHECK_THAT(error_of(load({"stray"})), Catch::Contains("command line"));
+}
+
+TEST_CASE("bad TOML files are errors naming the file and the key", "[daemon][config]") {
+  SECTION("unknown key") {
+    TomlFile f("threads = 2\nthreds = 3\n");
+    const std::string e = error_of(load({"--config", f.path}));
+    CHECK_THAT(e, Catch::Contains(f.path) && Catch::Contains("'threds'") && Catch::Contains("not a hearthd option"));
+  }
+  SECTION("option names with '-' are not keys") {
+    TomlFile f("socket-group = \"x\"\n");
+    CHECK_THAT(error_of(load({"--config", f.path})), Catch::Contains("'socket-group'"));
+  }
+  SECTION("wrong type: string for an integer") {
+    TomlFile f("threads = \"2\"\n");
+    const std::string e = error_of(load({"--config", f.path}));
+    CHECK_THAT(e, Catch::Contains("'threads'") && Catch::Contains("must be an integer, not a string"));
+  }
+  SECTION("wrong type: integer for a boolean") {
+    TomlFile f("no_disk_cache = 1\n");
+    CHECK_THAT(error_of(load({"--config", f.path})),
+               Catch::Contains("'no_disk_cache'") && Catch::Contains("must be a boolean"));
+  }
+  SECTION("wrong type: float and table") {
+    TomlFile f("ctx = 1.5\n");
+    CHECK_THAT(error_of(load({"--config", f.path})), Catch::Contains("'ctx'") && Catch::Contains("a float"));
+    TomlFile g("[model]\npath = \"x\"\n");
+    CHECK_THAT(error_of(load({"--config", g.path})), Catch::Contains("'model'") && Catch::Contains("a table"));
+  }
+  SECTION("out of range") {
+    TomlFile f("shutdown_grace = -5\n");
+    CHECK_THAT(error_of(load({"--config", f.path})),
+               Catch::Contains("'shutdown_grace'") && Catch::Contains("out of range"));
+  }
+  SECTION("not a choice") {
+    TomlFile f("kv_type = \"bf16\"\n");
+    CHECK_THAT(error_of(load({"--config", f.path})), Catch::Contains("'kv_type'") && Catch::Contains("f16, f32"));
+  }
+  SECTION("syntax error") {
+    TomlFile f("threads = = 2\n");
+    CHECK_THAT(error_of(load({"--config", f.path})), Catch::Contains(f.path) && Catch::Contains("line 1"));
+  }
+  SECTION("missing file") {
+    CHECK_THAT(error_of(load({"--config", "/nonexistent/hearthd.toml"})), Catch::Contains("/nonexistent/hearthd.toml"));
+  }
+}
+
+TEST_CASE("a bad file value is an error even when a flag overrides it", "[daemon][config]") {
+  TomlFile f("threads = \"many\"\n");
+  CHECK_THAT(error_of(load({"--config", f.path, "--threads", "2"})), Catch::Contains("'threads'"));
+}
+
+TEST_CASE("help, version and list-devices are actions", "[daemon][config]") {
+  Result<DaemonConfig> h = load({"--help"});
+  REQUIRE(h.ok());
+  CHECK(h->action == Action::Help);
+  CHECK_THAT(h->help_text, Catch::Contains("--socket-group") && Catch::Contains("HEARTH_"));
+  Result<DaemonConfig> v = load({"--version"});
+  REQUIRE(v.ok());
+  CHECK(v->action == Action::Version);
+  Result<DaemonConfig> d = load({"--list-devices", "--threads", "1"});
+  REQUIRE(d.ok());
+  CHECK(d->action == Action::ListDevices);
+  CHECK(d->threads == 1);
+}
+
+TEST_CASE("default socket path: root, XDG_RUNTIME_DIR, or an error asking for --socket", "[daemon][config]") {
+  Env env;
+  env.vars = {{"XDG_RUNTIME_DIR", "/run/user/1000"}};
+  CHECK(*default_socket_path(env.lookup(), 0) == "/run/hearth/hearth.sock");
+  CHECK(*default_socket_path(env.lookup(), 1000) == "/run/user/1000/hearth/hearth.sock");
+  Env none;
+  Result<std::string> r = default_socket_path(none.lookup(), 1000);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("XDG_RUNTIME_DIR") && Catch::Contains("--socket"));
+}
+
+TEST_CASE("default cache dir: root, XDG_CACHE_HOME, then HOME", "[daemon][config]") {
+  Env env;
+  env.vars = {{"XDG_CACHE_HOME", "/c"}, {"HOME", "/home/u"}};
+  CHECK(default_cache_dir(env.lookup(), 0) == "/var/cache/hearth");
+  CHECK(default_cache_dir(env.lookup(), 1000) == "/c/hearth");
+  env.vars.erase("XDG_CACHE_HOME");
+  CHECK(default_cache_dir(env.lookup(), 1000) == "/home/u/.cache/hearth");
+}
