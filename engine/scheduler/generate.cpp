@@ -39,6 +39,7 @@ Result<GenerateResult> generate(InferenceContext& ctx, const Tokenizer& tok, con
   t.prefill_ms = ms_since(start);
 
   Sampler sampler(options.sampling);
+  for (int32_t id : prompt) sampler.accept(id);  // penalties see the prompt, as in the daemon and llama.cpp's server
   StopMatcher stop(options.stop, tok.eog_ids());
   std::vector<float> logits;
   Clock::time_point first_token_at, last_token_at;

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Benchmarks a real hearthd over its Unix socket (the issue-3 figures):
+
+1. N concurrent streaming clients (N = 1, 4, 8): aggregate decode tok/s and the p50/p95
+   inter-token latency each client sees (arrival times of SSE chunks, client side).
+2. Interference: one client streams while another sends a ~2000-token prompt; the p95 and
+   largest gap of the running stream during the admission, with chunked prefill
+   (--prefill-chunk 256, the default) and without (--prefill-chunk 0).
+
+Usage: bench/daemon_bench.py --hearthd build/daemon/hearthd [--threads 2] [--tokens 128]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e"))
+from hearthd_process import Hearthd, default_model_or_skip, sse_events  # noqa: E402
+
+
+def pct(v, q):
+    if not v:
+        return 0.0
+    s = sorted(v)
+    return s[min(len(s) - 1, max(0, int(round(q * len(s) + 0.5)) - 1))]
+
+
+def stream(d, body, out, started=None):
+    """Streams a completion; out gets arrival times of content chunks and the final usage."""
+    c = d.connection(timeout=600)
+    body = dict(body, stream=True, stream_options={"include_usage": True})
+    c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200, r.read()
+    times = []
+    for ev in sse_events(r):
+        if ev == "[DONE]":
+            break
+        if ev["choices"] and ev["choices"][0].get("text"):
+            times.append(time.perf_counter())
+            if started is not None and len(times) == 10:
+                started.set()
+        if ev.get("usage"):
+            out["usage"] = ev["usage"]
+            out["timings"] = ev.get("timings")
+    c.close()
+    out["times"] = times
+
+
+def concurrent(d, n, tokens):
+    outs = [dict() for _ in range(n)]
+    threads = [threading.Thread(target=stream, args=(d, {
+        "prompt": "Counting from %d: %d, %d, %d," % (100 * i, 100 * i, 100 * i + 1, 100 * i + 2),
+        "temperature": 0, "max_tokens": tokens}, outs[i])) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = min(o["times"][0] for o in outs)
+    last = max(o["times"][-1] for o in outs)
+    decoded = sum(o["usage"]["completion_tokens"] - 1 for o in outs)
+    gaps = [b - a for o in outs for a, b in zip(o["times"], o["times"][1:])]
+    return decoded / (last - first), 1000 * pct(gaps, 0.5), 1000 * pct(gaps, 0.95)
+
+
+def interference(args, model, chunk):
+    d = Hearthd(args.hearthd, model, "--threads", str(args.threads), "--parallel", "2", "--ctx", "4096",
+                "--prefill-chunk", str(chunk))
+    try:
+        long_prompt = " ".join("item%d is %s;" % (i, "red" if i % 2 else "blue") for i in range(420))
+        _, tok = d.post_json("/api/tokenize", {"content": long_prompt})
+        a, b = {}, {}
+        started = threading.Event()
+        ta = threading.Thread(target=stream, args=(d, {"prompt": "Counting: 1, 2, 3,", "temperature": 0,
+                                                       "max_tokens": 400}, a, started))
+        ta.start()
+        started.wait()
+        t0 = time.perf_counter()
+        status, resp = d.post_json("/v1/completions", {"prompt": long_prompt, "max_tokens": 1, "temperature": 0})
+        t1 = time.perf_counter()
+        assert status == 200, resp
+        ta.join()
+        gaps = [(y - x) for x, y in zip(a["times"], a["times"][1:]) if y >= t0 and x <= t1]
+        return len(tok["tokens"]), 1000 * (t1 - t0), 1000 * pct(gaps, 0.95), 1000 * max(gaps or [0]), \
+            1000 * statistics.median([(y - x) for x, y in zip(a["times"], a["times"][1:])])
+    finally:
+        d.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hearthd", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=128)
+    args = ap.parse_args()
+    model = default_model_or_skip()
+
+    d = Hearthd(args.hearthd, model, "--threads", str(args.threads), "--parallel", "8", "--ctx", "1024")
+    try:
+        concurrent(d, 1, 16)  # warm-up
+        print("clients  aggregate decode tok/s  ITL p50 ms  ITL p95 ms")
+        for n in (1, 4, 8):
+            tps, p50, p95 = concurrent(d, n, args.tokens)
+            print("%7d  %22.1f  %10.1f  %10.1f" % (n, tps, p50, p95))
+    finally:
+        d.close()
+
+    print("\nprefill chunk  prompt tokens  its response ms  stream ITL p95 ms during it  max gap ms  median ITL ms")
+    for chunk in (256, 0):
+        n, ms, p95, gmax, med = interference(args, model, chunk)
+        print("%13s  %13d  %15.0f  %27.1f  %10.1f  %13.1f" % (chunk or "off", n, ms, p95, gmax, med))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Starts a real hearthd on a temporary Unix socket for the end-to-end tests, and speaks
+plain HTTP/1.1 to it over that socket (standard library only)."""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+SKIP = 77  # CTest's SKIP_RETURN_CODE for these tests
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=120):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def default_model_or_skip():
+    base = os.environ.get("HEARTH_MODELS") or os.path.join(
+        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "hearth", "models")
+    path = os.path.join(base, "gemma-3-270m-q4_k_m.gguf")
+    if not os.path.exists(path):
+        print("SKIP: the default model is not installed (scripts/fetch-model)")
+        raise SystemExit(SKIP)
+    return path
+
+
+class Hearthd:
+    """hearthd on <tmp>/hearth.sock; stopped (SIGTERM) by close()."""
+
+    def __init__(self, hearthd, model, *args):
+        self.dir = tempfile.mkdtemp(prefix="hearth-e2e-")
+        self.socket = os.path.join(self.dir, "hearth.sock")
+        self.log_path = os.path.join(self.dir, "hearthd.log")
+        self.log = open(self.log_path, "wb")
+        cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", "2",
+               "--cache-dir", os.path.join(self.dir, "cache"), *args]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.wait_ready()
+
+    def wait_ready(self, limit_s=120):
+        deadline = time.time() + limit_s
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("hearthd exited with %d:\n%s" % (self.proc.returncode, self.log_text()))
+            try:
+                status, _ = self.request("GET", "/health")
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("hearthd did not become ready:\n" + self.log_text())
+
+    def log_text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def connection(self, timeout=300):
+        return UnixHTTPConnection(self.socket, timeout)
+
+    def request(self, method, path, body=None, headers=None):
+        c = self.connection()
+        try:
+            data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+            h = {"Content-Type": "application/json"} if data is not None else {}
+            h.update(headers or {})
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def post_json(self, path, body):
+        status, data = self.request("POST", path, body)
+        return status, json.loads(data)
+
+    def metrics(self):
+        """Prometheus text -> {'name{labels}': value}."""
+        status, data = self.request("GET", "/metrics")
+        assert status == 200, status
+        out = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def close(self, grace_s=60):
+        """SIGTERM; returns hearthd's exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("hearthd did not exit within %d s of SIGTERM" % grace_s)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return self.proc.returncode
+
+
+def sse_events(response):
+    """Yields the JSON payloads of a server-sent event stream, then the string '[DONE]'."""
+    for raw in response:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line.startswith("data: "):
+            continue
+        payload = line[len("data: "):]
+        yield payload if payload == "[DONE]" else json.loads(payload)
