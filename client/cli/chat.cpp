@@ -1,0 +1,150 @@
+// hearth chat: an interactive multi-turn session. The whole history is re-sent each turn
+// (the daemon's prompt cache makes that cheap). On a terminal, lines are read with libedit
+// (editing, history); Ctrl-C cancels the answer being generated, or clears the line at the
+// prompt. Without a terminal (a pipe), lines are read plainly.
+#include <editline/readline.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace hearth::cli {
+namespace {
+
+constexpr const char* kPrompt = "> ";
+constexpr const char* kHelp =
+    "type a message and press Enter; /reset forgets the conversation, /stats shows the last answer's "
+    "stats, /exit (or Ctrl-D) quits; Ctrl-C stops an answer\n";
+
+// Set by SIGINT at the prompt: libedit's read() then fails with EINTR and readline()
+// returns NULL, which this flag tells apart from the end of input.
+volatile sig_atomic_t g_prompt_interrupted = 0;
+
+void on_idle_interrupt() {
+  g_prompt_interrupted = 1;
+}
+
+// One line from the terminal with libedit (editing, history); Ctrl-C clears the line and
+// prompts again. false at the end of input (Ctrl-D on an empty line).
+bool read_line(std::string* line) {
+  for (;;) {
+    g_prompt_interrupted = 0;
+    char* text = ::readline(kPrompt);
+    if (text == nullptr) {
+      if (g_prompt_interrupted) {
+        std::fputs("^C\n", stdout);
+        std::fflush(stdout);
+        continue;
+      }
+      std::fputc('\n', stdout);
+      return false;
+    }
+    *line = text;
+    if (*text != '\0') ::add_history(text);
+    std::free(text);
+    return true;
+  }
+}
+
+int write_piece(const char* piece, size_t len, void*) {
+  std::fwrite(piece, 1, len, stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+struct Turn {
+  std::string role;
+  std::string content;
+};
+
+}  // namespace
+
+int run_chat(const GlobalOptions& global, GenerationOptions& options) {
+  Client client;
+  if (!client.open(global)) return kExitError;
+  // Fail early, with the hint, when there is no daemon.
+  if (int rc = hearth_client_health(client.get()); rc == HEARTH_ERR_NO_DAEMON) return report_error(client.get(), rc);
+
+  const bool interactive = isatty(STDIN_FILENO) != 0;
+  if (interactive) {
+    ::rl_catch_signals = 0;  // our SIGINT handler, not libedit's
+    ::rl_initialize();
+    ::using_history();
+    std::printf("hearth chat on %s \xe2\x80\x94 /help for commands\n", hearth_client_socket_path(client.get()));
+  }
+  install_interrupt_handler(client.get(), interactive ? on_idle_interrupt : nullptr);
+
+  std::vector<Turn> history;
+  if (!options.system.empty()) history.push_back({"system", options.system});
+  const size_t n_fixed = history.size();
+  hearth_request_options request = to_request_options(options);
+  hearth_stats last_stats;
+  hearth_stats_init(&last_stats);
+  bool have_stats = false;
+
+  for (;;) {
+    std::string line;
+    if (interactive) {
+      if (!read_line(&line)) break;
+    } else if (!std::getline(std::cin, line)) {
+      break;
+    }
+    if (line.empty()) continue;
+    if (line == "/exit" || line == "/quit") break;
+    if (line == "/help") {
+      std::fputs(kHelp, stdout);
+      continue;
+    }
+    if (line == "/reset") {
+      history.resize(n_fixed);
+      std::puts("(conversation forgotten)");
+      continue;
+    }
+    if (line == "/stats") {
+      if (have_stats) {
+        print_stats(last_stats);
+      } else {
+        std::fputs("(no answer yet)\n", stderr);
+      }
+      continue;
+    }
+
+    history.push_back({"user", line});
+    std::vector<hearth_message> messages;
+    for (const Turn& t : history) messages.push_back({t.role.c_str(), t.content.c_str()});
+    hearth_stats stats;
+    hearth_stats_init(&stats);
+    char* answer = nullptr;
+    set_generating(true);
+    int rc = hearth_client_chat(client.get(), messages.data(), messages.size(), &request, write_piece, nullptr, &answer,
+                                &stats);
+    set_generating(false);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (rc == HEARTH_OK) {
+      history.push_back({"assistant", answer != nullptr ? answer : ""});
+      last_stats = stats;
+      have_stats = true;
+      if (options.stats) print_stats(stats);
+    } else {
+      history.pop_back();  // the turn did not happen; the user can ask again
+      if (rc == HEARTH_ERR_CANCELLED) {
+        std::fputs("(cancelled)\n", stderr);
+      } else {
+        report_error(client.get(), rc);
+        if (rc == HEARTH_ERR_NO_DAEMON) return kExitNoDaemon;
+      }
+    }
+    hearth_free(answer);
+  }
+  return kExitOk;
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,42 @@
+// The `hearth` subcommands: each registers its options on a CLI11 subcommand and runs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common.h"
+
+namespace hearth::cli {
+
+// Options that ask and chat share.
+struct GenerationOptions {
+  std::string system;      // --system: a system message first
+  std::string model;       // --model: model id; "" = the loaded one
+  float temperature = -1;  // --temp; < 0: daemon default
+  int32_t max_tokens = 0;  // --max-tokens; 0: daemon default
+  int64_t seed = -1;       // --seed; < 0: not sent
+  bool stats = false;      // --stats
+  std::vector<std::string> stop;  // --stop (repeatable): stop strings
+  float repeat_penalty = 1.0f;    // --repeat-penalty; 1: not sent
+  std::vector<const char*> stop_ptrs;  // filled by to_request_options; the request points into it
+};
+void add_generation_options(CLI::App* command, GenerationOptions* options);
+// hearth_request_options for these options (it points into options, which must outlive it).
+hearth_request_options to_request_options(GenerationOptions& options);
+
+struct AskOptions {
+  GenerationOptions generation;
+  std::vector<std::string> words;  // the question; empty: read stdin
+  bool json = false;
+  bool raw = false;  // --raw: the text is a completion prompt, no chat template
+};
+int run_ask(const GlobalOptions& global, AskOptions& options);
+
+int run_chat(const GlobalOptions& global, GenerationOptions& options);
+
+int run_status(const GlobalOptions& global);
+int run_models(const GlobalOptions& global);
+
+}  // namespace hearth::cli

@@ -1,0 +1,92 @@
+#include "common.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+
+namespace hearth::cli {
+namespace {
+
+std::atomic<hearth_client*> g_client{nullptr};
+std::atomic<bool> g_generating{false};
+void (*g_on_idle_interrupt)() = nullptr;
+
+extern "C" void on_sigint(int) {
+  if (g_generating.load()) {
+    if (hearth_client* c = g_client.load()) hearth_client_cancel(c);
+  } else if (g_on_idle_interrupt != nullptr) {
+    g_on_idle_interrupt();
+  } else {
+    ::signal(SIGINT, SIG_DFL);
+    ::raise(SIGINT);
+  }
+}
+
+}  // namespace
+
+bool Client::open(const GlobalOptions& options) {
+  int rc = hearth_client_open(options.socket.empty() ? nullptr : options.socket.c_str(), &handle_);
+  if (rc != HEARTH_OK) {
+    std::fprintf(stderr, "hearth: cannot use socket %s: %s\n", options.socket.c_str(), hearth_strerror(rc));
+    return false;
+  }
+  return true;
+}
+
+std::string no_daemon_message(const std::string& socket_path) {
+  // The system service's socket lives under /run/hearth; anything else is a user's.
+  bool system = socket_path.rfind("/run/hearth/", 0) == 0;
+  return "no hearthd is listening on " + socket_path +
+         " \xe2\x80\x94 start one with `hearthd --model NAME_OR_PATH` or `" +
+         (system ? "sudo systemctl start hearthd.socket" : "systemctl --user start hearthd.socket") +
+         "` (or point --socket or $HEARTH_SOCKET at a running one)";
+}
+
+int report_error(hearth_client* client, int rc) {
+  if (rc == HEARTH_ERR_NO_DAEMON) {
+    std::fprintf(stderr, "hearth: %s\n", no_daemon_message(hearth_client_socket_path(client)).c_str());
+    return kExitNoDaemon;
+  }
+  const char* detail = hearth_client_last_error(client);
+  if (rc == HEARTH_ERR_CANCELLED) {
+    std::fprintf(stderr, "hearth: cancelled\n");
+  } else if (*detail != '\0') {
+    std::fprintf(stderr, "hearth: %s: %s\n", hearth_strerror(rc), detail);
+  } else {
+    std::fprintf(stderr, "hearth: %s\n", hearth_strerror(rc));
+  }
+  return rc == HEARTH_ERR_CANCELLED ? kExitCancelled : kExitError;
+}
+
+void print_stats(const hearth_stats& s) {
+  std::fprintf(stderr,
+               "--- stats\n"
+               "prompt tokens  %lld (cached %lld)\n"
+               "generated      %lld tokens (finish: %s)\n"
+               "ttft           %.1f ms (queue %.1f ms, prefill %.1f ms)\n"
+               "itl            mean %.2f ms, p50 %.2f ms, p95 %.2f ms\n"
+               "prefill        %.1f tok/s\n"
+               "decode         %.1f tok/s\n"
+               "total          %.1f ms (client side)\n",
+               static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
+               static_cast<long long>(s.completion_tokens), *s.finish_reason_text ? s.finish_reason_text : "-",
+               s.ttft_ms, s.queue_ms, s.prefill_ms, s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.prefill_tok_s,
+               s.decode_tok_s, s.total_ms);
+}
+
+void install_interrupt_handler(hearth_client* client, void (*on_idle_interrupt)()) {
+  g_client.store(client);
+  g_on_idle_interrupt = on_idle_interrupt;
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocked poll() at the chat prompt wakes up
+  ::sigaction(SIGINT, &sa, nullptr);
+}
+
+void set_generating(bool generating) {
+  g_generating.store(generating);
+}
+
+}  // namespace hearth::cli

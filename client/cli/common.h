@@ -1,0 +1,54 @@
+// What the `hearth` subcommands share: the handle, errors and exit codes, stats output,
+// and the SIGINT -> hearth_client_cancel wiring.
+#pragma once
+
+#include <string>
+
+#include "hearth/client.h"
+
+namespace hearth::cli {
+
+// Exit codes of every subcommand (documented in `hearth --help`).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;        // bad usage, or the request failed
+inline constexpr int kExitNoDaemon = 2;     // nothing listens on the socket
+inline constexpr int kExitCancelled = 130;  // Ctrl-C during `hearth ask` (128 + SIGINT)
+
+struct GlobalOptions {
+  std::string socket;  // --socket; "" = discover
+};
+
+// Owns a hearth_client for the life of a subcommand.
+class Client {
+ public:
+  Client() = default;
+  ~Client() { hearth_client_close(handle_); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Prints the error and returns false when the handle cannot be made.
+  bool open(const GlobalOptions& options);
+  hearth_client* get() const { return handle_; }
+
+ private:
+  hearth_client* handle_ = nullptr;
+};
+
+// Prints what went wrong (for HEARTH_ERR_NO_DAEMON: how to start a daemon) to stderr and
+// returns the exit code for rc.
+int report_error(hearth_client* client, int rc);
+
+// The "how to start one" hint for a socket path.
+std::string no_daemon_message(const std::string& socket_path);
+
+// TTFT, ITL, prefill and decode rates, token counts (with cached tokens) to stderr.
+void print_stats(const hearth_stats& stats);
+
+// Installs a SIGINT handler that cancels the request running on client (through the
+// async-signal-safe hearth_client_cancel) while `generating` is set, and otherwise calls
+// on_idle_interrupt, which must itself be async-signal-safe. nullptr: SIGINT is left alone
+// while idle (the default action ends the process).
+void install_interrupt_handler(hearth_client* client, void (*on_idle_interrupt)());
+void set_generating(bool generating);
+
+}  // namespace hearth::cli

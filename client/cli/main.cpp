@@ -1,0 +1,88 @@
+// hearth: the command line of hearthd, built only on libhearth-client's C API.
+//   hearth [--socket PATH] ask|chat|status|models ...
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "commands.h"
+
+namespace hearth::cli {
+
+void add_generation_options(CLI::App* command, GenerationOptions* options) {
+  command->add_option("--system", options->system, "system message sent before the conversation");
+  command->add_option("--model", options->model, "model id (see `hearth models`); default: the loaded one");
+  command->add_option("--temp", options->temperature, "sampling temperature (0: greedy); default: the daemon's")
+      ->check(CLI::Range(0.0f, 100.0f));
+  command->add_option("--max-tokens", options->max_tokens, "tokens to generate at most; default: the daemon's")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--seed", options->seed, "random seed for sampling")->check(CLI::NonNegativeNumber);
+  command->add_flag("--stats", options->stats, "print TTFT, ITL, prefill/decode tok/s and cached tokens to stderr");
+  command->add_option("--stop", options->stop, "stop generating at this string (repeatable; not printed)")
+      ->allow_extra_args(false);  // one value per --stop: the question may follow
+  command->add_option("--repeat-penalty", options->repeat_penalty, "repetition penalty (1: off)")
+      ->check(CLI::Range(0.01f, 10.0f));
+}
+
+hearth_request_options to_request_options(GenerationOptions& options) {
+  hearth_request_options request;
+  hearth_request_options_init(&request);
+  request.model = options.model.empty() ? nullptr : options.model.c_str();
+  request.temperature = options.temperature;
+  request.max_tokens = options.max_tokens;
+  request.repetition_penalty = options.repeat_penalty;
+  options.stop_ptrs.clear();
+  for (const std::string& s : options.stop) options.stop_ptrs.push_back(s.c_str());
+  request.stop = options.stop_ptrs.empty() ? nullptr : options.stop_ptrs.data();
+  request.n_stop = options.stop_ptrs.size();
+  if (options.seed >= 0) {
+    request.has_seed = 1;
+    request.seed = static_cast<uint64_t>(options.seed);
+  }
+  return request;
+}
+
+}  // namespace hearth::cli
+
+int main(int argc, char** argv) {
+  using namespace hearth::cli;
+  CLI::App app{"hearth: talk to hearthd, the offline assistant daemon"};
+  app.footer(
+      "Exit status: 0 success, 1 usage error or failed request, 2 no daemon listening on the socket, "
+      "130 answer interrupted (Ctrl-C).\n"
+      "The socket: --socket, else $HEARTH_SOCKET, else $XDG_RUNTIME_DIR/hearth/hearth.sock, else "
+      "/run/hearth/hearth.sock.");
+  app.set_version_flag("--version", std::string("hearth ") + HEARTH_CLIENT_VERSION + " (libhearth-client " +
+                                        hearth_client_version() + ")");
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  GlobalOptions global;
+  app.add_option("--socket", global.socket, "the daemon's Unix socket");
+
+  AskOptions ask;
+  CLI::App* ask_cmd = app.add_subcommand("ask", "ask one question; the answer streams to stdout");
+  ask_cmd->add_option("question", ask.words, "the question (default: read from stdin)");
+  add_generation_options(ask_cmd, &ask.generation);
+  ask_cmd->add_flag("--json", ask.json, "print the answer and its stats as one JSON object instead of streaming");
+  ask_cmd->add_flag("--raw", ask.raw,
+                    "send the text as a completion prompt, without the chat template (base models answer "
+                    "documents better than turns)");
+
+  GenerationOptions chat;
+  CLI::App* chat_cmd = app.add_subcommand("chat", "interactive multi-turn chat (/reset, /stats, /exit)");
+  add_generation_options(chat_cmd, &chat);
+
+  CLI::App* status_cmd = app.add_subcommand("status", "socket path, daemon health, model and version");
+  CLI::App* models_cmd = app.add_subcommand("models", "list the daemon's models");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitError;
+  }
+  if (ask_cmd->parsed()) return run_ask(global, ask);
+  if (chat_cmd->parsed()) return run_chat(global, chat);
+  if (status_cmd->parsed()) return run_status(global);
+  if (models_cmd->parsed()) return run_models(global);
+  return kExitError;
+}

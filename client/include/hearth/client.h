@@ -1,0 +1,243 @@
+/*
+ * libhearth-client: the C API of hearth, the offline LLM assistant daemon (hearthd).
+ *
+ * The library speaks HTTP/1.1 to hearthd over its Unix socket (OpenAI-compatible routes);
+ * it shares nothing with the daemon but that wire format. The header compiles as C99 and as
+ * C++. Link with `pkg-config --cflags --libs hearth-client`.
+ *
+ * Conventions (in the manner of libcurl and sqlite3):
+ *   - Handles are opaque (hearth_client*). Every call that can fail returns an int status:
+ *     HEARTH_OK (0) or one of the HEARTH_ERR_* codes below. hearth_strerror() names a code
+ *     (a static string); hearth_client_last_error() gives the detail of the last failure on
+ *     a handle (for example the daemon's own error message).
+ *   - Memory the library hands out (texts, model lists) is allocated with malloc and must be
+ *     released with hearth_free(). Pointers the caller passes in are only read during the
+ *     call; the library keeps none of them.
+ *   - Structs that cross the API begin with a struct_size member and only ever grow at the
+ *     end: initialise them with the matching *_init() function (it sets struct_size), and
+ *     the library reads or writes only the members that fit in struct_size.
+ *
+ * Thread-safety: the library has no global state. A hearth_client handle must be used by
+ * one thread at a time (use one handle per thread for concurrent requests), with a single
+ * exception: hearth_client_cancel() may be called at any time from any thread, and from a
+ * signal handler (it is async-signal-safe). hearth_strerror(), hearth_client_version() and
+ * the *_init() functions are safe everywhere.
+ *
+ * Minimal use (streaming):
+ *
+ *   static int print_piece(const char* piece, size_t len, void* user) {
+ *     fwrite(piece, 1, len, stdout);
+ *     return 0;                                  // non-zero would abort: HEARTH_ERR_CANCELLED
+ *   }
+ *   hearth_client* c;
+ *   int rc = hearth_client_open(NULL, &c);       // NULL: discover the socket
+ *   if (rc == HEARTH_OK) {
+ *     hearth_message m = {"user", "Why is the sky blue?"};
+ *     rc = hearth_client_chat(c, &m, 1, NULL, print_piece, NULL, NULL, NULL);
+ *     if (rc != HEARTH_OK) fprintf(stderr, "%s: %s\n", hearth_strerror(rc), hearth_client_last_error(c));
+ *   }
+ *   hearth_client_close(c);
+ */
+#ifndef HEARTH_CLIENT_H
+#define HEARTH_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth/client_version.h" /* HEARTH_CLIENT_VERSION_MAJOR/MINOR/PATCH, HEARTH_CLIENT_VERSION */
+
+#if defined(HEARTH_CLIENT_BUILDING)
+#define HEARTH_CLIENT_API __attribute__((visibility("default")))
+#else
+#define HEARTH_CLIENT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes ------------------------------------------------------------------------ */
+
+/* Values are stable across versions; new codes are only ever appended. */
+enum hearth_status {
+  HEARTH_OK = 0,
+  HEARTH_ERR_INVALID_ARGUMENT = 1, /* a NULL handle, a missing required argument, a bad value */
+  HEARTH_ERR_NOMEM = 2,            /* an allocation failed */
+  HEARTH_ERR_NO_DAEMON = 3,        /* the socket file is missing, or nothing listens on it */
+  HEARTH_ERR_IO = 4,               /* the connection broke (read/write failed, daemon went away) */
+  HEARTH_ERR_PROTOCOL = 5,         /* the daemon's answer was not the HTTP/JSON/SSE expected */
+  HEARTH_ERR_HTTP = 6,             /* an HTTP error status not covered below (hearth_client_http_status) */
+  HEARTH_ERR_CANCELLED = 7,        /* hearth_client_cancel() or a callback's non-zero return */
+  HEARTH_ERR_BUSY = 8,             /* 429: the daemon's queue is full; retry later */
+  HEARTH_ERR_UNAVAILABLE = 9,      /* 503: the daemon is loading its model or shutting down */
+  HEARTH_ERR_BAD_REQUEST = 10,     /* 400/404/413/422: the daemon rejected the request (see last_error) */
+  HEARTH_ERR_SERVER = 11,          /* the daemon reported an error inside a stream, or a 500 */
+  HEARTH_ERR_INTERNAL = 12         /* a bug in this library (unexpected exception) */
+};
+
+/* Short English description of a status code: a static string, never NULL ("unknown error"
+ * for codes this version does not know). */
+HEARTH_CLIENT_API const char* hearth_strerror(int code);
+
+/* ---- version ----------------------------------------------------------------------------- */
+
+/* The version of the library actually loaded at run time ("MAJOR.MINOR.PATCH"; static string).
+ * Compare with HEARTH_CLIENT_VERSION to detect a header/library mismatch. */
+HEARTH_CLIENT_API const char* hearth_client_version(void);
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+/* Frees memory returned by this library (texts, model lists). NULL is allowed. */
+HEARTH_CLIENT_API void hearth_free(void* ptr);
+
+/* ---- the handle -------------------------------------------------------------------------- */
+
+typedef struct hearth_client hearth_client;
+
+/* Creates a handle for the daemon on socket_path. With socket_path NULL (or ""), the socket
+ * is discovered, first match wins:
+ *   1. $HEARTH_SOCKET, when set and not empty;
+ *   2. $XDG_RUNTIME_DIR/hearth/hearth.sock, when XDG_RUNTIME_DIR is set and that file exists;
+ *   3. /run/hearth/hearth.sock, when it exists;
+ *   4. otherwise the user path of 2 (or 3 without XDG_RUNTIME_DIR), so that errors name it.
+ * Opening does not connect: a missing daemon is reported by the first request
+ * (HEARTH_ERR_NO_DAEMON). Each request uses its own connection.
+ * On success *out receives the handle (free it with hearth_client_close); on failure *out
+ * is set to NULL. Errors: HEARTH_ERR_INVALID_ARGUMENT (out NULL, path longer than a Unix
+ * socket address allows), HEARTH_ERR_NOMEM. */
+HEARTH_CLIENT_API int hearth_client_open(const char* socket_path, hearth_client** out);
+
+/* Frees the handle. NULL is allowed. Must not race with a call running on it. */
+HEARTH_CLIENT_API void hearth_client_close(hearth_client* client);
+
+/* The socket path the handle uses (valid until hearth_client_close); "" for NULL. */
+HEARTH_CLIENT_API const char* hearth_client_socket_path(const hearth_client* client);
+
+/* Detail of the last failed call on this handle: the daemon's error message when it sent
+ * one, otherwise what went wrong locally; "" after a successful call. Valid until the next
+ * call on the handle. Never NULL. */
+HEARTH_CLIENT_API const char* hearth_client_last_error(const hearth_client* client);
+
+/* HTTP status of the last response received on this handle (200, 400, 429, 503, ...), or 0
+ * when no response arrived (no daemon, connection failed, cancelled before the headers). */
+HEARTH_CLIENT_API int hearth_client_http_status(const hearth_client* client);
+
+/* Makes the request running on this handle return HEARTH_ERR_CANCELLED promptly, by shutting
+ * its connection down; the daemon sees the disconnect and frees the sequence. Callable from
+ * any thread and from a signal handler (async-signal-safe: atomics and shutdown(2) only).
+ * A cancel while no request runs has no effect (it does not cancel the next one). */
+HEARTH_CLIENT_API void hearth_client_cancel(hearth_client* client);
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+/* Sampling and request options. Members left at the value hearth_request_options_init sets
+ * are not sent, so the daemon's defaults apply. */
+typedef struct hearth_request_options {
+  size_t struct_size;      /* set by hearth_request_options_init: sizeof(hearth_request_options) */
+  const char* model;       /* model id as hearth_client_list_models reports it; NULL: the loaded one */
+  int32_t max_tokens;      /* tokens to generate at most; <= 0: daemon default */
+  float temperature;       /* >= 0 (0: greedy); < 0: daemon default */
+  float top_p;             /* (0, 1]; < 0: daemon default */
+  int32_t top_k;           /* >= 0 (0: disabled); < 0: daemon default */
+  float min_p;             /* [0, 1]; < 0: daemon default */
+  int has_seed;            /* non-zero: send seed */
+  uint64_t seed;           /* random seed for sampling; only with has_seed */
+  const char* const* stop; /* n_stop stop strings (not included in the output); may be NULL */
+  size_t n_stop;
+  float presence_penalty;   /* [-2, 2]; 0 (the default): not sent */
+  float frequency_penalty;  /* [-2, 2]; 0 (the default): not sent */
+  float repetition_penalty; /* > 0; 1 (the default): not sent */
+} hearth_request_options;
+
+/* Sets struct_size and every member to its "not sent" default. */
+HEARTH_CLIENT_API void hearth_request_options_init(hearth_request_options* options);
+
+/* Why generation ended. */
+enum hearth_finish_reason {
+  HEARTH_FINISH_NONE = 0,   /* unknown: the daemon did not say (or the request failed) */
+  HEARTH_FINISH_STOP = 1,   /* end of turn, end of text or a stop string */
+  HEARTH_FINISH_LENGTH = 2, /* max_tokens or the context size was reached */
+  HEARTH_FINISH_OTHER = 3   /* any other reason the daemon reported */
+};
+
+/* What a finished request reports (from the daemon's usage and timings objects; members the
+ * daemon did not send are 0). Times in milliseconds, rates in tokens per second. */
+typedef struct hearth_stats {
+  size_t struct_size;        /* set by hearth_stats_init: sizeof(hearth_stats) */
+  int64_t prompt_tokens;     /* tokens in the rendered prompt */
+  int64_t completion_tokens; /* tokens generated */
+  int64_t cached_tokens;     /* prompt tokens served from the prompt cache (not prefilled) */
+  double ttft_ms;            /* request admitted -> first token (daemon side) */
+  double prefill_ms;         /* prompt processing */
+  double decode_ms;          /* first token -> last token */
+  double prefill_tok_s;      /* prefilled tokens / prefill time */
+  double decode_tok_s;       /* generated tokens / decode time */
+  double itl_mean_ms;        /* inter-token latency: mean, median and 95th percentile */
+  double itl_p50_ms;
+  double itl_p95_ms;
+  double queue_ms;             /* time waiting in the daemon's queue before admission */
+  double total_ms;             /* measured by the client: request sent -> response complete */
+  int finish_reason;           /* enum hearth_finish_reason */
+  char finish_reason_text[32]; /* the daemon's finish_reason string ("stop", "length", ...), "" if none */
+} hearth_stats;
+
+/* Sets struct_size and zeroes every other member. */
+HEARTH_CLIENT_API void hearth_stats_init(hearth_stats* stats);
+
+/* Receives generated text as it streams: piece is len bytes of UTF-8 (not NUL-terminated,
+ * valid only during the call). Return 0 to go on; non-zero aborts the request, which then
+ * returns HEARTH_ERR_CANCELLED. Called on the thread that made the request. */
+typedef int (*hearth_text_callback)(const char* piece, size_t len, void* user_data);
+
+/* One chat message. role: "system", "user" or "assistant"; content: UTF-8 text. */
+typedef struct hearth_message {
+  const char* role;
+  const char* content;
+} hearth_message;
+
+/* Generates the assistant's reply to n_messages messages (POST /v1/chat/completions).
+ *   options   may be NULL (all defaults).
+ *   on_text   non-NULL: the request streams and every piece of text goes to on_text as it
+ *             arrives; NULL: the request is not streamed.
+ *   out_text  may be NULL; otherwise receives the whole reply as a NUL-terminated malloc'ed
+ *             string (free with hearth_free), or NULL on failure.
+ *   out_stats may be NULL; otherwise filled (see hearth_stats); on failure it holds whatever
+ *             arrived before the failure.
+ * Blocks until the reply is complete, the request fails or it is cancelled. Errors:
+ * HEARTH_ERR_INVALID_ARGUMENT, _NO_DAEMON, _IO, _PROTOCOL, _HTTP, _BUSY, _UNAVAILABLE,
+ * _BAD_REQUEST, _SERVER, _CANCELLED, _NOMEM; hearth_client_last_error() has the detail. */
+HEARTH_CLIENT_API int hearth_client_chat(hearth_client* client, const hearth_message* messages, size_t n_messages,
+                                         const hearth_request_options* options, hearth_text_callback on_text,
+                                         void* user_data, char** out_text, hearth_stats* out_stats);
+
+/* Continues a raw prompt (POST /v1/completions; no chat template). Arguments and errors as
+ * for hearth_client_chat. */
+HEARTH_CLIENT_API int hearth_client_complete(hearth_client* client, const char* prompt,
+                                             const hearth_request_options* options, hearth_text_callback on_text,
+                                             void* user_data, char** out_text, hearth_stats* out_stats);
+
+/* ---- models and health ------------------------------------------------------------------- */
+
+/* One model the daemon serves (GET /v1/models). */
+typedef struct hearth_model_info {
+  const char* id;       /* the name to pass as hearth_request_options.model */
+  const char* owned_by; /* "" when the daemon did not say */
+  int64_t created;      /* unix seconds; 0 when unknown */
+} hearth_model_info;
+
+/* Lists the daemon's models. On success *out_models is one malloc'ed block holding
+ * *out_count entries and their strings (free it with a single hearth_free), or NULL when
+ * the count is 0. On failure *out_models is NULL and *out_count 0. */
+HEARTH_CLIENT_API int hearth_client_list_models(hearth_client* client, hearth_model_info** out_models,
+                                                size_t* out_count);
+
+/* Asks the daemon whether it is ready (GET /health): HEARTH_OK when it is ready to serve,
+ * HEARTH_ERR_UNAVAILABLE while it loads its model or shuts down, HEARTH_ERR_NO_DAEMON when
+ * nothing listens, another code on other failures. */
+HEARTH_CLIENT_API int hearth_client_health(hearth_client* client);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HEARTH_CLIENT_H */

@@ -1,0 +1,265 @@
+#include "wire.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace hearth::client::wire {
+namespace {
+
+using Json = nlohmann::json;
+
+// Floats go out with the digits the caller wrote (0.7f as 0.7, not 0.699999988).
+double clean(float f) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.7g", static_cast<double>(f));
+  return std::strtod(text, nullptr);
+}
+
+Outcome add_sampling(const hearth_request_options& o, bool stream, Json& body) {
+  for (float f : {o.temperature, o.top_p, o.min_p, o.presence_penalty, o.frequency_penalty, o.repetition_penalty}) {
+    if (!std::isfinite(f)) return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "options: a number is not finite");
+  }
+  if (o.n_stop > 0 && o.stop == nullptr) return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "options: stop is NULL");
+  if (o.model != nullptr && *o.model != '\0') body["model"] = o.model;
+  if (o.max_tokens > 0) body["max_tokens"] = o.max_tokens;
+  if (o.temperature >= 0) body["temperature"] = clean(o.temperature);
+  if (o.top_p >= 0) body["top_p"] = clean(o.top_p);
+  if (o.top_k >= 0) body["top_k"] = o.top_k;
+  if (o.min_p >= 0) body["min_p"] = clean(o.min_p);
+  if (o.has_seed) body["seed"] = o.seed;
+  if (o.n_stop > 0) {
+    Json stop = Json::array();
+    for (size_t i = 0; i < o.n_stop; ++i) {
+      if (o.stop[i] == nullptr) return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "options: a stop string is NULL");
+      stop.push_back(o.stop[i]);
+    }
+    body["stop"] = std::move(stop);
+  }
+  if (o.presence_penalty != 0) body["presence_penalty"] = clean(o.presence_penalty);
+  if (o.frequency_penalty != 0) body["frequency_penalty"] = clean(o.frequency_penalty);
+  if (o.repetition_penalty != 1) body["repetition_penalty"] = clean(o.repetition_penalty);
+  body["stream"] = stream;
+  if (stream) body["stream_options"] = {{"include_usage", true}};
+  return Outcome::success();
+}
+
+// nlohmann_json throws type_error 316 on text that is not UTF-8; that is the caller's input.
+Outcome dump(const Json& body, std::string* out) {
+  try {
+    *out = body.dump();
+  } catch (const Json::type_error&) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "text is not valid UTF-8");
+  }
+  return Outcome::success();
+}
+
+const Json* member(const Json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+void read_number(const Json& object, const char* key, double* out) {
+  if (const Json* v = member(object, key); v && v->is_number()) *out = v->get<double>();
+}
+void read_count(const Json& object, const char* key, int64_t* out) {
+  const Json* v = member(object, key);
+  if (v == nullptr) return;
+  if (v->is_number_integer()) {
+    *out = v->get<int64_t>();
+  } else if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (std::isfinite(d) && std::fabs(d) < 9e18) *out = static_cast<int64_t>(d);
+  }
+}
+
+// usage and timings, wherever they appear (the last chunk, the finish chunk, a response).
+void read_stats(const Json& object, hearth_stats* stats) {
+  if (const Json* usage = member(object, "usage")) {
+    read_count(*usage, "prompt_tokens", &stats->prompt_tokens);
+    read_count(*usage, "completion_tokens", &stats->completion_tokens);
+    if (const Json* details = member(*usage, "prompt_tokens_details")) {
+      read_count(*details, "cached_tokens", &stats->cached_tokens);
+    }
+  }
+  if (const Json* t = member(object, "timings")) {
+    read_number(*t, "ttft_ms", &stats->ttft_ms);
+    read_number(*t, "prefill_ms", &stats->prefill_ms);
+    read_number(*t, "decode_ms", &stats->decode_ms);
+    read_number(*t, "prefill_tok_s", &stats->prefill_tok_s);
+    read_number(*t, "decode_tok_s", &stats->decode_tok_s);
+    read_number(*t, "queue_ms", &stats->queue_ms);
+    if (const Json* itl = member(*t, "itl_ms")) {
+      read_number(*itl, "mean", &stats->itl_mean_ms);
+      read_number(*itl, "p50", &stats->itl_p50_ms);
+      read_number(*itl, "p95", &stats->itl_p95_ms);
+    }
+  }
+}
+
+void set_finish_reason(std::string_view reason, hearth_stats* stats) {
+  stats->finish_reason = finish_reason_code(reason);
+  size_t n = std::min(reason.size(), sizeof(stats->finish_reason_text) - 1);
+  std::memcpy(stats->finish_reason_text, reason.data(), n);
+  stats->finish_reason_text[n] = '\0';
+}
+
+Outcome parse_json(std::string_view text, Json* out) {
+  *out = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    std::string start(text.substr(0, 80));
+    return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon sent invalid JSON: " + start);
+  }
+  return Outcome::success();
+}
+
+std::string error_message(const Json& object) {
+  const Json* error = member(object, "error");
+  if (error == nullptr) return {};
+  if (error->is_string()) return error->get<std::string>();
+  if (const Json* m = member(*error, "message"); m && m->is_string()) return m->get<std::string>();
+  return error->dump();
+}
+
+// The choice's text: delta.content (chat stream), message.content (chat response) or text.
+Outcome read_choice(const Json& object, Route route, bool stream, std::string* text, hearth_stats* stats) {
+  const Json* choices = member(object, "choices");
+  if (choices == nullptr || !choices->is_array()) {
+    return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's answer has no choices array");
+  }
+  if (choices->empty()) return Outcome::success();  // the usage-only chunk
+  const Json& choice = choices->front();
+  const Json* content = nullptr;
+  if (route == Route::kCompletion) {
+    content = member(choice, "text");
+  } else if (const Json* m = member(choice, stream ? "delta" : "message")) {
+    content = member(*m, "content");
+  }
+  if (content != nullptr) {
+    if (!content->is_string()) return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's text is not a string");
+    text->append(content->get_ref<const std::string&>());
+  }
+  if (const Json* reason = member(choice, "finish_reason"); reason && reason->is_string()) {
+    set_finish_reason(reason->get_ref<const std::string&>(), stats);
+  }
+  return Outcome::success();
+}
+
+}  // namespace
+
+Outcome read_options(const hearth_request_options* in, hearth_request_options* out) {
+  hearth_request_options_init(out);
+  if (in == nullptr) return Outcome::success();
+  if (in->struct_size < offsetof(hearth_request_options, model) + sizeof(in->model)) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                            "options.struct_size is too small: initialise with hearth_request_options_init");
+  }
+  size_t n = std::min(in->struct_size, sizeof(hearth_request_options));
+  std::memcpy(static_cast<void*>(out), in, n);
+  out->struct_size = sizeof(hearth_request_options);
+  return Outcome::success();
+}
+
+Outcome chat_body(const hearth_message* messages, size_t n_messages, const hearth_request_options& options, bool stream,
+                  std::string* out) {
+  if (messages == nullptr || n_messages == 0) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "at least one message is needed");
+  }
+  Json list = Json::array();
+  for (size_t i = 0; i < n_messages; ++i) {
+    if (messages[i].role == nullptr || messages[i].content == nullptr) {
+      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                              "message " + std::to_string(i) + " has a NULL role or content");
+    }
+    list.push_back({{"role", messages[i].role}, {"content", messages[i].content}});
+  }
+  Json body = {{"messages", std::move(list)}};
+  if (Outcome o = add_sampling(options, stream, body); !o.ok()) return o;
+  return dump(body, out);
+}
+
+Outcome completion_body(const char* prompt, const hearth_request_options& options, bool stream, std::string* out) {
+  if (prompt == nullptr) return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "prompt is NULL");
+  Json body = {{"prompt", prompt}};
+  if (Outcome o = add_sampling(options, stream, body); !o.ok()) return o;
+  return dump(body, out);
+}
+
+Outcome parse_chunk(std::string_view data, Route route, std::string* piece, hearth_stats* stats) {
+  Json chunk;
+  if (Outcome o = parse_json(data, &chunk); !o.ok()) return o;
+  if (std::string m = error_message(chunk); !m.empty()) return Outcome::failure(HEARTH_ERR_SERVER, m);
+  if (Outcome o = read_choice(chunk, route, /*stream=*/true, piece, stats); !o.ok()) return o;
+  read_stats(chunk, stats);
+  return Outcome::success();
+}
+
+Outcome parse_response(std::string_view body, Route route, std::string* text, hearth_stats* stats) {
+  Json response;
+  if (Outcome o = parse_json(body, &response); !o.ok()) return o;
+  if (std::string m = error_message(response); !m.empty()) return Outcome::failure(HEARTH_ERR_SERVER, m);
+  if (Outcome o = read_choice(response, route, /*stream=*/false, text, stats); !o.ok()) return o;
+  read_stats(response, stats);
+  return Outcome::success();
+}
+
+Outcome error_from_response(int status, std::string_view body) {
+  int code = HEARTH_ERR_HTTP;
+  switch (status) {
+    case 429:
+      code = HEARTH_ERR_BUSY;
+      break;
+    case 503:
+      code = HEARTH_ERR_UNAVAILABLE;
+      break;
+    case 400:
+    case 404:
+    case 413:
+    case 422:
+      code = HEARTH_ERR_BAD_REQUEST;
+      break;
+    case 500:
+      code = HEARTH_ERR_SERVER;
+      break;
+    default:
+      break;
+  }
+  std::string message;
+  Json object = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!object.is_discarded()) message = error_message(object);
+  if (message.empty()) message = std::string(body.substr(0, 200));
+  if (message.empty()) message = "no details";
+  return Outcome::failure(code, message + " (HTTP " + std::to_string(status) + ")");
+}
+
+Outcome parse_models(std::string_view body, std::vector<Model>* out) {
+  Json list;
+  if (Outcome o = parse_json(body, &list); !o.ok()) return o;
+  const Json* data = member(list, "data");
+  if (data == nullptr || !data->is_array())
+    return Outcome::failure(HEARTH_ERR_PROTOCOL, "/v1/models has no data array");
+  for (const Json& entry : *data) {
+    const Json* id = member(entry, "id");
+    if (id == nullptr || !id->is_string())
+      return Outcome::failure(HEARTH_ERR_PROTOCOL, "/v1/models: a model has no id");
+    Model m;
+    m.id = id->get<std::string>();
+    if (const Json* owner = member(entry, "owned_by"); owner && owner->is_string())
+      m.owned_by = owner->get<std::string>();
+    read_count(entry, "created", &m.created);
+    out->push_back(std::move(m));
+  }
+  return Outcome::success();
+}
+
+int finish_reason_code(std::string_view reason) {
+  if (reason.empty()) return HEARTH_FINISH_NONE;
+  if (reason == "stop") return HEARTH_FINISH_STOP;
+  if (reason == "length") return HEARTH_FINISH_LENGTH;
+  return HEARTH_FINISH_OTHER;
+}
+
+}  // namespace hearth::client::wire

@@ -1,0 +1,53 @@
+// The wire format shared with hearthd (OpenAI-compatible JSON), and nothing else: request
+// bodies from the C API's arguments, and text, stats and errors from responses and stream
+// chunks. nlohmann_json stays behind this header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hearth/client.h"
+#include "outcome.h"
+
+namespace hearth::client::wire {
+
+enum class Route { kChat, kCompletion };
+
+// Copies the caller's options (of any struct_size this version can read) over the defaults.
+// INVALID_ARGUMENT when struct_size is too small to be an initialised struct.
+Outcome read_options(const hearth_request_options* in, hearth_request_options* out);
+
+// The JSON body of POST /v1/chat/completions or /v1/completions. Streams ask for usage
+// (stream_options.include_usage), which carries the stats. INVALID_ARGUMENT for NULL
+// strings, non-finite numbers or text that is not UTF-8.
+Outcome chat_body(const hearth_message* messages, size_t n_messages, const hearth_request_options& options, bool stream,
+                  std::string* out);
+Outcome completion_body(const char* prompt, const hearth_request_options& options, bool stream, std::string* out);
+
+// One stream chunk (the data of one server-sent event, not "[DONE]"): appends its text to
+// *piece and records finish_reason, usage and timings in *stats. An {"error": ...} chunk
+// gives HEARTH_ERR_SERVER with the daemon's message; bad JSON gives HEARTH_ERR_PROTOCOL.
+Outcome parse_chunk(std::string_view data, Route route, std::string* piece, hearth_stats* stats);
+
+// A whole (non-streamed) response body: the text of choices[0], usage and timings.
+Outcome parse_response(std::string_view body, Route route, std::string* text, hearth_stats* stats);
+
+// The Outcome for a response with a non-2xx status: the code for the status (429 BUSY,
+// 503 UNAVAILABLE, 400/404/413/422 BAD_REQUEST, 500 SERVER, others HTTP) and the message of
+// the daemon's {"error": {"message": ...}} object, or the start of the body when it has none.
+Outcome error_from_response(int status, std::string_view body);
+
+struct Model {
+  std::string id;
+  std::string owned_by;
+  int64_t created = 0;
+};
+// GET /v1/models: {"object": "list", "data": [{"id", "object", "created", "owned_by"}, ...]}.
+Outcome parse_models(std::string_view body, std::vector<Model>* out);
+
+// "stop" -> HEARTH_FINISH_STOP, "length" -> HEARTH_FINISH_LENGTH, "" -> NONE, else OTHER.
+int finish_reason_code(std::string_view reason);
+
+}  // namespace hearth::client::wire

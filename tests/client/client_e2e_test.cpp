@@ -1,0 +1,206 @@
+// libhearth-client and the `hearth` CLI against a real hearthd serving the tiny synthetic
+// model (tests/tools; random weights, so the text is gibberish, but greedy decoding is
+// deterministic, which is all these tests compare).
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "hearth/client.h"
+#include "hearthd_process.h"
+#include "run_command.h"
+#include "tests/tools/synthetic_model.h"
+
+namespace {
+
+using hearth::test::HearthdProcess;
+using hearth::test::run_command;
+using hearth::test::shell_quote;
+using hearth::test::TempDir;
+using Clock = std::chrono::steady_clock;
+
+// One daemon on the synthetic gemma3 model for the whole test program.
+HearthdProcess& synthetic_daemon() {
+  static TempDir model_dir;
+  static std::string model = [] {
+    hearth::test::SyntheticOptions o;
+    o.arch = "gemma3";
+    auto bytes = hearth::test::make_synthetic_model(o);
+    REQUIRE(bytes.ok());
+    std::string path = model_dir.path() + "/synthetic.gguf";
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
+    return path;
+  }();
+  static HearthdProcess daemon(model, {"--parallel", "4", "--queue-max", "64"});
+  if (!daemon.ready()) FAIL("hearthd did not become ready; its log:\n" << daemon.log());
+  return daemon;
+}
+
+struct Handle {
+  Handle() { REQUIRE(hearth_client_open(synthetic_daemon().socket_path().c_str(), &client) == HEARTH_OK); }
+  ~Handle() { hearth_client_close(client); }
+  hearth_client* client = nullptr;
+};
+
+hearth_request_options greedy(int32_t max_tokens) {
+  hearth_request_options o;
+  hearth_request_options_init(&o);
+  o.temperature = 0;
+  o.max_tokens = max_tokens;
+  return o;
+}
+
+int append(const char* piece, size_t len, void* user_data) {
+  static_cast<std::string*>(user_data)->append(piece, len);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("streamed and non-streamed greedy chat give the same text, with stats", "[client][e2e]") {
+  Handle h;
+  hearth_request_options o = greedy(16);
+  hearth_message messages[] = {{"system", "You are terse."}, {"user", "Name three colours."}};
+
+  std::string streamed, kept;
+  char* text = nullptr;
+  hearth_stats s;
+  hearth_stats_init(&s);
+  REQUIRE(hearth_client_chat(h.client, messages, 2, &o, append, &streamed, &text, &s) == HEARTH_OK);
+  REQUIRE(text != nullptr);
+  kept = text;
+  hearth_free(text);
+  CHECK(kept == streamed);
+  CHECK(s.prompt_tokens > 0);
+  CHECK(s.completion_tokens > 0);
+  CHECK(s.completion_tokens <= 16);
+  CHECK(s.ttft_ms > 0);
+  CHECK(s.finish_reason != HEARTH_FINISH_NONE);
+
+  char* whole = nullptr;
+  hearth_stats n;
+  hearth_stats_init(&n);
+  REQUIRE(hearth_client_chat(h.client, messages, 2, &o, nullptr, nullptr, &whole, &n) == HEARTH_OK);
+  REQUIRE(whole != nullptr);
+  CHECK(std::string(whole) == streamed);
+  hearth_free(whole);
+  CHECK(n.prompt_tokens == s.prompt_tokens);
+  CHECK(n.completion_tokens == s.completion_tokens);
+  CHECK(n.ttft_ms > 0);
+  CHECK(n.finish_reason == s.finish_reason);
+}
+
+TEST_CASE("streamed and non-streamed greedy completion give the same text, with stats", "[client][e2e]") {
+  Handle h;
+  hearth_request_options o = greedy(12);
+  std::string streamed;
+  hearth_stats s;
+  hearth_stats_init(&s);
+  REQUIRE(hearth_client_complete(h.client, "Once upon a time", &o, append, &streamed, nullptr, &s) == HEARTH_OK);
+  CHECK(s.prompt_tokens > 0);
+  CHECK(s.completion_tokens > 0);
+  CHECK(s.ttft_ms > 0);
+  char* whole = nullptr;
+  REQUIRE(hearth_client_complete(h.client, "Once upon a time", &o, nullptr, nullptr, &whole, nullptr) == HEARTH_OK);
+  REQUIRE(whole != nullptr);
+  CHECK(std::string(whole) == streamed);
+  hearth_free(whole);
+}
+
+TEST_CASE("health, models and the daemon's errors through the library", "[client][e2e]") {
+  Handle h;
+  CHECK(hearth_client_health(h.client) == HEARTH_OK);
+  hearth_model_info* models = nullptr;
+  size_t n = 0;
+  REQUIRE(hearth_client_list_models(h.client, &models, &n) == HEARTH_OK);
+  REQUIRE(n == 1);
+  CHECK(std::string(models[0].id) == "synthetic");
+  hearth_free(models);
+
+  hearth_request_options o = greedy(4);
+  o.model = "no-such-model";
+  hearth_message m{"user", "hi"};
+  CHECK(hearth_client_chat(h.client, &m, 1, &o, nullptr, nullptr, nullptr, nullptr) == HEARTH_ERR_BAD_REQUEST);
+  CHECK(hearth_client_http_status(h.client) == 404);
+  CHECK(std::string(hearth_client_last_error(h.client)).size() > 0);
+  o = greedy(4);
+  o.temperature = 1e6f;  // out of range
+  CHECK(hearth_client_chat(h.client, &m, 1, &o, nullptr, nullptr, nullptr, nullptr) == HEARTH_ERR_BAD_REQUEST);
+  CHECK(hearth_client_http_status(h.client) == 400);
+}
+
+TEST_CASE("hearth_client_cancel from another thread mid-stream returns HEARTH_ERR_CANCELLED promptly",
+          "[client][e2e]") {
+  Handle h;
+  hearth_request_options o = greedy(200);
+  // The first piece's callback holds the stream until the other thread has cancelled, so the
+  // tiny model cannot finish first.
+  struct State {
+    std::atomic<bool> first{false};
+    std::atomic<bool> cancelled{false};
+  } state;
+  auto on_piece = [](const char*, size_t, void* user_data) -> int {
+    auto* st = static_cast<State*>(user_data);
+    st->first = true;
+    while (!st->cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 0;
+  };
+  Clock::time_point cancelled_at;
+  std::thread canceller([&] {
+    while (!state.first) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    cancelled_at = Clock::now();
+    hearth_client_cancel(h.client);
+    state.cancelled = true;
+  });
+  hearth_message m{"user", "Tell me a long story."};
+  int rc = hearth_client_chat(h.client, &m, 1, &o, on_piece, &state, nullptr, nullptr);
+  auto returned_at = Clock::now();
+  canceller.join();
+  CHECK(rc == HEARTH_ERR_CANCELLED);
+  CHECK(returned_at - cancelled_at < std::chrono::milliseconds(500));
+  // The daemon goes on serving, and the same handle works again.
+  std::string text;
+  CHECK(hearth_client_chat(h.client, &m, 1, &o, append, &text, nullptr, nullptr) == HEARTH_OK);
+}
+
+TEST_CASE("hearth ask --stats, --json, models, status and chat work against hearthd", "[client][e2e]") {
+  std::string cli = shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(synthetic_daemon().socket_path()) + " ";
+
+  auto ask = run_command(cli + "ask --stats --temp 0 --max-tokens 8 " + shell_quote("Say hi"));
+  INFO(ask.err);
+  CHECK(ask.exit_code == 0);
+  CHECK(ask.err.find("ttft") != std::string::npos);
+  CHECK(ask.err.find("itl") != std::string::npos);
+  CHECK(ask.err.find("prefill") != std::string::npos);
+  CHECK(ask.err.find("decode") != std::string::npos);
+  CHECK(ask.err.find("cached") != std::string::npos);
+
+  // The question may come on stdin; --json gives one object with the same greedy text.
+  auto json = run_command(cli + "ask --json --temp 0 --max-tokens 8", "Say hi\n");
+  CHECK(json.exit_code == 0);
+  auto object = nlohmann::json::parse(json.out, nullptr, false);
+  REQUIRE_FALSE(object.is_discarded());
+  CHECK(object["usage"]["prompt_tokens"].get<int>() > 0);
+  CHECK(object["timings"]["ttft_ms"].get<double>() > 0);
+  CHECK(object["text"].get<std::string>() + "\n" == ask.out);
+
+  auto models = run_command(cli + "models");
+  CHECK(models.exit_code == 0);
+  CHECK(models.out == "synthetic\n");
+
+  auto status = run_command(cli + "status");
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.find("ready") != std::string::npos);
+  CHECK(status.out.find("synthetic") != std::string::npos);
+  CHECK(status.out.find(synthetic_daemon().socket_path()) != std::string::npos);
+
+  // chat without a terminal: lines from stdin, history re-sent each turn, commands.
+  auto chat = run_command(cli + "chat --temp 0 --max-tokens 4", "hello\n/stats\n/reset\nagain\n/exit\nnever sent\n");
+  CHECK(chat.exit_code == 0);
+  CHECK(chat.err.find("ttft") != std::string::npos);
+  CHECK(chat.out.find("(conversation forgotten)") != std::string::npos);
+}

@@ -1,0 +1,178 @@
+// A scripted stand-in for hearthd on a Unix socket, for testing libhearth-client without the
+// real daemon: it accepts connections one at a time on its own thread, reads each HTTP
+// request (headers and Content-Length body), records it, and lets the test's handler write
+// the raw response bytes. Only POSIX sockets, so it shares nothing with the client's code.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hearth::test {
+
+// A fresh directory under /tmp (short: socket paths are limited to 107 bytes); removed by
+// the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/hearth-client-XXXXXX";
+    if (::mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = name;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline bool write_all(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Response building blocks.
+inline std::string http_response(int status, const std::string& content_type, const std::string& body) {
+  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: " + content_type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+inline std::string sse_head() {
+  return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+         "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+}
+inline std::string http_chunk(const std::string& data) {
+  char size[32];
+  std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+  return size + data + "\r\n";
+}
+inline std::string sse_event(const std::string& json) {
+  return http_chunk("data: " + json + "\n\n");
+}
+inline std::string last_chunk() {
+  return "0\r\n\r\n";
+}
+
+// Blocks until the peer closes (read returns 0) or timeout_ms passes; true when it closed.
+inline bool wait_for_close(int fd, int timeout_ms) {
+  char buf[256];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return true;
+  }
+}
+
+class FakeDaemon {
+ public:
+  struct Request {
+    std::string head;  // request line and headers
+    std::string body;
+  };
+  // Writes the response for a request on fd (the connection is closed after it returns).
+  using Handler = std::function<void(const Request&, int fd)>;
+
+  explicit FakeDaemon(Handler handler) : handler_(std::move(handler)) {
+    path_ = dir_.path() + "/fake.sock";
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 16) != 0) {
+      throw std::runtime_error("fake daemon: cannot listen on " + path_);
+    }
+    if (::pipe(stop_pipe_) != 0) throw std::runtime_error("pipe failed");
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeDaemon() {
+    char byte = 's';
+    (void)!::write(stop_pipe_[1], &byte, 1);
+    thread_.join();
+    ::close(listen_fd_);
+    ::close(stop_pipe_[0]);
+    ::close(stop_pipe_[1]);
+  }
+  const std::string& path() const { return path_; }
+  std::vector<Request> requests() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return requests_;
+  }
+
+ private:
+  void serve() {
+    for (;;) {
+      pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) continue;
+      if (fds[1].revents) return;
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      Request request;
+      if (read_request(fd, &request)) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          requests_.push_back(request);
+        }
+        handler_(request, fd);
+      }
+      ::close(fd);
+    }
+  }
+
+  static bool read_request(int fd, Request* out) {
+    std::string data;
+    char buf[4096];
+    size_t end;
+    while ((end = data.find("\r\n\r\n")) == std::string::npos) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n <= 0) return false;
+      data.append(buf, static_cast<size_t>(n));
+    }
+    out->head = data.substr(0, end);
+    size_t length = 0;
+    std::string lower = out->head;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (size_t at = lower.find("content-length:"); at != std::string::npos) {
+      length = std::strtoul(lower.c_str() + at + 15, nullptr, 10);
+    }
+    out->body = data.substr(end + 4);
+    while (out->body.size() < length) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n <= 0) return false;
+      out->body.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  TempDir dir_;
+  std::string path_;
+  Handler handler_;
+  int listen_fd_ = -1;
+  int stop_pipe_[2] = {-1, -1};
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::vector<Request> requests_;
+};
+
+}  // namespace hearth::test

@@ -1,0 +1,18 @@
+/* Functions of header_c99.c (compiled as C99), called from the C++ tests. */
+#ifndef HEARTH_TEST_HEADER_C99_H
+#define HEARTH_TEST_HEADER_C99_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+int hearth_test_c99_version_major(void);
+int hearth_test_c99_version_minor(void);
+int hearth_test_c99_version_patch(void);
+const char* hearth_test_c99_version_string(void);
+/* 1 when the *_init functions and a callback behave as documented, from C. */
+int hearth_test_c99_defaults_ok(void);
+/* Opens socket_path and sends one non-streamed chat; returns the status. */
+int hearth_test_c99_ask_no_daemon(const char* socket_path);
+#ifdef __cplusplus
+}
+#endif
+#endif
