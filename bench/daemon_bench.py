@@ -67,8 +67,8 @@ def concurrent(d, n, tokens):
 
 
 def interference(args, model, chunk):
-    d = Hearthd(args.hearthd, model, "--threads", str(args.threads), "--parallel", "2", "--ctx", "4096",
-                "--prefill-chunk", str(chunk))
+    d = Hearthd(args.hearthd, model, "--parallel", "2", "--ctx", "4096", "--prefill-chunk", str(chunk),
+                threads=args.threads)
     try:
         long_prompt = " ".join("item%d is %s;" % (i, "red" if i % 2 else "blue") for i in range(420))
         _, tok = d.post_json("/api/tokenize", {"content": long_prompt})
@@ -95,21 +95,29 @@ def main():
     ap.add_argument("--hearthd", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--chunks", default="256,0", help="--prefill-chunk values for the interference test")
+    ap.add_argument("--skip-concurrent", action="store_true")
     args = ap.parse_args()
     model = default_model_or_skip()
 
-    d = Hearthd(args.hearthd, model, "--threads", str(args.threads), "--parallel", "8", "--ctx", "1024")
+    d = None if args.skip_concurrent else Hearthd(args.hearthd, model, "--parallel", "8", "--ctx", "1024",
+                                                   threads=args.threads)
     try:
+        if d is None:
+            raise StopIteration
         concurrent(d, 1, 16)  # warm-up
         print("clients  aggregate decode tok/s  ITL p50 ms  ITL p95 ms")
         for n in (1, 4, 8):
             tps, p50, p95 = concurrent(d, n, args.tokens)
             print("%7d  %22.1f  %10.1f  %10.1f" % (n, tps, p50, p95))
+    except StopIteration:
+        pass
     finally:
-        d.close()
+        if d is not None:
+            d.close()
 
     print("\nprefill chunk  prompt tokens  its response ms  stream ITL p95 ms during it  max gap ms  median ITL ms")
-    for chunk in (256, 0):
+    for chunk in (int(c) for c in args.chunks.split(",")):
         n, ms, p95, gmax, med = interference(args, model, chunk)
         print("%13s  %13d  %15.0f  %27.1f  %10.1f  %13.1f" % (chunk or "off", n, ms, p95, gmax, med))
 

@@ -141,12 +141,23 @@ void sweep(const GemmArgs& g, int64_t t0, int64_t t1, typename K::W* wb = nullpt
 }
 
 // Tokens are taken kTokenChunk at a time so their activation rows stay in L2 while every
-// weight row passes; a single token (decode) uses taller tiles of kDecodeRows rows.
+// weight row passes. A single token (decode) uses taller tiles of kDecodeRows rows; a few
+// tokens (continuous batching's decode steps: one row per running sequence) go through
+// the same prefetching sweep with every token of the batch in one tile (2, 3) or in
+// T-token tiles, so each weight row is streamed from memory once per step, not once per
+// token, and without the unpack cache (which would walk R rows without prefetching).
 template <class K, int R, int T, int kDecodeRows>
 void gemm(const GemmArgs& g) {
   constexpr int64_t kTokenChunk = 64;
-  if (g.n_tok < T) {
-    for (int64_t t = 0; t < g.n_tok; ++t) sweep<K, kDecodeRows, 1, true>(g, t, t + 1);
+  constexpr int64_t kSmallBatch = 16;
+  switch (g.n_tok) {
+    case 1: sweep<K, kDecodeRows, 1, true>(g, 0, 1); return;
+    case 2: sweep<K, kDecodeRows, 2, true>(g, 0, 2); return;
+    case 3: sweep<K, kDecodeRows, 3, true>(g, 0, 3); return;
+    default: break;
+  }
+  if (g.n_tok <= kSmallBatch) {
+    sweep<K, kDecodeRows, T, true>(g, 0, g.n_tok);
     return;
   }
   const int64_t n_wb = R * (g.n / K::kBlockElems + 1);

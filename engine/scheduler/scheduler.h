@@ -22,7 +22,12 @@ namespace hearth {
 struct SchedulerOptions {
   int32_t n_parallel = 4;       // sequences running at once
   int32_t n_ctx = 4096;         // tokens per sequence (prompt + generated)
-  int32_t prefill_chunk = 256;  // prompt tokens per step, all sequences together; 0: a whole prompt per step
+  // Prompt tokens per step, all sequences together; 0: a whole prompt per step. Measured on
+  // the default model (CPU, 2 threads) while a 2830-token prompt was admitted next to a
+  // running stream: the stream's largest gap was 165 ms at 64, 316 ms at 128, 612 ms at
+  // 256 and 5.3 s without chunking, and the prompt took 5.96 / 5.33 / 5.60 / 5.31 s. 128
+  // keeps the stream moving for no measurable prefill cost; 64 costs ~10%.
+  int32_t prefill_chunk = 128;
   int32_t queue_max = 64;       // requests waiting for a free sequence; more get QueueFull
   int32_t block_tokens = 16;    // KV block size (tokens)
   DType kv_type = DType::F16;

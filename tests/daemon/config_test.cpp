@@ -60,7 +60,7 @@ TEST_CASE("defaults apply when no source sets an option", "[daemon][config]") {
   CHECK(r->ctx == 4096);
   CHECK_FALSE(r->ctx_set);
   CHECK(r->parallel == 4);
-  CHECK(r->prefill_chunk == 256);
+  CHECK(r->prefill_chunk == 128);
   CHECK(r->queue_max == 64);
   CHECK(r->cache_max_bytes == (int64_t{4} << 30));
   CHECK_FALSE(r->no_disk_cache);

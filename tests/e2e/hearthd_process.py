@@ -38,12 +38,12 @@ def default_model_or_skip():
 class Hearthd:
     """hearthd on <tmp>/hearth.sock; stopped (SIGTERM) by close()."""
 
-    def __init__(self, hearthd, model, *args):
+    def __init__(self, hearthd, model, *args, threads=2):
         self.dir = tempfile.mkdtemp(prefix="hearth-e2e-")
         self.socket = os.path.join(self.dir, "hearth.sock")
         self.log_path = os.path.join(self.dir, "hearthd.log")
         self.log = open(self.log_path, "wb")
-        cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", "2",
+        cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", str(threads),
                "--cache-dir", os.path.join(self.dir, "cache"), *args]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_ready()
