@@ -237,6 +237,29 @@ Outcome get(hearth_client* client, const char* target, std::string* body) {
   return Outcome::success();
 }
 
+// What chat and completion share: argument checks, options, then the request; only the
+// body differs. build_body(options, stream, &body) -> Outcome.
+template <class BuildBody>
+int generation_call(hearth_client* client, wire::Route route, const hearth_request_options* options,
+                    hearth_text_callback on_text, void* user_data, char** out_text, hearth_stats* out_stats,
+                    BuildBody build_body) {
+  if (client == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
+  if (out_text != nullptr) *out_text = nullptr;
+  client->cancel.begin();
+  client->http_status = 0;
+  return guarded(client, [&]() -> Outcome {
+    if (!stats_usable(out_stats)) {
+      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "stats.struct_size is too small: use hearth_stats_init");
+    }
+    hearth_request_options o;
+    if (Outcome r = wire::read_options(options, &o); !r.ok()) return r;
+    const bool stream = on_text != nullptr;
+    std::string body;
+    if (Outcome r = build_body(o, stream, &body); !r.ok()) return r;
+    return generate(client, route, body, stream, on_text, user_data, out_text, out_stats);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -342,40 +365,18 @@ void hearth_client_cancel(hearth_client* client) {
 int hearth_client_chat(hearth_client* client, const hearth_message* messages, size_t n_messages,
                        const hearth_request_options* options, hearth_text_callback on_text, void* user_data,
                        char** out_text, hearth_stats* out_stats) {
-  if (client == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
-  if (out_text != nullptr) *out_text = nullptr;
-  client->cancel.begin();
-  client->http_status = 0;
-  return guarded(client, [&]() -> Outcome {
-    if (!stats_usable(out_stats)) {
-      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "stats.struct_size is too small: use hearth_stats_init");
-    }
-    hearth_request_options o;
-    if (Outcome r = wire::read_options(options, &o); !r.ok()) return r;
-    bool stream = on_text != nullptr;
-    std::string body;
-    if (Outcome r = wire::chat_body(messages, n_messages, o, stream, &body); !r.ok()) return r;
-    return generate(client, wire::Route::kChat, body, stream, on_text, user_data, out_text, out_stats);
-  });
+  return generation_call(client, wire::Route::kChat, options, on_text, user_data, out_text, out_stats,
+                         [&](const hearth_request_options& o, bool stream, std::string* body) {
+                           return wire::chat_body(messages, n_messages, o, stream, body);
+                         });
 }
 
 int hearth_client_complete(hearth_client* client, const char* prompt, const hearth_request_options* options,
                            hearth_text_callback on_text, void* user_data, char** out_text, hearth_stats* out_stats) {
-  if (client == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
-  if (out_text != nullptr) *out_text = nullptr;
-  client->cancel.begin();
-  client->http_status = 0;
-  return guarded(client, [&]() -> Outcome {
-    if (!stats_usable(out_stats)) {
-      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "stats.struct_size is too small: use hearth_stats_init");
-    }
-    hearth_request_options o;
-    if (Outcome r = wire::read_options(options, &o); !r.ok()) return r;
-    bool stream = on_text != nullptr;
-    std::string body;
-    if (Outcome r = wire::completion_body(prompt, o, stream, &body); !r.ok()) return r;
-    return generate(client, wire::Route::kCompletion, body, stream, on_text, user_data, out_text, out_stats);
-  });
+  return generation_call(client, wire::Route::kCompletion, options, on_text, user_data, out_text, out_stats,
+                         [&](const hearth_request_options& o, bool stream, std::string* body) {
+                           return wire::completion_body(prompt, o, stream, body);
+                         });
 }
 
 int hearth_client_list_models(hearth_client* client, hearth_model_info** out_models, size_t* out_count) {
