@@ -102,12 +102,20 @@ def check_sigterm_during_streams(d):
         results[i] = list(sse_events(r))
         c.close()
 
+    generated_before = metric(d.metrics(), "hearth_generated_tokens_total")
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
-    deadline = time.time() + 30
-    while metric(d.metrics(), "hearth_generated_tokens_total") < 4 and time.time() < deadline:
+    # SIGTERM once both streams run and have produced tokens (counters are cumulative).
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        m = d.metrics()
+        if metric(m, "hearth_running_sequences") == 2 and \
+                metric(m, "hearth_generated_tokens_total") >= generated_before + 4:
+            break
         time.sleep(0.01)
+    else:
+        raise AssertionError("the two streams did not start: %r" % d.metrics())
     d.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(60)
