@@ -188,22 +188,26 @@ Outcome completion_body(const char* prompt, const hearth_request_options& option
   return dump(body, out);
 }
 
-Outcome parse_chunk(std::string_view data, Route route, std::string* piece, hearth_stats* stats) {
-  Json chunk;
-  if (Outcome o = parse_json(data, &chunk); !o.ok()) return o;
-  if (std::string m = error_message(chunk); !m.empty()) return Outcome::failure(HEARTH_ERR_SERVER, m);
-  if (Outcome o = read_choice(chunk, route, /*stream=*/true, piece, stats); !o.ok()) return o;
-  read_stats(chunk, stats);
+namespace {
+
+// A stream chunk or a whole response: an error object, else the choice and the stats.
+Outcome parse_answer(std::string_view data, Route route, bool stream, std::string* text, hearth_stats* stats) {
+  Json j;
+  if (Outcome o = parse_json(data, &j); !o.ok()) return o;
+  if (std::string m = error_message(j); !m.empty()) return Outcome::failure(HEARTH_ERR_SERVER, m);
+  if (Outcome o = read_choice(j, route, stream, text, stats); !o.ok()) return o;
+  read_stats(j, stats);
   return Outcome::success();
 }
 
+}  // namespace
+
+Outcome parse_chunk(std::string_view data, Route route, std::string* piece, hearth_stats* stats) {
+  return parse_answer(data, route, /*stream=*/true, piece, stats);
+}
+
 Outcome parse_response(std::string_view body, Route route, std::string* text, hearth_stats* stats) {
-  Json response;
-  if (Outcome o = parse_json(body, &response); !o.ok()) return o;
-  if (std::string m = error_message(response); !m.empty()) return Outcome::failure(HEARTH_ERR_SERVER, m);
-  if (Outcome o = read_choice(response, route, /*stream=*/false, text, stats); !o.ok()) return o;
-  read_stats(response, stats);
-  return Outcome::success();
+  return parse_answer(body, route, /*stream=*/false, text, stats);
 }
 
 Outcome error_from_response(int status, std::string_view body) {
