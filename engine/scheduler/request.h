@@ -21,12 +21,19 @@ struct GenerationRequest {
   int32_t max_tokens = -1;         // generated tokens at most; < 0: until the context is full
   SamplingParams sampling;         // validated by submit()
   std::vector<std::string> stop;   // stop strings (not part of the returned text)
+  // Prefill (or restore) the prompt and persist its full chunks, generating nothing: a
+  // client warms a system prompt once. Ends with finish_reason "warmed".
+  bool warm = false;
 };
 
 struct RequestUsage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;       // prompt tokens whose KV came from the prompt cache
+  int32_t cached_memory_tokens = 0;  // ... of which attached from blocks in memory
+  int32_t cached_disk_tokens = 0;    // ... of which restored from chunk files on disk
+  int32_t prefilled_tokens = 0;      // prompt tokens computed (prompt - cached)
+  int32_t chunks_written = 0;        // chunks this request handed to the disk writer
 };
 
 // Milliseconds measured on the engine's clock. ttft_ms counts from submit() (queueing
@@ -35,6 +42,7 @@ struct RequestUsage {
 // sequences included: it is what this request waited for).
 struct RequestTimings {
   double queue_ms = 0;
+  double cache_restore_ms = 0;     // looking up and restoring cached KV (memory and disk)
   double ttft_ms = 0;
   double prefill_ms = 0;
   double decode_ms = 0;            // first token to the last

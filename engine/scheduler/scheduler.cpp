@@ -338,6 +338,8 @@ void Scheduler::stop_accepting() { impl_->stop_accepting(); }
 void Scheduler::cancel_all() { impl_->cancel_all(); }
 int64_t Scheduler::in_flight() const { return impl_->in_flight(); }
 SchedulerStats Scheduler::stats() const { return impl_->stats(); }
+CacheStats Scheduler::cache_stats() const { return {}; }  // TODO(issue 4): filled in by the engine
+Status Scheduler::clear_cache(bool) { return {}; }
 const SchedulerOptions& Scheduler::options() const { return impl_->options(); }
 
 }  // namespace hearth

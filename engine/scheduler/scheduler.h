@@ -16,6 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/request.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "storage/chunk_store.h"
 
 namespace hearth {
 
@@ -31,6 +32,12 @@ struct SchedulerOptions {
   int32_t queue_max = 64;       // requests waiting for a free sequence; more get QueueFull
   int32_t block_tokens = 16;    // KV block size (tokens)
   DType kv_type = DType::F16;
+  // The prompt cache. Memory: hashed KV blocks of finished sequences stay in the pool
+  // until their memory is needed. Disk: chunk files under cache_dir (empty: no disk tier).
+  bool prefix_cache = true;
+  std::string model_fingerprint;  // seeds the hash chain; required for the disk tier
+  std::string cache_dir;
+  uint64_t cache_max_bytes = uint64_t{4} << 30;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
@@ -63,6 +70,27 @@ struct SchedulerStats {
   Histogram ttft_ms, itl_ms;
 };
 
+// The prompt cache as the engine sees it (GET /api/cache).
+struct CacheStats {
+  // Memory tier: KV blocks named by their hash chain, in use or kept for reuse.
+  int64_t memory_blocks = 0;        // hashed blocks held (used by a sequence or cached)
+  int64_t memory_tokens = 0;
+  uint64_t memory_bytes = 0;        // memory_tokens * KV bytes per token
+  uint64_t memory_capacity_bytes = 0;  // the whole KV pool
+  uint64_t memory_lookups = 0;      // prompts looked up
+  uint64_t memory_hits = 0;         // ... that attached at least one block
+  uint64_t memory_hit_tokens = 0;   // tokens attached from memory
+  uint64_t memory_evictions = 0;    // cached blocks reused for new tokens
+  // Disk tier.
+  bool disk_enabled = false;
+  std::string disk_dir;
+  uint64_t disk_lookups = 0;        // prompts that looked on disk after memory
+  uint64_t disk_hit_tokens = 0;     // tokens restored from disk
+  storage::StoreStats disk;         // zeros when the disk tier is off
+  uint64_t prefilled_tokens = 0;    // prompt tokens computed (not from either tier)
+  std::string model_fingerprint;
+};
+
 class Scheduler {
  public:
   // Allocates the KV block pool (n_parallel * n_ctx tokens) and the activations of one
@@ -86,6 +114,12 @@ class Scheduler {
   int64_t in_flight() const;
   SchedulerStats stats() const;
   const SchedulerOptions& options() const;
+
+  CacheStats cache_stats() const;
+  // Forgets cached prefixes: every hashed block no running sequence uses, and the disk
+  // tier's chunk files of this model (or of every model). Runs on the engine thread
+  // between steps; returns once done.
+  Status clear_cache(bool all_models);
 
   class Impl;
 

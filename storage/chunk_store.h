@@ -1,0 +1,116 @@
+// The prompt cache on disk: one file per chunk of KV (every layer's K and V for a run of
+// consecutive tokens), named by the chunk's chain hash, plus one sqlite database (WAL)
+// indexing them. The engine hands full chunks to a background writer (bounded queue,
+// never blocks a response) and loads chunks back on the engine thread, verified.
+//
+// Crash safety: a chunk is written to a temp file, fsynced, renamed, then its row is
+// inserted. open() reconciles rows without files and files without rows, so a kill -9 at
+// any moment leaves a consistent cache. A corrupted, truncated or foreign chunk is
+// detected on load, deleted, and reported as a miss: a damaged cache costs time, never
+// correctness. A full disk or read-only directory stops writing with one log line.
+//
+// Thread-safety: every member may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace hearth::storage {
+
+// Bumped whenever the chunk file layout or the meaning of a payload changes.
+inline constexpr uint32_t kChunkFormatVersion = 1;
+
+// Everything a chunk's payload layout depends on. Two stores with different formats never
+// see each other's chunks as valid (the hash chain is seeded with the same fields).
+struct KvFormat {
+  std::string model_fingerprint;  // 32 hex digits, see model_fingerprint()
+  uint32_t kv_dtype = 0;          // numeric value of hearth::DType
+  uint32_t n_layer = 0;
+  uint32_t kv_dim = 0;            // elements per token per layer, for K and for V each
+  uint32_t elem_bytes = 0;        // bytes per element of kv_dtype
+  uint32_t version = kChunkFormatVersion;
+  // Canonical payload: layer by layer, K then V, token by token, kv_dim elements each.
+  size_t bytes_per_token() const { return size_t{n_layer} * 2 * kv_dim * elem_bytes; }
+};
+
+struct ChunkWrite {
+  uint64_t hash = 0;
+  uint64_t parent = 0;            // hash of the chunk before it; 0 for the first chunk
+  std::vector<int32_t> tokens;    // the chunk's token ids
+  std::vector<uint8_t> payload;   // tokens.size() * bytes_per_token(), canonical layout
+};
+
+struct StoreOptions {
+  std::filesystem::path dir;          // created with mode 0700 when missing
+  uint64_t max_bytes = uint64_t{4} << 30;  // budget for chunk files (all models together)
+  size_t queue_max = 64;              // chunks waiting for the writer; more are dropped
+};
+
+struct StoreStats {
+  uint64_t entries = 0;           // chunk files indexed (all models)
+  uint64_t bytes = 0;             // their size
+  uint64_t budget = 0;            // max_bytes
+  uint64_t model_entries = 0;     // of this store's model and format
+  uint64_t model_bytes = 0;
+  uint64_t hits = 0;              // load() that returned a payload
+  uint64_t misses = 0;            // load() that did not (absent, vanished or invalid)
+  uint64_t restored_bytes = 0;    // payload bytes returned by load()
+  uint64_t written_chunks = 0, written_bytes = 0;
+  uint64_t evictions = 0;         // chunks deleted to stay under budget
+  uint64_t checksum_failures = 0; // chunks found corrupted, truncated or foreign (deleted)
+  uint64_t dropped_writes = 0;    // enqueue() refused: queue full or writing stopped
+  uint64_t write_errors = 0;
+  size_t queue_depth = 0;
+  bool writing = true;            // false after a full disk / read-only directory
+  std::string stopped_reason;     // why writing stopped
+};
+
+class ChunkStore {
+ public:
+  // Opens (creating) the directory and its index, reconciles rows and files, evicts down to
+  // the budget and starts the writer thread. A missing or corrupted index is rebuilt.
+  // An error only when the directory cannot be created or read at all.
+  static Result<std::unique_ptr<ChunkStore>> open(const StoreOptions& options, const KvFormat& format);
+  // Calls close(5 s) unless close() was called.
+  ~ChunkStore();
+
+  // On disk or queued for writing (an in-memory set; cheap).
+  bool contains(uint64_t hash) const;
+  // Queues a write; false (counted in dropped_writes) when the queue is full, writing has
+  // stopped, or the hash is already present.
+  bool enqueue(ChunkWrite chunk);
+  // Reads and verifies a chunk: header (magic, version, format, token count), payload
+  // checksum, and token ids equal to `expected_tokens`. Anything invalid is deleted
+  // (file and row) and nullopt returned. Marks the chunk used (LRU) without writing to
+  // sqlite on the calling thread.
+  std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens);
+  // Writes what is queued, waiting at most `timeout`; returns the chunks left unwritten.
+  // Then stops the writer. Later enqueue() calls are refused.
+  size_t close(std::chrono::milliseconds timeout);
+  // Deletes every chunk of this store's model and format, or of every model.
+  Status clear(bool all_models);
+  StoreStats stats() const;
+  const KvFormat& format() const;
+
+  class Impl;
+
+ private:
+  explicit ChunkStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The fingerprint of a weights file: XXH3-128 of its whole contents, as 32 lowercase hex
+// digits. Remembered in `cache_dir`'s index by (absolute path, size, mtime), so a restart
+// does not read the file again; a changed file is hashed again.
+Result<std::string> model_fingerprint(const std::filesystem::path& cache_dir, const std::filesystem::path& model_file);
+
+}  // namespace hearth::storage
