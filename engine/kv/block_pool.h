@@ -4,14 +4,25 @@
 // through the blocks it holds, so sequences take memory as they grow and give it back
 // when they end, and the attention op reads through the position -> slot map.
 //
-// Blocks are reference-counted so that a block can later be shared by several sequences
-// (prefix sharing, the prompt cache); today each block has one owner.
+// The pool is also the memory tier of the prompt cache (as vLLM's block pool is). A full
+// block can be named by its prefix hash (engine/kv/prefix_hash.h); a new sequence whose
+// prompt starts with the same tokens attaches the named blocks instead of computing them
+// (shared, reference-counted, never written again: only full blocks are named). When the
+// last reference goes, a named block is not freed but kept, least recently released
+// first in line for reuse; a sequence releases its blocks tail first, so the end of a
+// chain is reused before its head. The last, partly filled block of a finished sequence
+// is remembered too (as a child of its parent's hash with its tokens), so a later prompt
+// can copy its valid part into a block of its own.
 //
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace hearth {
@@ -21,21 +32,62 @@ class BlockPool {
   BlockPool(int32_t n_blocks, int32_t block_tokens);
 
   int32_t block_tokens() const { return block_tokens_; }
-  int32_t n_total() const { return static_cast<int32_t>(refs_.size()); }
-  int32_t n_free() const { return static_cast<int32_t>(free_.size()); }
+  int32_t n_total() const { return static_cast<int32_t>(meta_.size()); }
+  // Blocks allocate() can hand out: never used plus cached (kept for reuse, no reference).
+  int32_t n_free() const { return static_cast<int32_t>(free_.size() + lru_.size()); }
   int32_t n_used() const { return n_total() - n_free(); }
+  int32_t n_cached() const { return static_cast<int32_t>(lru_.size()); }
+  // Blocks holding reusable tokens (named full blocks and remembered partial ones), used
+  // or cached, and the tokens in them.
+  int32_t n_named() const { return n_named_; }
+  int64_t named_tokens() const { return named_tokens_; }
+  uint64_t evictions() const { return evictions_; }  // cached blocks reused for new tokens
 
-  // A free block with one reference, or -1 when none is left.
+  // A block with one reference, or -1 when none is left. Takes a never-used block when
+  // there is one, else the least recently released cached block (forgetting its name).
   int32_t allocate();
   void retain(int32_t block);
-  // Drops one reference; the block returns to the free list at zero.
+  // Drops one reference. At zero a named block is cached, an unnamed one freed.
   void release(int32_t block);
-  int32_t refs(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
+  int32_t refs(int32_t block) const { return meta_[static_cast<size_t>(block)].refs; }
+  // The tokens a named block holds (empty when unnamed).
+  const std::vector<int32_t>& tokens(int32_t block) const { return meta_[static_cast<size_t>(block)].tokens; }
+
+  // The full block named `hash`, or -1.
+  int32_t find(uint64_t hash) const;
+  // Adds a reference to a block found by find() or best_child(); a cached block leaves
+  // the reuse queue.
+  void attach(int32_t block);
+  // Names a full block (all block_tokens tokens computed; `tokens` are them). False, and
+  // nothing changes, when another block already has this name.
+  bool name_full(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens);
+  // Remembers a partly filled block whose first tokens.size() slots hold valid KV.
+  void name_partial(int32_t block, uint64_t parent, std::span<const int32_t> tokens);
+  // Among the blocks following `parent` (full or partial), the one whose tokens share the
+  // longest common prefix with `tokens`: {block, length}, or {-1, 0}.
+  std::pair<int32_t, int32_t> best_child(uint64_t parent, std::span<const int32_t> tokens) const;
+  // Frees every cached block; names of blocks still in use are kept. Returns how many.
+  int32_t clear_cached();
 
  private:
+  struct Meta {
+    int32_t refs = 0;
+    bool named = false, full = false;
+    uint64_t hash = 0, parent = 0;
+    std::vector<int32_t> tokens;
+    std::list<int32_t>::iterator lru;  // valid while cached
+  };
+  void unname(int32_t block);
+
   int32_t block_tokens_;
-  std::vector<int32_t> refs_;  // per block
-  std::vector<int32_t> free_;  // stack of free block ids (lowest id on top)
+  std::vector<Meta> meta_;
+  std::vector<int32_t> free_;   // stack of never-used (or cleared) blocks, lowest id on top
+  std::list<int32_t> lru_;      // cached blocks, least recently released first
+  std::unordered_map<uint64_t, int32_t> by_hash_;          // full named blocks
+  std::unordered_multimap<uint64_t, int32_t> children_;    // parent hash -> named blocks
+  int32_t n_named_ = 0;
+  int64_t named_tokens_ = 0;
+  uint64_t evictions_ = 0;
 };
 
 // One sequence's blocks, in position order, and the slot of each position it holds.
@@ -43,7 +95,10 @@ class BlockTable {
  public:
   // Makes room for positions [0, n_tokens); false (nothing changed) when the pool runs out.
   bool reserve(BlockPool& pool, int32_t n_tokens);
-  // Returns every block to the pool.
+  // Appends a block taken with BlockPool::attach (shared) or allocate() (own). The table
+  // must end at a block boundary.
+  void append(int32_t block, int32_t block_tokens);
+  // Returns every block to the pool, the last one first.
   void release(BlockPool& pool);
 
   int32_t capacity() const { return static_cast<int32_t>(slots_.size()); }  // tokens

@@ -2,13 +2,16 @@
 
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <list>
 #include <mutex>
 #include <thread>
 
 #include "common/log.h"
 #include "engine/kv/block_pool.h"
+#include "engine/kv/prefix_hash.h"
 #include "engine/model/context.h"
+#include "engine/scheduler/prefix_cache.h"
 #include "engine/scheduler/sequence.h"
 
 namespace hearth {
@@ -45,6 +48,8 @@ class Scheduler::Impl {
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
+    cache_.reset();
+    if (store_) store_->close(std::chrono::seconds(5));
   }
 
   Status init() {
@@ -57,6 +62,7 @@ class Scheduler::Impl {
                                  n_batch_, options_.n_parallel, options_.kv_type);
     if (!fb) return fb.error();
     buffers_ = std::move(*fb);
+    open_cache();
     publish_gauges();
     thread_ = std::thread([this] { run(); });
     return {};
@@ -109,22 +115,130 @@ class Scheduler::Impl {
 
   const SchedulerOptions& options() const { return options_; }
 
+  CacheStats cache_stats() const {
+    CacheStats out;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      out = cache_counters_;
+    }
+    out.disk_enabled = store_ != nullptr;
+    out.disk_dir = store_ ? options_.cache_dir : "";
+    if (store_) out.disk = store_->stats();
+    out.model_fingerprint = options_.model_fingerprint;
+    return out;
+  }
+
+  // Runs fn on the engine thread between steps and waits for it.
+  void run_on_engine(std::function<void()> fn) {
+    std::packaged_task<void()> task(std::move(fn));
+    std::future<void> done = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_all();
+    done.wait();
+  }
+
+  Status clear_cache(bool all_models) {
+    Status st;
+    run_on_engine([&] {
+      const int32_t n = pool_.clear_cached();
+      LOG_INFO("prompt cache: cleared " + std::to_string(n) + " cached KV blocks from memory");
+      if (store_) st = store_->clear(all_models);
+      publish_gauges();
+    });
+    return st;
+  }
+
+  size_t close_cache(std::chrono::milliseconds timeout) { return store_ ? store_->close(timeout) : 0; }
+
  private:
+  // The prompt cache: the hash chain's seed, the disk tier when a directory and the
+  // model's fingerprint are given, and the memory tier (the block pool itself).
+  void open_cache() {
+    if (!options_.prefix_cache) return;
+    const ModelConfig& c = model_.config();
+    const uint32_t dtype = static_cast<uint32_t>(options_.kv_type);
+    // Without a fingerprint (no disk tier) the memory tier still needs a seed; it lives
+    // only as long as this process, so the model's shape is enough.
+    const std::string fp = options_.model_fingerprint.empty() ? "unfingerprinted:" + c.name : options_.model_fingerprint;
+    const uint64_t seed = prefix_seed(fp, dtype, static_cast<uint32_t>(c.n_layer), static_cast<uint32_t>(c.kv_dim()),
+                                      storage::kChunkFormatVersion);
+    if (!options_.cache_dir.empty() && !options_.model_fingerprint.empty()) {
+      storage::KvFormat f;
+      f.model_fingerprint = options_.model_fingerprint;
+      f.kv_dtype = dtype;
+      f.n_layer = static_cast<uint32_t>(c.n_layer);
+      f.kv_dim = static_cast<uint32_t>(c.kv_dim());
+      f.elem_bytes = static_cast<uint32_t>(row_bytes(options_.kv_type, 1));
+      storage::StoreOptions so;
+      so.dir = options_.cache_dir;
+      so.max_bytes = options_.cache_max_bytes;
+      Result<std::unique_ptr<storage::ChunkStore>> store = storage::ChunkStore::open(so, f);
+      if (store) {
+        store_ = std::move(*store);
+      } else {
+        LOG_WARN("prompt cache: the disk tier is off: " + store.error().message);
+      }
+    }
+    cache_ = std::make_unique<PrefixCache>(pool_, backend_, buffers_.kv, seed, store_.get());
+  }
+
+  // Puts the longest cached prefix of a new sequence's prompt into its block table.
+  void attach_cached(Sequence& s) {
+    if (!cache_) return;
+    const Clock::time_point t0 = Clock::now();
+    SeqCacheState& st = s.cache();
+    const int32_t n = cache_->attach_prefix(s.tokens(), s.cacheable(), s.table(), st);
+    s.on_cached(n);
+    st.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++cache_counters_.memory_lookups;
+    if (st.memory_tokens > 0) ++cache_counters_.memory_hits;
+    cache_counters_.memory_hit_tokens += static_cast<uint64_t>(st.memory_tokens);
+    if (store_ && n < s.cacheable()) ++cache_counters_.disk_lookups;
+    cache_counters_.disk_hit_tokens += static_cast<uint64_t>(st.disk_tokens);
+  }
+
+  // Whether a sequence at a block boundary should wait: an earlier sequence is computing
+  // the very block it needs next (same name), so it will attach it rather than compute it
+  // twice — eight clients sending one system prompt prefill it once.
+  bool waits_for_other(const Sequence& s) const {
+    const int32_t bt = pool_.block_tokens();
+    const int32_t n = s.n_computed();
+    if (n % bt != 0) return false;
+    const size_t i = static_cast<size_t>(n / bt);
+    const std::vector<uint64_t>& h = s.cache().hashes;
+    if (i >= h.size() || n + bt > s.cacheable()) return false;
+    for (const std::unique_ptr<Sequence>& q : running_) {
+      if (q.get() == &s) return false;  // only earlier sequences count
+      Sequence& o = *q;
+      if (o.prefilling() && o.cache().hashes.size() > i && o.cache().hashes[i] == h[i] &&
+          o.n_computed() < static_cast<int32_t>(i + 1) * bt)
+        return true;
+    }
+    return false;
+  }
+
   static Submitted invalid(std::string message) { return {SubmitStatus::Invalid, std::move(message), nullptr}; }
 
   // The step loop (engine thread).
   void run() {
     std::vector<Queued> admitted, dropped;
+    std::vector<std::packaged_task<void()>> tasks;
     for (;;) {
       admitted.clear();
       dropped.clear();
+      tasks.clear();
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] {
           return quit_ || !running_.empty() || (!queue_.empty() && n_running_ < options_.n_parallel) ||
-                 any_queued_cancelled();
+                 any_queued_cancelled() || !tasks_.empty();
         });
-        if (quit_ && queue_.empty() && running_.empty()) return;
+        tasks.swap(tasks_);
+        if (quit_ && queue_.empty() && running_.empty() && tasks_.empty()) return;
         // Requests cancelled while queued end here, without taking a sequence.
         for (auto it = queue_.begin(); it != queue_.end();) {
           if (it->handle->cancelled()) {
@@ -144,6 +258,7 @@ class Scheduler::Impl {
         stats_.queue_depth = static_cast<int64_t>(queue_.size());
         stats_.cancelled_total += dropped.size();
       }
+      for (std::packaged_task<void()>& t : tasks) t();
       const Clock::time_point now = Clock::now();
       for (Queued& q : dropped) {
         Sequence seq(std::move(q.request), q.handle, tokenizer_, options_.n_ctx, q.submitted);
@@ -153,6 +268,9 @@ class Scheduler::Impl {
         running_.push_back(std::make_unique<Sequence>(std::move(q.request), q.handle, tokenizer_, options_.n_ctx,
                                                       q.submitted));
         running_.back()->on_admitted(now);
+        attach_cached(*running_.back());
+        if (running_.back()->warm() && !running_.back()->prefilling())
+          retire(std::prev(running_.end()), "warmed", Clock::now());
       }
       drop_cancelled();
       if (!running_.empty()) step();
@@ -187,6 +305,7 @@ class Scheduler::Impl {
   // the last event goes out, so a client that saw it also sees the memory returned.
   SeqList::iterator retire(SeqList::iterator it, const char* finish_reason, Clock::time_point now) {
     Sequence& s = **it;
+    if (cache_ && finish_reason) cache_->on_retire(s.tokens(), s.n_computed(), s.table(), s.cache());
     s.table().release(pool_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -195,6 +314,9 @@ class Scheduler::Impl {
       --n_running_;
       stats_.running = n_running_;
       stats_.kv_blocks_used = pool_.n_used();
+      stats_.cached_tokens_total += static_cast<uint64_t>(s.cache().memory_tokens + s.cache().disk_tokens);
+      cache_counters_.prefilled_tokens +=
+          static_cast<uint64_t>(std::max(0, std::min(s.n_computed(), s.n_prompt()) - s.cache().memory_tokens - s.cache().disk_tokens));
     }
     if (finish_reason) s.finish(finish_reason, now);
     return running_.erase(it);
@@ -217,12 +339,25 @@ class Scheduler::Impl {
     for (auto it = running_.begin(); it != running_.end() && budget > 0; ++it) {
       Sequence& s = **it;
       if (!s.prefilling()) continue;
+      if (cache_) {
+        const int32_t before = s.cache().memory_tokens;
+        s.on_cached(cache_->extend(s.tokens(), s.n_computed(), s.cacheable(), s.table(), s.cache()));
+        if (s.cache().memory_tokens > before) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          cache_counters_.memory_hit_tokens += static_cast<uint64_t>(s.cache().memory_tokens - before);
+        }
+        if (waits_for_other(s)) continue;
+      }
+      if (s.n_pending() == 0) continue;  // a warm prompt wholly attached: ends after this step
       const int32_t n = static_cast<int32_t>(std::min<int64_t>(s.n_pending(), budget));
-      plan.push_back({it, n, n == s.n_pending()});
+      plan.push_back({it, n, n == s.n_pending() && !s.warm()});
       budget -= n;
       rows += n;
     }
-    if (plan.empty()) return;
+    if (plan.empty()) {
+      retire_warmed(Clock::now());
+      return;
+    }
 
     const Clock::time_point start = Clock::now();
     ForwardBatch batch;
@@ -271,6 +406,7 @@ class Scheduler::Impl {
     for (Planned& p : plan) {
       Sequence& s = **p.seq;
       s.on_computed(p.n, end);
+      if (cache_) cache_->on_computed(s.tokens(), s.n_computed(), s.table(), s.cache());
       if (!p.wants_logits) continue;
       const size_t n_itl_before = s.itl_ms().size();
       const char* finished = s.on_logits(logits_.data() + logit_row++ * n_vocab, static_cast<int32_t>(n_vocab), end);
@@ -282,10 +418,25 @@ class Scheduler::Impl {
       }
       if (finished) retire(p.seq, finished, end);
     }
+    retire_warmed(end);
+  }
+
+  // Warm requests whose prompt is all in the cache now end: nothing is generated.
+  void retire_warmed(Clock::time_point now) {
+    for (auto it = running_.begin(); it != running_.end();)
+      it = ((*it)->warm() && !(*it)->prefilling()) ? retire(it, "warmed", now) : std::next(it);
   }
 
   void publish_gauges() {
     std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t kv_token_bytes = static_cast<int64_t>(row_bytes(options_.kv_type, model_.config().kv_dim())) * 2 *
+                                   model_.config().n_layer;
+    cache_counters_.memory_blocks = pool_.n_named();
+    cache_counters_.memory_tokens = pool_.named_tokens();
+    cache_counters_.memory_bytes = static_cast<uint64_t>(pool_.named_tokens() * kv_token_bytes);
+    cache_counters_.memory_capacity_bytes =
+        static_cast<uint64_t>(static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens() * kv_token_bytes);
+    cache_counters_.memory_evictions = pool_.evictions();
     stats_.running = n_running_;
     stats_.kv_blocks_used = pool_.n_used();
     stats_.kv_blocks_total = pool_.n_total();
@@ -303,6 +454,8 @@ class Scheduler::Impl {
   Graph graph_;
   std::vector<float> logits_;
   SeqList running_;
+  std::unique_ptr<storage::ChunkStore> store_;
+  std::unique_ptr<PrefixCache> cache_;
   std::thread thread_;
 
   // Shared, under mutex_.
@@ -314,6 +467,8 @@ class Scheduler::Impl {
   bool accepting_ = true;
   bool quit_ = false;
   SchedulerStats stats_;
+  CacheStats cache_counters_;  // the engine's part of cache_stats()
+  std::vector<std::packaged_task<void()>> tasks_;
 };
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend& backend, const Tokenizer& tokenizer,
@@ -338,8 +493,9 @@ void Scheduler::stop_accepting() { impl_->stop_accepting(); }
 void Scheduler::cancel_all() { impl_->cancel_all(); }
 int64_t Scheduler::in_flight() const { return impl_->in_flight(); }
 SchedulerStats Scheduler::stats() const { return impl_->stats(); }
-CacheStats Scheduler::cache_stats() const { return {}; }  // TODO(issue 4): filled in by the engine
-Status Scheduler::clear_cache(bool) { return {}; }
+CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
+Status Scheduler::clear_cache(bool all_models) { return impl_->clear_cache(all_models); }
+size_t Scheduler::close_cache(std::chrono::milliseconds timeout) { return impl_->close_cache(timeout); }
 const SchedulerOptions& Scheduler::options() const { return impl_->options(); }
 
 }  // namespace hearth

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -120,6 +121,9 @@ class Scheduler {
   // tier's chunk files of this model (or of every model). Runs on the engine thread
   // between steps; returns once done.
   Status clear_cache(bool all_models);
+  // Shutdown: writes the chunks still queued for the disk tier, waiting at most `timeout`,
+  // and stops writing. Returns the chunks left unwritten.
+  size_t close_cache(std::chrono::milliseconds timeout);
 
   class Impl;
 

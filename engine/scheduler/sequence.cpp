@@ -26,6 +26,7 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
       tokens_(std::move(request.prompt)),
       n_prompt_(static_cast<int32_t>(tokens_.size())),
       n_ctx_(n_ctx),
+      warm_(request.warm),
       sampler_(request.sampling),
       stop_(std::move(request.stop), tokenizer.eog_ids()),
       submitted_(submitted) {
@@ -76,14 +77,19 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
   ev.finish_reason = reason;
   ev.usage.prompt_tokens = n_prompt_;
   ev.usage.completion_tokens = n_generated_;
-  ev.usage.cached_tokens = 0;
+  ev.usage.cached_memory_tokens = cache_.memory_tokens;
+  ev.usage.cached_disk_tokens = cache_.disk_tokens;
+  ev.usage.cached_tokens = cache_.memory_tokens + cache_.disk_tokens;
+  ev.usage.prefilled_tokens = std::min(n_computed_, n_prompt_) - ev.usage.cached_tokens;
+  ev.usage.chunks_written = cache_.chunks_written;
   RequestTimings& t = ev.timings;
   t.queue_ms = ms(submitted_, admitted_ == Clock::time_point{} ? now : admitted_);
+  t.cache_restore_ms = cache_.restore_ms;
+  if (warm_ && !prefilling()) t.ttft_ms = ms(submitted_, now);
   if (prefill_started_) {
     const Clock::time_point end = prefilling() ? now : prefill_end_;
     t.prefill_ms = ms(prefill_start_, end);
-    const int32_t prefilled = std::min(n_computed_, n_prompt_) - ev.usage.cached_tokens;
-    t.prefill_tok_s = t.prefill_ms > 0 ? prefilled * 1000.0 / t.prefill_ms : 0;
+    t.prefill_tok_s = t.prefill_ms > 0 ? ev.usage.prefilled_tokens * 1000.0 / t.prefill_ms : 0;
   }
   if (n_generated_ > 0) {
     t.ttft_ms = ms(submitted_, first_token_);

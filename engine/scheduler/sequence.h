@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/kv/block_pool.h"
+#include "engine/scheduler/prefix_cache.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
 #include "engine/scheduler/request.h"
@@ -35,6 +36,15 @@ class Sequence {
   int32_t n_pending() const { return static_cast<int32_t>(tokens_.size()) - n_computed_; }
   bool prefilling() const { return n_computed_ < n_prompt_; }
   BlockTable& table() { return table_; }
+  SeqCacheState& cache() { return cache_; }
+  const SeqCacheState& cache() const { return cache_; }
+  bool warm() const { return warm_; }
+  // Tokens whose KV may come from the prompt cache: the whole prompt for a warm request,
+  // else all but the last prompt token (its logits give the first token).
+  int32_t cacheable() const { return warm_ ? n_prompt_ : n_prompt_ - 1; }
+  // The first n prompt tokens' KV came from the cache (at admission, or later at a block
+  // boundary while prefilling); they count as computed.
+  void on_cached(int32_t n_computed) { n_computed_ = n_computed; }
 
   // Clock readings the scheduler reports.
   void on_admitted(Clock::time_point t) { admitted_ = t; }
@@ -50,7 +60,7 @@ class Sequence {
   const char* on_logits(float* logits, int32_t n_vocab, Clock::time_point now);
 
   // Ends the stream: the stop matcher's held-back text, then Finished with usage and
-  // timings. reason: "stop", "length" or "cancelled".
+  // timings. reason: "stop", "length", "cancelled" or "warmed".
   void finish(const char* reason, Clock::time_point now);
 
   // Inter-token gaps (ms) observed so far; the scheduler feeds its histogram.
@@ -69,6 +79,8 @@ class Sequence {
   int32_t max_tokens_ = 0;   // effective: capped by the context
   int32_t n_ctx_ = 0;
   BlockTable table_;
+  SeqCacheState cache_;
+  bool warm_ = false;
   Sampler sampler_;
   StopMatcher stop_;
 

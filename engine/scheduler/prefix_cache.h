@@ -1,0 +1,83 @@
+// The prompt cache as the scheduler uses it: finds the longest cached prefix of a new
+// prompt and puts it into the sequence's block table — named blocks in memory are
+// attached (shared), chunks on disk are verified and copied into fresh blocks, and the
+// valid part of a remembered partial block is copied — and, as tokens get KV, names the
+// full blocks and hands full chunks to the disk writer.
+//
+// A chunk (the unit on disk) is kChunkBlocks consecutive blocks; it is named by the hash
+// of its last block, so memory and disk share one hash chain. Its payload is the
+// canonical layout of storage::KvFormat: layer by layer, K then V, token by token.
+//
+// Thread-safety: engine thread only (the ChunkStore is thread-safe on its own).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backends/backend.h"
+#include "engine/kv/block_pool.h"
+#include "engine/model/model.h"
+#include "storage/chunk_store.h"
+
+namespace hearth {
+
+// Blocks per chunk file. Measured on the default model (18 KiB of f16 KV per token, CPU,
+// 2 threads): see the comment in prefix_cache.cpp.
+inline constexpr int32_t kChunkBlocks = 4;
+
+// A sequence's standing with the cache.
+struct SeqCacheState {
+  std::vector<uint64_t> hashes;   // name of block i, for every full block known so far
+  int32_t named_blocks = 0;       // blocks [0, named_blocks) are named in the pool
+  int32_t chunks_done = 0;        // chunks [0, chunks_done) are on disk, queued or skipped
+  int32_t memory_tokens = 0;      // prompt tokens attached or copied from memory
+  int32_t disk_tokens = 0;        // prompt tokens restored from disk
+  int32_t chunks_written = 0;     // chunks this sequence queued for the writer
+  double restore_ms = 0;
+};
+
+class PrefixCache {
+ public:
+  // store may be null (memory tier only). kv's rows must be contiguous.
+  PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, uint64_t seed, storage::ChunkStore* store);
+
+  uint64_t seed() const { return seed_; }
+  storage::ChunkStore* store() const { return store_; }
+
+  // Computes the names of the prompt's full blocks, then fills the (empty) table with
+  // the longest cached prefix of tokens[0, limit). Returns the tokens it covers.
+  int32_t attach_prefix(std::span<const int32_t> tokens, int32_t limit, BlockTable& table, SeqCacheState& st);
+  // At a block boundary n (the table holds exactly n tokens), attaches blocks named since
+  // (another sequence computed them meanwhile). Returns the new n.
+  int32_t extend(std::span<const int32_t> tokens, int32_t n, int32_t limit, BlockTable& table, SeqCacheState& st);
+  // Tokens [0, n_computed) have KV: names newly full blocks and queues newly full chunks.
+  void on_computed(std::span<const int32_t> tokens, int32_t n_computed, const BlockTable& table, SeqCacheState& st);
+  // Before the table is released: remembers the partly filled last block.
+  void on_retire(std::span<const int32_t> tokens, int32_t n_computed, const BlockTable& table, const SeqCacheState& st);
+
+  // The name of the block before block i (the seed for block 0).
+  uint64_t parent_of(const SeqCacheState& st, size_t i) const { return i == 0 ? seed_ : st.hashes[i - 1]; }
+
+ private:
+  void hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens, SeqCacheState& st) const;
+  bool restore_chunk(std::span<const int32_t> tokens, int32_t chunk, int32_t first_block, BlockTable& table,
+                     SeqCacheState& st);
+  void persist_chunk(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
+  // The K (kind 0) or V (kind 1) tensor of a layer.
+  const Tensor& tensor(size_t layer, int kind) const { return kind == 0 ? kv_.k[layer] : kv_.v[layer]; }
+  size_t slot_offset(const Tensor& t, int32_t slot) const { return t.offset + static_cast<size_t>(slot) * t.row_stride; }
+  // Copies the first n slots of block `from` into block `to`, every layer, K and V.
+  void copy_block(int32_t from, int32_t to, int32_t n);
+
+  BlockPool& pool_;
+  Backend& backend_;
+  const KvTensors& kv_;
+  uint64_t seed_;
+  storage::ChunkStore* store_;
+  int32_t bt_;           // tokens per block
+  size_t row_bytes_;     // one token's K (or V) in one layer
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace hearth

@@ -1,0 +1,215 @@
+// The prompt cache's promises, on synthetic models (gemma3's has a 4-token sliding window):
+// output with a cached prefix — attached in memory, copied from a partial block, restored
+// from disk after a restart — is exactly the output computed cold; a chat's second turn
+// prefills only what is new; sequences that share a prompt prefill it once; KV of another
+// model is never used; the block pool reuses cached blocks tail first.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <random>
+
+#include "engine/kv/block_pool.h"
+#include "tests/engine/scheduler_fixture.h"
+
+using namespace hearth;
+using namespace hearth::test;
+
+namespace {
+
+struct Run {
+  std::string text;
+  RequestUsage usage;
+  std::string finish_reason;
+};
+
+Run run_one(Scheduler& s, GenerationRequest r) {
+  Collector c;
+  Submitted sub = s.submit(std::move(r), c.callback());
+  REQUIRE(sub.status == SubmitStatus::Accepted);
+  c.handle = sub.handle;
+  REQUIRE(c.wait());
+  REQUIRE(c.end.kind == RequestEvent::Kind::Finished);
+  return {c.text, c.end.usage, c.end.finish_reason};
+}
+
+std::vector<int32_t> random_prompt(int32_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p{1};  // BOS
+  while (static_cast<int32_t>(p.size()) < n) p.push_back(3 + static_cast<int32_t>(rng() % 300));
+  return p;
+}
+
+SchedulerOptions options(const std::string& cache_dir = "", const std::string& fingerprint = "") {
+  SchedulerOptions so;
+  so.n_parallel = 8;
+  so.n_ctx = 512;
+  so.prefill_chunk = 48;
+  so.model_fingerprint = fingerprint;
+  so.cache_dir = cache_dir;
+  return so;
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("hearth-prefix-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("block pool: named blocks are shared, cached after release and reused tail first") {
+  BlockPool pool(4, 2);
+  const std::vector<int32_t> a{5, 6}, b{7, 8}, partial{9};
+  const int32_t b0 = pool.allocate(), b1 = pool.allocate(), b2 = pool.allocate();
+  REQUIRE(pool.name_full(b0, 100, 1, a));
+  REQUIRE(pool.name_full(b1, 200, 100, b));
+  CHECK_FALSE(pool.name_full(b2, 100, 1, a));  // the name is taken
+  pool.name_partial(b2, 200, partial);
+  CHECK(pool.find(100) == b0);
+  CHECK(pool.best_child(200, std::vector<int32_t>{9, 4}) == std::pair<int32_t, int32_t>{b2, 1});
+  CHECK(pool.best_child(1, std::vector<int32_t>{5, 0}) == std::pair<int32_t, int32_t>{b0, 1});
+  CHECK(pool.best_child(1, std::vector<int32_t>{4}).first == -1);
+  // Released tail first, as a BlockTable does: b2, then b1, then b0.
+  pool.release(b2), pool.release(b1), pool.release(b0);
+  CHECK(pool.n_used() == 0);
+  CHECK(pool.n_cached() == 3);
+  CHECK(pool.n_named() == 3);
+  pool.attach(b0);  // a new sequence shares the head
+  CHECK(pool.refs(b0) == 1);
+  // The never-used block goes first, then the least recently released: the tail.
+  CHECK(pool.allocate() == 3);
+  CHECK(pool.allocate() == b2);
+  CHECK(pool.evictions() == 1);
+  CHECK(pool.best_child(200, std::vector<int32_t>{9}).first == -1);
+  CHECK(pool.find(200) == b1);
+  CHECK(pool.clear_cached() == 1);  // b1; b0 is in use and keeps its name
+  CHECK(pool.find(200) == -1);
+  CHECK(pool.find(100) == b0);
+  CHECK(pool.allocate() == b1);
+  CHECK(pool.allocate() == -1);
+}
+
+TEST_CASE("a prompt cached in memory gives the cold output and prefills only what is new") {
+  for (const char* arch : {"gemma3", "llama"}) {
+    INFO(arch);
+    Fixture f(arch);
+    auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));
+    const GenerationRequest r = greedy(random_prompt(150, 1), 12);
+    const std::string cold = alone(f, r);
+    const Run first = run_one(*sched, r);
+    CHECK(first.text == cold);
+    CHECK(first.usage.cached_tokens == 0);
+    CHECK(first.usage.prefilled_tokens == 150);
+    // The same prompt again: every token but the last comes from memory (full blocks are
+    // attached, the rest of the last block is copied from the first run's partial block).
+    const Run second = run_one(*sched, r);
+    CHECK(second.text == cold);
+    CHECK(second.usage.cached_memory_tokens == 149);
+    CHECK(second.usage.prefilled_tokens == 1);
+    // A prompt that diverges at token 100: 100 tokens from memory, the rest computed.
+    GenerationRequest r2 = r;
+    for (size_t i = 100; i < r2.prompt.size(); ++i) r2.prompt[i] = 3 + (r2.prompt[i] + 17) % 300;
+    const Run third = run_one(*sched, r2);
+    CHECK(third.text == alone(f, r2));
+    CHECK(third.usage.cached_memory_tokens == 100);
+    CHECK(third.usage.prefilled_tokens == 50);
+    // clear_cache forgets it all.
+    REQUIRE(sched->clear_cache(false));
+    CHECK(run_one(*sched, r).usage.cached_tokens == 0);
+    CHECK(sched->stats().kv_blocks_used == 0);
+  }
+}
+
+TEST_CASE("a chat's second turn prefills only the new message") {
+  Fixture f("gemma3");
+  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));
+  GenerationRequest turn1 = greedy(random_prompt(90, 2), 20);
+  const GenerateResult answer = alone_result(f, turn1);
+  const Run r1 = run_one(*sched, turn1);
+  REQUIRE(r1.text == answer.text);
+  // The client re-sends the conversation: first prompt, the answer's tokens, a new message.
+  GenerationRequest turn2 = turn1;
+  turn2.prompt.insert(turn2.prompt.end(), answer.tokens.begin(), answer.tokens.end());
+  const std::vector<int32_t> message = random_prompt(25, 3);
+  turn2.prompt.insert(turn2.prompt.end(), message.begin() + 1, message.end());
+  const Run r2 = run_one(*sched, turn2);
+  CHECK(r2.text == alone(f, turn2));
+  // Only the 24 new tokens and the answer's last token (sampled, never run) are computed.
+  CHECK(r2.usage.prefilled_tokens == 24 + 1);
+  CHECK(r2.usage.cached_memory_tokens == 90 + static_cast<int32_t>(answer.tokens.size()) - 1);
+}
+
+TEST_CASE("eight requests sharing a long prefix prefill it once") {
+  Fixture f("llama");
+  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));
+  const std::vector<int32_t> system = random_prompt(200, 4);
+  std::vector<GenerationRequest> reqs;
+  std::vector<std::unique_ptr<Collector>> cs;
+  for (int i = 0; i < 8; ++i) {
+    GenerationRequest r = greedy(system, 6);
+    const std::vector<int32_t> q = random_prompt(11, 10 + static_cast<uint32_t>(i));
+    r.prompt.insert(r.prompt.end(), q.begin() + 1, q.end());
+    reqs.push_back(r);
+  }
+  for (const GenerationRequest& r : reqs) {
+    cs.push_back(std::make_unique<Collector>());
+    Submitted s = sched->submit(r, cs.back()->callback());
+    REQUIRE(s.status == SubmitStatus::Accepted);
+    cs.back()->handle = s.handle;
+  }
+  int32_t prefilled = 0;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    REQUIRE(cs[i]->wait());
+    CHECK(cs[i]->text == alone(f, reqs[i]));
+    prefilled += cs[i]->end.usage.prefilled_tokens;
+  }
+  // One sequence computes the 200 shared tokens; each of the others computes at most its
+  // own 10 plus the shared tokens of the last, partly shared block (200 = 12 * 16 + 8).
+  CHECK(prefilled <= 210 + 7 * (10 + 8));
+  CHECK(sched->cache_stats().prefilled_tokens == static_cast<uint64_t>(prefilled));
+}
+
+TEST_CASE("warming a prompt persists it without generating; a restart restores it from disk") {
+  TempDir dir;
+  Fixture f("gemma3");
+  const GenerationRequest r = greedy(random_prompt(300, 5), 10);
+  const std::string cold = alone(f, r);
+  {
+    auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options(dir.path.string(), "fp-a")));
+    GenerationRequest warm = r;
+    warm.warm = true;
+    const Run w = run_one(*sched, warm);
+    CHECK(w.finish_reason == "warmed");
+    CHECK(w.text.empty());
+    CHECK(w.usage.completion_tokens == 0);
+    CHECK(w.usage.prefilled_tokens == 300);
+    CHECK(w.usage.chunks_written == 4);  // 300 tokens = 4 full 64-token chunks + 44
+    // Warming again finds everything in memory.
+    const Run w2 = run_one(*sched, warm);
+    CHECK(w2.usage.cached_memory_tokens == 300);
+    CHECK(w2.usage.chunks_written == 0);
+    CHECK(sched->close_cache(std::chrono::seconds(10)) == 0);
+    CHECK(sched->cache_stats().disk.model_entries == 4);
+  }
+  {
+    // A new engine (memory empty) on the same directory: 256 tokens from disk.
+    auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options(dir.path.string(), "fp-a")));
+    const Run hit = run_one(*sched, r);
+    CHECK(hit.text == cold);
+    CHECK(hit.usage.cached_disk_tokens == 256);
+    CHECK(hit.usage.prefilled_tokens == 300 - 256);
+    CHECK(sched->cache_stats().disk.hits == 4);
+  }
+  {
+    // Another model's engine (another fingerprint) on the same directory never uses them.
+    Fixture other("gemma3", 2);
+    auto sched =
+        std::move(*Scheduler::create(*other.model, *other.backend, *other.tok, options(dir.path.string(), "fp-b")));
+    const Run miss = run_one(*sched, r);
+    CHECK(miss.usage.cached_tokens == 0);
+    CHECK(miss.text == alone(other, r));
+  }
+}

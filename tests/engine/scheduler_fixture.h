@@ -1,0 +1,102 @@
+// Shared by the scheduler and prompt-cache tests: a synthetic model on the CPU backend,
+// a collector of one request's events, and the single-sequence reference run.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "backends/cpu/cpu_backend.h"
+#include "engine/scheduler/generate.h"
+#include "engine/scheduler/scheduler.h"
+#include "tests/tools/synthetic_model.h"
+
+namespace hearth::test {
+
+struct Fixture {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<const gguf::File> file;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+
+  explicit Fixture(const std::string& arch, uint64_t seed = 1) {
+    test::SyntheticOptions o;
+    o.arch = arch;
+    o.seed = seed;
+    o.type = DType::Q8_0;
+    bytes = std::move(*test::make_synthetic_model(o));
+    file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
+    backend = cpu::make_cpu_backend({2});
+    model = std::move(*Model::load(file, *backend));
+    tok = std::move(*Tokenizer::from_gguf(*file));
+  }
+};
+
+// Collects one request's events; wait() blocks until Finished or Failed.
+struct Collector {
+  std::mutex m;
+  std::condition_variable cv;
+  std::shared_ptr<RequestHandle> handle;
+  std::string text;
+  RequestEvent end;
+  bool done = false;
+  int n_text_events = 0;
+
+  std::function<void()> callback() {
+    return [this] { cv.notify_all(); };
+  }
+  // Returns false on timeout.
+  bool wait(std::chrono::seconds limit = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::unique_lock<std::mutex> lock(m);
+    for (;;) {
+      for (RequestEvent& ev : handle->take_events()) {
+        if (ev.kind == RequestEvent::Kind::Text) {
+          text += ev.text;
+          ++n_text_events;
+        } else {
+          end = std::move(ev);
+          done = true;
+        }
+      }
+      if (done) return true;
+      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && std::chrono::steady_clock::now() >= deadline)
+        return false;
+    }
+  }
+};
+
+inline GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+inline std::vector<int32_t> prompt_of(const Tokenizer& tok, int i, int words) {
+  std::string s;
+  for (int w = 0; w < words; ++w) s += (w % 3 == 0 ? "abc " : w % 3 == 1 ? "the " : "xyz ") + std::to_string(i * 7 + w) + " ";
+  return tok.encode(s, true, false);
+}
+
+// The single-sequence reference: generate() on a fresh context.
+inline GenerateResult alone_result(Fixture& f, const GenerationRequest& r, int32_t n_ctx = 512) {
+  ContextOptions co;
+  co.n_ctx = n_ctx;
+  auto ctx = std::move(*InferenceContext::create(*f.model, *f.backend, co));
+  GenerateOptions go;
+  go.max_tokens = r.max_tokens;
+  go.sampling = r.sampling;
+  Result<GenerateResult> g = generate(*ctx, *f.tok, r.prompt, go, nullptr);
+  if (!g) FAIL(g.error().message);
+  return std::move(*g);
+}
+inline std::string alone(Fixture& f, const GenerationRequest& r) { return alone_result(f, r).text; }
+
+
+}  // namespace hearth::test
