@@ -1,5 +1,7 @@
 #include "daemon/lifecycle.h"
 
+#include <sys/statvfs.h>
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -9,6 +11,7 @@
 #include "daemon/engine_loader.h"
 #include "daemon/systemd.h"
 #include "engine/scheduler/scheduler.h"
+#include "storage/chunk_store.h"
 #include "ipc/server.h"
 
 namespace hearth::daemon {
@@ -22,6 +25,8 @@ using namespace std::chrono_literals;
 constexpr auto kDrain = 1000ms;
 // The watchdog stops pinging when shutdown runs this long past the grace period.
 constexpr auto kShutdownHangMargin = 10s;
+// At exit the prompt cache's writer gets this long for the chunks still queued.
+constexpr auto kCacheFlush = 5000ms;
 // With requests in flight and no forward pass finishing for this long, the engine counts
 // as stuck (a step of a large prompt on a slow CPU can take many seconds).
 constexpr auto kStuckAfter = 120s;
@@ -114,6 +119,42 @@ Status open_listeners(const DaemonConfig& cfg, ipc::Server& server) {
   return {};
 }
 
+// The disk tier's budget when --cache-max-bytes is not given: the smaller of 4 GiB and a
+// tenth of the free space of the filesystem the cache lives on (its nearest existing
+// ancestor when the directory does not exist yet).
+uint64_t default_cache_budget(const std::string& dir) {
+  constexpr uint64_t kMax = uint64_t{4} << 30;
+  std::filesystem::path p = dir;
+  std::error_code ec;
+  while (!p.empty() && !std::filesystem::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+  struct statvfs vfs {};
+  if (p.empty() || statvfs(p.c_str(), &vfs) != 0) return kMax;
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  return std::min(kMax, free_bytes / 10);
+}
+
+// The prompt cache's settings: the model file's fingerprint (remembered in the cache's
+// index, so only the first start reads the whole file), the directory and the budget.
+void cache_options(const DaemonConfig& cfg, const std::string& model_path, SchedulerOptions& o) {
+  if (cfg.no_disk_cache) {
+    LOG_INFO("prompt cache: memory only (--no-disk-cache)");
+    return;
+  }
+  const Clock::time_point t0 = Clock::now();
+  Result<std::string> fp = storage::model_fingerprint(cfg.cache_dir, model_path);
+  if (!fp) {
+    LOG_WARN("prompt cache: memory only: cannot fingerprint the model file: " + fp.error().message);
+    return;
+  }
+  o.model_fingerprint = *fp;
+  o.cache_dir = cfg.cache_dir;
+  o.cache_max_bytes = cfg.cache_max_bytes > 0 ? static_cast<uint64_t>(cfg.cache_max_bytes) : default_cache_budget(cfg.cache_dir);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  LOG_INFO("prompt cache: " + cfg.cache_dir + ", at most " + std::to_string(o.cache_max_bytes >> 20) +
+           " MiB on disk; model fingerprint " + o.model_fingerprint + " (" + std::to_string(static_cast<int64_t>(ms)) +
+           " ms)");
+}
+
 SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& model) {
   SchedulerOptions o;
   o.n_parallel = cfg.parallel;
@@ -176,7 +217,8 @@ int run_daemon(const DaemonConfig& cfg) {
     return 1;
   }
   LoadedEngine& engine = *loaded;
-  const SchedulerOptions so = scheduler_options(cfg, engine.model->config());
+  SchedulerOptions so = scheduler_options(cfg, engine.model->config());
+  cache_options(cfg, engine.info.path, so);
   Result<std::unique_ptr<Scheduler>> created = Scheduler::create(*engine.model, *engine.backend, *engine.tokenizer, so);
   if (!created) {
     LOG_ERROR("cannot start the engine: " + created.error().message);
@@ -192,8 +234,6 @@ int run_daemon(const DaemonConfig& cfg) {
   LOG_INFO("model loaded in " + std::to_string(static_cast<int64_t>(load_ms)) + " ms: " + engine.info.path + " (" +
            engine.info.arch + ", " + engine.backend->info().name + ", ctx " + std::to_string(so.n_ctx) + ", parallel " +
            std::to_string(so.n_parallel) + ")");
-  LOG_DEBUG("prompt cache (not used yet): " + std::string(cfg.no_disk_cache ? "memory only" : "dir " + cfg.cache_dir) +
-            ", at most " + std::to_string(cfg.cache_max_bytes) + " bytes");
   server.set_engine(scheduler.get(), engine.tokenizer.get(), engine.info);
   notify_ready(serving);
   LOG_INFO(serving);
@@ -236,6 +276,10 @@ int run_daemon(const DaemonConfig& cfg) {
     std::this_thread::sleep_for(10ms);
 
   stop_server();
+  // Chunks still queued for the disk tier are written now, within a bounded time.
+  const size_t unwritten = scheduler->close_cache(kCacheFlush);
+  if (unwritten > 0)
+    LOG_WARN("prompt cache: " + std::to_string(unwritten) + " chunks were not written in time and are dropped");
   scheduler.reset();  // joins the engine thread; before the model it uses
   LOG_INFO("stopped");
   return 0;

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Time to first token of one long prompt on hearthd: cold, with a memory hit, and with a
+disk hit after a restart; bytes on disk per token; restore throughput next to a plain
+sequential read of the same chunk files.
+
+  bench/cache_bench.py --hearthd build/daemon/hearthd [--tokens 4000] [--threads 2]
+
+Page cache: before the disk hit (and before the plain read) the chunk files are evicted
+from the page cache with posix_fadvise(DONTNEED), so both read from the disk; the model's
+weights stay cached (a short unrelated request runs first after the restart), as they
+would on a machine whose daemon restarted. --warm-chunks skips the eviction.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e"))
+from hearthd_process import UnixHTTPConnection  # noqa: E402
+
+
+def post(sock, path, body):
+    c = UnixHTTPConnection(sock, 600)
+    c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = json.loads(r.read())
+    c.close()
+    if r.status != 200:
+        raise SystemExit("%s -> %d %s" % (path, r.status, data))
+    return data
+
+
+def start(args, sock, cache):
+    log = open(os.path.join(os.path.dirname(sock), "hearthd.log"), "ab")
+    p = subprocess.Popen([args.hearthd, "--socket", sock, "--cache-dir", cache, "--threads", str(args.threads),
+                          "--ctx", str(args.tokens + 512)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            c = UnixHTTPConnection(sock, 5)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return p
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit("hearthd did not start")
+
+
+def prompt_of(sock, n_tokens):
+    """Numbered sentences, cut to n_tokens tokens (BOS included)."""
+    words = ["red", "green", "blue", "grey"], ["fox", "owl", "cat", "bear", "eel"], ["river", "hill", "market"]
+    items = ["Item %d: the %s %s walks to the %s and counts %d stones." %
+             (i, words[0][i % 4], words[1][i % 5], words[2][i % 3], i * 7) for i in range(n_tokens // 10)]
+    text = " ".join(items)
+    ids = post(sock, "/api/tokenize", {"content": text})["tokens"]
+    return post(sock, "/api/detokenize", {"tokens": ids[1:n_tokens]})["content"]
+
+
+def ask(sock, prompt):
+    t0 = time.time()
+    r = post(sock, "/v1/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0})
+    wall = (time.time() - t0) * 1000
+    return r, wall
+
+
+def evict(files):
+    """Drops the files' pages from the page cache; False where the kernel refuses."""
+    os.sync()
+    ok = True
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            ok = False
+        finally:
+            os.close(fd)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hearthd", required=True)
+    ap.add_argument("--tokens", type=int, default=4000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warm-chunks", action="store_true", help="leave the chunk files in the page cache")
+    args = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="hearth-cache-bench-")
+    sock, cache = os.path.join(d, "hearth.sock"), os.path.join(d, "cache")
+    try:
+        p = start(args, sock, cache)
+        prompt = prompt_of(sock, args.tokens)
+        rows = []
+        cold, wall = ask(sock, prompt)
+        rows.append(("cold", cold, wall))
+        mem, wall = ask(sock, prompt)
+        rows.append(("memory hit", mem, wall))
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+        files = glob.glob(os.path.join(cache, "chunks", "*", "*.kv"))
+        disk_bytes = sum(os.path.getsize(f) for f in files)
+        p = start(args, sock, cache)
+        post(sock, "/v1/completions", {"prompt": "Warm-up: the weights are read once.", "max_tokens": 2})
+        dropped = not args.warm_chunks and evict(files)
+        disk, wall = ask(sock, prompt)
+        rows.append(("disk hit after restart" + (" (chunk files not in the page cache)" if dropped else " (chunk files in the page cache)"), disk, wall))
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+        dropped_read = not args.warm_chunks and evict(files)
+        t0 = time.time()
+        n = 0
+        for f in files:
+            with open(f, "rb") as fh:
+                n += len(fh.read())
+        read_s = time.time() - t0
+        print("prompt: %d tokens; %d chunk files, %.1f MiB, %.0f bytes per cached token" %
+              (cold["usage"]["prompt_tokens"], len(files), disk_bytes / 2**20,
+               disk_bytes / max(1, disk["timings"]["cached_tokens"]["disk"] if "cached_tokens" in disk["timings"] else 1)))
+        print("| case | TTFT (server) ms | wall ms | cached (memory/disk) | prefilled | restore ms |")
+        print("|---|---|---|---|---|---|")
+        for name, r, wall in rows:
+            t, u = r["timings"], r["usage"]
+            c = t.get("cached_tokens", {})
+            print("| %s | %.1f | %.1f | %s/%s | %s | %.1f |" % (name, t["ttft_ms"], wall, c.get("memory", "?"),
+                                                          c.get("disk", "?"), t.get("prefilled_tokens", "?"),
+                                                          t.get("cache_restore_ms", 0)))
+        restore_ms = disk["timings"].get("cache_restore_ms", 0)
+        if restore_ms:
+            print("restore: %.2f GB/s (%.1f MiB in %.1f ms, read + verify + copy into KV blocks)" %
+                  (disk_bytes / restore_ms / 1e6, disk_bytes / 2**20, restore_ms))
+        print("sequential read of the same files%s: %.2f GB/s (%.1f ms)" %
+              (" (not in the page cache)" if dropped_read else " (in the page cache)", n / read_s / 1e9, read_s * 1000))
+        print("disk hit TTFT / cold TTFT = 1/%.0f" % (cold["timings"]["ttft_ms"] / disk["timings"]["ttft_ms"]))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
