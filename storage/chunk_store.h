@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "storage/file_ops.h"
 
 namespace hearth::storage {
 
@@ -53,6 +54,9 @@ struct StoreOptions {
   std::filesystem::path dir;          // created with mode 0700 when missing
   uint64_t max_bytes = uint64_t{4} << 30;  // budget for chunk files (all models together)
   size_t queue_max = 64;              // chunks waiting for the writer; more are dropped
+  // The file system calls the store makes for chunk files (not sqlite's own I/O); null means
+  // the real POSIX calls. Tests pass a FileOps that fails the Nth write, fsync or rename.
+  std::shared_ptr<FileOps> file_ops;
 };
 
 struct StoreStats {
@@ -78,7 +82,10 @@ class ChunkStore {
  public:
   // Opens (creating) the directory and its index, reconciles rows and files, evicts down to
   // the budget and starts the writer thread. A missing or corrupted index is rebuilt.
-  // An error only when the directory cannot be created or read at all.
+  // An error only when the directory cannot be created or read at all, or `format` is
+  // invalid (fingerprint not 1..32 characters, or zero bytes per token). When the index
+  // cannot be written (read-only directory) the store serves what is on disk from an index
+  // kept in memory, with writing stopped.
   static Result<std::unique_ptr<ChunkStore>> open(const StoreOptions& options, const KvFormat& format);
   // Calls close(5 s) unless close() was called.
   ~ChunkStore();
@@ -101,6 +108,13 @@ class ChunkStore {
   StoreStats stats() const;
   const KvFormat& format() const;
 
+  // Diagnostics for tests (and the crash tests of the engine): waits for the writer to be
+  // between two chunks, then checks that every row's file exists, has the row's size and
+  // verifies (header, checksums, tokens equal to the row's), that every chunk file has a
+  // row, that no temp file is left, and that contains() and stats() agree with the index.
+  // Slow (reads every chunk); not for the serving path.
+  Status check_consistency();
+
   class Impl;
 
  private:
@@ -112,5 +126,9 @@ class ChunkStore {
 // digits. Remembered in `cache_dir`'s index by (absolute path, size, mtime), so a restart
 // does not read the file again; a changed file is hashed again.
 Result<std::string> model_fingerprint(const std::filesystem::path& cache_dir, const std::filesystem::path& model_file);
+
+// Test hook: how many times model_fingerprint() has read a whole file in this process
+// (a remembered fingerprint does not count).
+uint64_t model_fingerprint_files_hashed();
 
 }  // namespace hearth::storage

@@ -1,0 +1,292 @@
+// ChunkStore: opening, loading, queueing, closing, clearing. The on-disk format is in
+// chunk_file.h, the index in index_db.h, the write order (and why) in store_writer.cpp.
+//
+// Directory layout:
+//   <dir>/index.sqlite (+ -wal, -shm)   the index: chunks and remembered model fingerprints
+//   <dir>/chunks/ab/abcdef0123456789.kv one file per chunk, named by its chain hash
+//   <dir>/chunks/ab/.abcdef0123456789.kv.tmp  a chunk being written (deleted by open())
+#include "storage/chunk_store.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "storage/store_impl.h"
+
+namespace hearth::storage {
+
+int64_t now_stamp_us() {
+  static std::atomic<int64_t> last{0};
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  int64_t prev = last.load();
+  int64_t next;
+  do {
+    next = std::max(now, prev + 1);
+  } while (!last.compare_exchange_weak(prev, next));
+  return next;
+}
+
+void ChunkStore::Impl::add_known_locked(uint64_t hash, uint64_t bytes) {
+  auto [it, fresh] = known.try_emplace(hash);
+  if (!fresh) {
+    st.bytes -= it->second.bytes;
+    st.model_bytes -= it->second.bytes;
+    --st.entries;
+    --st.model_entries;
+  }
+  it->second = Known{next_generation++, bytes};
+  ++st.entries;
+  st.bytes += bytes;
+  ++st.model_entries;
+  st.model_bytes += bytes;
+}
+
+bool ChunkStore::Impl::erase_known_locked(uint64_t hash) {
+  auto it = known.find(hash);
+  if (it == known.end()) return false;
+  --st.entries;
+  st.bytes -= it->second.bytes;
+  --st.model_entries;
+  st.model_bytes -= it->second.bytes;
+  known.erase(it);
+  return true;
+}
+
+namespace {
+
+// mkdir -p with mode 0700 for what is created; existing directories keep their mode.
+Status make_dirs(const std::filesystem::path& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return make_error(dir.string() + " exists and is not a directory");
+    return {};
+  }
+  if (dir.has_parent_path() && dir.parent_path() != dir) {
+    if (Status s = make_dirs(dir.parent_path()); !s) return s;
+  }
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return make_error("cannot create " + dir.string() + ": " + std::strerror(errno));
+  }
+  return {};
+}
+
+Status validate(const KvFormat& f) {
+  if (f.model_fingerprint.empty() || f.model_fingerprint.size() > 32) {
+    return make_error("prompt cache: the model fingerprint must have 1 to 32 characters");
+  }
+  if (f.bytes_per_token() == 0) return make_error("prompt cache: the KV format has zero bytes per token");
+  if (f.n_layer > 4096 || f.kv_dim > (1u << 20) || f.elem_bytes > 16) {
+    return make_error("prompt cache: KV format out of range");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const StoreOptions& options, const KvFormat& format) {
+  if (Status s = validate(format); !s) return s.error();
+  if (options.dir.empty()) return make_error("prompt cache: no directory given");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->options.dir = std::filesystem::absolute(options.dir);
+  impl->format = format;
+  impl->key = format_key(format);
+  impl->ops = options.file_ops ? options.file_ops : std::make_shared<FileOps>();
+  impl->chunks_dir = impl->options.dir / "chunks";
+  impl->st.budget = options.max_bytes;
+  const std::filesystem::path& dir = impl->options.dir;
+
+  if (Status s = make_dirs(dir); !s) return make_error("prompt cache: " + s.error().message);
+  if (DIR* d = ::opendir(dir.c_str())) {
+    ::closedir(d);
+  } else {
+    return make_error("prompt cache: cannot read " + dir.string() + ": " + std::strerror(errno));
+  }
+  if (::mkdir(impl->chunks_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    LOG_DEBUG("prompt cache: cannot create " + impl->chunks_dir.string() + ": " + std::strerror(errno));
+  }
+
+  bool rebuilt = false;
+  auto db = IndexDb::open(dir / "index.sqlite", &rebuilt);
+  if (rebuilt) LOG_WARN("prompt cache: the index in " + dir.string() + " was unreadable; rebuilt it");
+  if (db) {
+    impl->db = std::move(*db);
+  } else {
+    auto mem = IndexDb::open_memory();
+    if (!mem) return mem.error();
+    impl->db = std::move(*mem);
+    impl->memory_index = true;
+    impl->st.writing = false;
+    impl->st.stopped_reason = db.error().message;
+    LOG_WARN("prompt cache: " + db.error().message + "; serving the cached chunks read-only");
+  }
+
+  {
+    std::lock_guard io(impl->io_mu);
+    impl->reconcile();
+    if (!impl->memory_index) impl->evict_to_budget();
+  }
+  Impl* raw = impl.get();
+  impl->writer = std::thread([raw] { raw->writer_loop(); });
+  return std::unique_ptr<ChunkStore>(new ChunkStore(std::move(impl)));
+}
+
+ChunkStore::ChunkStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ChunkStore::~ChunkStore() { close(std::chrono::seconds(5)); }
+
+bool ChunkStore::contains(uint64_t hash) const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->known.count(hash) || impl_->queued.count(hash);
+}
+
+bool ChunkStore::enqueue(ChunkWrite chunk) {
+  Impl& m = *impl_;
+  const bool valid = chunk.hash != 0 && !chunk.tokens.empty() && chunk.tokens.size() <= (size_t{1} << 24) &&
+                     chunk.payload.size() == chunk.tokens.size() * m.format.bytes_per_token();
+  std::lock_guard lk(m.mu);
+  if (!valid) {
+    ++m.st.write_errors;
+    LOG_DEBUG("prompt cache: refused a malformed chunk (hash 0, no tokens, or payload size wrong)");
+    return false;
+  }
+  if (m.known.count(chunk.hash) || m.queued.count(chunk.hash)) return false;
+  if (m.closing || !m.st.writing || m.queue.size() >= m.options.queue_max) {
+    ++m.st.dropped_writes;
+    return false;
+  }
+  m.queued.insert(chunk.hash);
+  m.queue.push_back(std::move(chunk));
+  m.wake.notify_one();
+  return true;
+}
+
+std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<const int32_t> expected_tokens) {
+  Impl& m = *impl_;
+  uint64_t generation = 0;
+  {
+    std::lock_guard lk(m.mu);
+    auto it = m.known.find(hash);
+    if (it == m.known.end()) {
+      ++m.st.misses;
+      return std::nullopt;
+    }
+    generation = it->second.generation;
+  }
+  const std::string path = m.path_of(hash);
+  ReadExpect expect;
+  expect.format = &m.format;
+  expect.hash = hash;
+  expect.tokens = expected_tokens;
+  expect.with_tokens = true;
+  ChunkRead c;
+  try {
+    c = read_chunk_file(*m.ops, path, expect);
+  } catch (const std::exception& e) {  // std::bad_alloc: a miss, not a crash
+    c.error = ReadError::kIo;
+    c.detail = e.what();
+  }
+
+  std::lock_guard lk(m.mu);
+  if (c.error == ReadError::kNone) {
+    ++m.st.hits;
+    m.st.restored_bytes += c.payload.size();
+    IndexTouch& t = m.touches[hash];
+    t.hash = hash;
+    t.last_used_us = now_stamp_us();
+    ++t.hits;
+    m.wake.notify_one();
+    return std::move(c.payload);
+  }
+  ++m.st.misses;
+  if (c.error == ReadError::kIo) {
+    LOG_DEBUG("prompt cache: cannot read " + path + ": " + c.detail);
+    return std::nullopt;
+  }
+  // Missing or invalid: forget it, unless the writer replaced it meanwhile (new generation).
+  auto it = m.known.find(hash);
+  if (it == m.known.end() || it->second.generation != generation) return std::nullopt;
+  m.erase_known_locked(hash);
+  m.row_deletes.push_back(hash);
+  if (c.error == ReadError::kInvalid) {
+    ++m.st.checksum_failures;
+    m.ops->unlink(path.c_str());
+    LOG_WARN("prompt cache: deleted damaged chunk " + path + ": " + c.detail);
+  }
+  m.wake.notify_one();
+  return std::nullopt;
+}
+
+size_t ChunkStore::close(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::unique_lock lk(m.mu);
+  if (m.closed || m.stop) return 0;
+  m.closing = true;
+  m.idle.wait_for(lk, timeout, [&] { return m.queue.empty() && !m.in_flight; });
+  const size_t left = m.queue.size();
+  for (const ChunkWrite& c : m.queue) m.queued.erase(c.hash);
+  m.queue.clear();
+  m.stop = true;
+  m.wake.notify_all();
+  lk.unlock();
+  if (m.writer.joinable()) m.writer.join();
+  lk.lock();
+  m.closed = true;
+  return left;
+}
+
+Status ChunkStore::clear(bool all_models) {
+  Impl& m = *impl_;
+  std::lock_guard io(m.io_mu);
+  {
+    std::lock_guard lk(m.mu);
+    for (const ChunkWrite& c : m.queue) m.queued.erase(c.hash);  // every queued chunk is ours
+    m.queue.clear();
+  }
+  m.apply_pending();
+  auto rows = m.db->rows(false, all_models ? nullptr : &m.key);
+  if (!rows) return rows.error();
+  std::string first_error;
+  for (const IndexRow& r : *rows) {
+    const std::string path = m.path_of(r.hash);
+    if (m.ops->unlink(path.c_str()) != 0 && errno != ENOENT && first_error.empty()) {
+      first_error = "cannot delete " + path + ": " + std::strerror(errno);
+    }
+  }
+  Status removed = m.db->remove_format(all_models ? nullptr : &m.key);
+  {
+    std::lock_guard lk(m.mu);
+    for (const IndexRow& r : *rows) {
+      if (r.format == m.key) {
+        m.erase_known_locked(r.hash);
+      } else {
+        --m.st.entries;
+        m.st.bytes -= r.bytes;
+      }
+    }
+  }
+  if (!removed) return removed;
+  if (!first_error.empty()) return make_error("prompt cache: " + first_error);
+  return {};
+}
+
+StoreStats ChunkStore::stats() const {
+  std::lock_guard lk(impl_->mu);
+  StoreStats s = impl_->st;
+  s.queue_depth = impl_->queue.size() + (impl_->in_flight ? 1 : 0);
+  return s;
+}
+
+const KvFormat& ChunkStore::format() const { return impl_->format; }
+
+Status ChunkStore::check_consistency() {
+  std::lock_guard io(impl_->io_mu);
+  return impl_->check();
+}
+
+}  // namespace hearth::storage

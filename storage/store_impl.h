@@ -1,0 +1,94 @@
+// ChunkStore's insides, shared by chunk_store.cpp (open, reconcile, load, clear, checks)
+// and store_writer.cpp (the writer thread: write, insert, evict). Internal to storage/.
+//
+// Locking: `io_mu` serializes everything that changes the directory or uses the index (one
+// writer step, clear(), check_consistency(), and open() before the writer starts); `mu`
+// guards the in-memory state below and is held only briefly, never across file I/O except
+// load()'s deletion of a damaged file. Order: io_mu before mu.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "storage/chunk_file.h"
+#include "storage/chunk_store.h"
+#include "storage/index_db.h"
+
+namespace hearth::storage {
+
+// Unix time in microseconds, strictly increasing within the process, so that two chunks
+// written or used in a row never tie in LRU order.
+int64_t now_stamp_us();
+
+// The chunk files and temp files found under <dir>/chunks (in its two-hex-digit subdirs).
+struct ChunkDirScan {
+  struct File {
+    std::string path;
+    uint64_t bytes = 0;
+    int64_t mtime_us = 0;
+  };
+  std::unordered_map<uint64_t, File> chunks;
+  std::vector<std::string> temps;
+};
+ChunkDirScan scan_chunk_dir(const std::filesystem::path& chunks_dir);
+
+class ChunkStore::Impl {
+ public:
+  StoreOptions options;
+  KvFormat format;
+  std::string key;                      // format_key(format)
+  std::shared_ptr<FileOps> ops;
+  std::filesystem::path chunks_dir;     // <dir>/chunks
+  std::unique_ptr<IndexDb> db;          // under io_mu
+  bool memory_index = false;            // the directory could not hold an index
+
+  std::mutex io_mu;
+  mutable std::mutex mu;
+  std::condition_variable wake;         // the writer has something to do
+  std::condition_variable idle;         // the writer finished a step
+
+  // Under mu.
+  struct Known {
+    uint64_t generation = 0;            // changes each time the hash is (re)indexed
+    uint64_t bytes = 0;
+  };
+  std::unordered_map<uint64_t, Known> known;   // this format's indexed chunks
+  uint64_t next_generation = 1;
+  std::deque<ChunkWrite> queue;
+  std::unordered_set<uint64_t> queued;         // hashes in `queue` or being written
+  std::unordered_map<uint64_t, IndexTouch> touches;  // hits not yet in the index
+  std::vector<uint64_t> row_deletes;           // rows of chunks load() found gone or bad
+  bool in_flight = false;
+  bool closing = false;                        // enqueue() refused from now on
+  bool stop = false;                           // the writer exits when idle
+  bool closed = false;
+  StoreStats st;                               // totals and counters (queue_depth unused)
+  std::thread writer;
+
+  std::string path_of(uint64_t hash) const { return (chunks_dir / chunk_relative_path(hash)).string(); }
+
+  // Under mu: index a chunk of this format / forget it (keeping the totals right).
+  void add_known_locked(uint64_t hash, uint64_t bytes);
+  bool erase_known_locked(uint64_t hash);
+
+  // store_check.cpp; io_mu held, writer not running (reconcile) or between steps (check).
+  void reconcile();
+  Status check();
+
+  // Writer side (store_writer.cpp); io_mu held.
+  void writer_loop();
+  void apply_pending();
+  void write_chunk(ChunkWrite& chunk);
+  void evict_to_budget();
+  void stop_writing(const std::string& reason);
+  bool ensure_dir(const std::filesystem::path& dir, bool fsync_parent);
+  bool fsync_dir(const std::filesystem::path& dir);
+};
+
+}  // namespace hearth::storage

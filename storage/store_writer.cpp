@@ -1,0 +1,234 @@
+// The writer thread of the prompt cache: persists queued chunks, applies the LRU touches
+// and row deletions handed over by load(), and evicts down to the byte budget.
+//
+// Write order, and why each step is there (a kill -9 or power cut may stop it anywhere):
+//   1. write header, token ids and payload to ".<hash>.kv.tmp" in the chunk's final
+//      directory: a reader never sees a half-written file under a chunk's name, and the
+//      rename below stays within one directory (atomic).
+//   2. fsync the temp file: its bytes are on disk before any name points at them; without
+//      it a crash after the rename could leave a full-size file of zeros or stale blocks.
+//   3. rename it to "<hash>.kv": the chunk appears whole or not at all.
+//   4. fsync the directory: the rename itself is durable before the row claims the file.
+//   5. insert the row: from now on the index names a durable, complete file. A crash
+//      between 3 and 5 leaves a good file without a row, which open() re-indexes; a crash
+//      before 3 leaves a temp file, which open() deletes. A row never names a missing file
+//      (except when someone deletes files behind our back; open() drops those rows).
+// Eviction deletes the file first, then the row, so a crash in between leaves a row
+// without a file, which open() drops.
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "storage/store_impl.h"
+
+namespace hearth::storage {
+namespace {
+
+// Errors after which writing more is pointless: the disk or the directory refuses us.
+bool stops_writing(int err) { return err == ENOSPC || err == EDQUOT || err == EROFS || err == EACCES || err == EPERM; }
+
+bool write_all(FileOps& ops, int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ops.write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return false;
+    if (w == 0) {
+      errno = EIO;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+void ChunkStore::Impl::writer_loop() {
+  for (;;) {
+    std::optional<ChunkWrite> item;
+    {
+      std::unique_lock lk(mu);
+      wake.wait(lk, [&] { return stop || !queue.empty() || !touches.empty() || !row_deletes.empty(); });
+      if (!queue.empty()) {
+        item = std::move(queue.front());
+        queue.pop_front();
+        in_flight = true;
+      } else if (stop && touches.empty() && row_deletes.empty()) {
+        return;
+      }
+    }
+    {
+      std::lock_guard io(io_mu);
+      apply_pending();
+      if (item) write_chunk(*item);
+    }
+    {
+      std::lock_guard lk(mu);
+      if (item) queued.erase(item->hash);
+      in_flight = false;
+    }
+    idle.notify_all();
+  }
+}
+
+void ChunkStore::Impl::apply_pending() {
+  std::vector<uint64_t> deletes;
+  std::vector<IndexTouch> batch;
+  {
+    std::lock_guard lk(mu);
+    deletes.swap(row_deletes);
+    batch.reserve(touches.size());
+    for (auto& [hash, t] : touches) batch.push_back(t);
+    touches.clear();
+  }
+  // Failures only cost LRU accuracy or leave a row that open() or the next load() drops.
+  if (Status s = db->remove(deletes); !s) LOG_DEBUG("prompt cache: " + s.error().message);
+  if (Status s = db->touch(batch); !s) LOG_DEBUG("prompt cache: " + s.error().message);
+}
+
+void ChunkStore::Impl::stop_writing(const std::string& reason) {
+  std::lock_guard lk(mu);
+  if (!st.writing) return;
+  st.writing = false;
+  st.stopped_reason = reason;
+  // What is still queued will not be written: count it as dropped.
+  st.dropped_writes += queue.size();
+  for (const ChunkWrite& c : queue) queued.erase(c.hash);
+  queue.clear();
+  LOG_ERROR("prompt cache: stopped writing to " + options.dir.string() + ": " + reason +
+            "; chunks already cached are still served");
+}
+
+bool ChunkStore::Impl::fsync_dir(const std::filesystem::path& dir) {
+  const int fd = ops->open(dir.c_str(), O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0) return false;
+  const bool ok = ops->fsync(fd) == 0;
+  const int err = errno;
+  ops->close(fd);
+  errno = err;
+  return ok;
+}
+
+bool ChunkStore::Impl::ensure_dir(const std::filesystem::path& dir, bool fsync_parent) {
+  if (ops->mkdir(dir.c_str(), 0700) == 0) return !fsync_parent || fsync_dir(dir.parent_path());
+  return errno == EEXIST;
+}
+
+void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
+  {
+    std::lock_guard lk(mu);
+    if (!st.writing) return;  // stopped while this chunk waited (already counted dropped)
+  }
+  const std::string rel = chunk_relative_path(c.hash);
+  const std::filesystem::path subdir = chunks_dir / rel.substr(0, 2);
+  const std::string tmp = (subdir / temp_file_name(c.hash)).string();
+  const std::string final_path = (chunks_dir / rel).string();
+  const std::vector<uint8_t> prefix = encode_chunk_prefix(format, c);
+  const uint64_t file_bytes = prefix.size() + c.payload.size();
+
+  // Each failure: undo what exists, then either stop writing or count one write error.
+  auto fail = [&](const char* step, int err, const std::string* remove) {
+    if (remove) ops->unlink(remove->c_str());
+    if (stops_writing(err)) {
+      stop_writing(std::string(std::strerror(err)) + " (" + step + " " + final_path + ")");
+    } else {
+      std::lock_guard lk(mu);
+      ++st.write_errors;
+      LOG_WARN("prompt cache: " + std::string(step) + " " + final_path + ": " + std::strerror(err) +
+               "; chunk dropped");
+    }
+  };
+
+  if (!ensure_dir(chunks_dir, false) || !ensure_dir(subdir, true)) return fail("mkdir", errno, nullptr);
+  const int fd = ops->open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return fail("create", errno, nullptr);
+  bool ok = write_all(*ops, fd, prefix.data(), prefix.size()) && write_all(*ops, fd, c.payload.data(), c.payload.size());
+  const char* step = "write";
+  if (ok && ops->fsync(fd) != 0) {
+    ok = false;
+    step = "fsync";
+  }
+  int err = errno;
+  if (ops->close(fd) != 0 && ok) {
+    ok = false;
+    step = "close";
+    err = errno;
+  }
+  if (!ok) return fail(step, err, &tmp);
+  if (ops->rename(tmp.c_str(), final_path.c_str()) != 0) return fail("rename", errno, &tmp);
+  if (!fsync_dir(subdir)) return fail("fsync directory of", errno, &final_path);
+
+  IndexRow row;
+  row.hash = c.hash;
+  row.parent = c.parent;
+  row.format = key;
+  row.tokens = std::move(c.tokens);
+  row.bytes = file_bytes;
+  row.created_us = row.last_used_us = now_stamp_us();
+  if (Status s = db->insert(row); !s) {
+    const int code = db->last_error_code();
+    ops->unlink(final_path.c_str());
+    if (IndexDb::is_full_code(code)) return stop_writing("index: disk full");
+    if (IndexDb::is_readonly_code(code)) return stop_writing(s.error().message);
+    std::lock_guard lk(mu);
+    ++st.write_errors;
+    LOG_WARN("prompt cache: " + s.error().message + "; chunk dropped");
+    return;
+  }
+  {
+    std::lock_guard lk(mu);
+    add_known_locked(c.hash, file_bytes);
+    ++st.written_chunks;
+    st.written_bytes += file_bytes;
+  }
+  evict_to_budget();
+}
+
+void ChunkStore::Impl::evict_to_budget() {
+  for (;;) {
+    {
+      std::lock_guard lk(mu);
+      if (st.bytes <= options.max_bytes) return;
+    }
+    auto victims = db->eviction_candidates(16);
+    if (victims && victims->empty()) victims = db->lru_candidates(16);  // only with a parent cycle
+    if (!victims || victims->empty()) return;
+    std::vector<uint64_t> gone;
+    bool unlink_failed = false;
+    for (const IndexRow& v : *victims) {
+      const bool ours = v.format == key;
+      bool counted = true;  // false: load() already forgot it (and fixed the totals)
+      {
+        std::lock_guard lk(mu);
+        if (st.bytes <= options.max_bytes) break;
+        // Forget it before the unlink, so a load() of this hash misses instead of racing it.
+        if (ours) counted = erase_known_locked(v.hash);
+      }
+      const std::string path = path_of(v.hash);
+      if (ops->unlink(path.c_str()) != 0 && errno != ENOENT) {
+        LOG_WARN("prompt cache: cannot evict " + path + ": " + std::strerror(errno));
+        std::lock_guard lk(mu);
+        if (ours && counted) add_known_locked(v.hash, v.bytes);
+        unlink_failed = true;
+        break;
+      }
+      std::lock_guard lk(mu);
+      if (!ours) {
+        --st.entries;
+        st.bytes -= v.bytes;
+      }
+      ++st.evictions;
+      gone.push_back(v.hash);
+    }
+    if (Status s = db->remove(gone); !s) {
+      LOG_WARN("prompt cache: " + s.error().message);  // open() drops these rows later
+      return;
+    }
+    if (unlink_failed || gone.empty()) return;
+  }
+}
+
+}  // namespace hearth::storage
