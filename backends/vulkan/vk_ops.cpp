@@ -1,0 +1,561 @@
+// Per-op dispatch planning: shapes -> grids, tensors -> bound buffer ranges + element
+// offsets in push constants. Buffers are bound from an offset aligned down to
+// minStorageBufferOffsetAlignment; the shader adds the element offset of the tensor.
+#include "backends/vulkan/vk_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace hearth::vulkan {
+
+struct OpPlanner::View {
+  VkDescriptorBufferInfo info{};
+  uint32_t off = 0;     // elements (units) from the bound offset to row r0
+  uint32_t stride = 0;  // row stride in units
+  ByteRange range;      // bytes the rows occupy, for barrier tracking
+};
+
+namespace {
+
+constexpr uint32_t kWg = 64;  // WG in shaders/common.glsl
+constexpr uint32_t kMatmulTokens = 8;  // TT in shaders/matmul.comp
+constexpr int64_t kMaxHeadDim = 512;   // MAX_HD in shaders/attention.comp
+
+uint32_t div_up(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+const char* op_name(OpKind k) {
+  switch (k) {
+    case OpKind::GetRows: return "GetRows";
+    case OpKind::RmsNorm: return "RmsNorm";
+    case OpKind::MatMul: return "MatMul";
+    case OpKind::Rope: return "Rope";
+    case OpKind::Add: return "Add";
+    case OpKind::Scale: return "Scale";
+    case OpKind::GeluMul: return "GeluMul";
+    case OpKind::SiluMul: return "SiluMul";
+    case OpKind::Softcap: return "Softcap";
+    case OpKind::StoreKv: return "StoreKv";
+    case OpKind::Attention: return "Attention";
+    case OpKind::CopyRows: return "CopyRows";
+  }
+  return "?";
+}
+
+void bind(Dispatch* d, int binding, const VkDescriptorBufferInfo& info) { d->bind[binding] = info; }
+
+bool ints_ok(const IntSpan& s, const Graph& g) {
+  return static_cast<size_t>(s.offset) + s.count <= g.ints.size();
+}
+
+Status need_f32(const Tensor& t, const char* what) {
+  if (!t.valid()) return make_error(std::string(what) + " is missing");
+  if (t.type != DType::F32) return make_error(std::string(what) + " must be F32");
+  return {};
+}
+
+}  // namespace
+
+bool vulkan_supports_weight_type(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
+    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t OpPlanner::rows_per_window(const Tensor& t) const {
+  const int64_t usable = static_cast<int64_t>(ctx_.max_storage_range) - static_cast<int64_t>(ctx_.storage_align) -
+                         static_cast<int64_t>(t.row_size()) - 4;
+  if (t.row_stride == 0 || usable < 0) return std::max<int64_t>(1, t.rows);
+  return std::max<int64_t>(1, usable / static_cast<int64_t>(t.row_stride) + 1);
+}
+
+Result<OpPlanner::View> OpPlanner::view(const Tensor& t, int64_t r0, int64_t r1, size_t unit) const {
+  const auto* vb = dynamic_cast<const VulkanBuffer*>(t.buffer);
+  if (vb == nullptr) return make_error("a tensor is not in a buffer of this Vulkan backend");
+  const size_t lo = t.offset + static_cast<size_t>(r0) * t.row_stride;
+  const size_t hi = t.offset + static_cast<size_t>(r1 - 1) * t.row_stride + t.row_size();
+  if (hi > vb->bytes()) return make_error("a tensor extends past the end of its buffer");
+  if (lo % unit != 0 || t.row_stride % unit != 0)
+    return make_error("a tensor's offset or row stride is not a multiple of its element size");
+  const VkDeviceSize start = lo - lo % ctx_.storage_align;
+  VkDeviceSize range = (hi - start + 3) / 4 * 4;
+  range = std::min<VkDeviceSize>(range, vb->allocated() - start);
+  if (range > ctx_.max_storage_range)
+    return make_error("a tensor of " + std::to_string(hi - lo) + " bytes exceeds the device's storage buffer range (" +
+                      std::to_string(ctx_.max_storage_range) + " bytes)");
+  View v;
+  v.info = {vb->handle(), start, range};
+  v.off = static_cast<uint32_t>((lo - start) / unit);
+  v.stride = static_cast<uint32_t>(t.row_stride / unit);
+  v.range = {vb->handle(), lo, hi};
+  return v;
+}
+
+Status OpPlanner::plan(const Op& op, const Graph& g, std::vector<Dispatch>* out) {
+  if ((op.ia.count > 0 && !ints_ok(op.ia, g)) || (op.ib.count > 0 && !ints_ok(op.ib, g)))
+    return make_error(std::string("vulkan: ") + op_name(op.kind) + ": integer inputs outside Graph::ints");
+  Status st;
+  switch (op.kind) {
+    case OpKind::GetRows: st = get_rows(op, out); break;
+    case OpKind::RmsNorm: st = rms_norm(op, out); break;
+    case OpKind::MatMul: st = matmul(op, out); break;
+    case OpKind::Rope: st = rope(op, out); break;
+    case OpKind::Add:
+    case OpKind::Scale:
+    case OpKind::GeluMul:
+    case OpKind::SiluMul:
+    case OpKind::Softcap: st = elementwise(op, out); break;
+    case OpKind::StoreKv: st = store_kv(op, out); break;
+    case OpKind::Attention: st = attention(op, out); break;
+    case OpKind::CopyRows: st = copy_rows(op, out); break;
+  }
+  if (!st) return make_error(std::string("vulkan: ") + op_name(op.kind) + ": " + st.error().message);
+  return {};
+}
+
+#define HEARTH_TRY_VIEW(var, expr) \
+  Result<View> var##_r = (expr);   \
+  if (!var##_r) return var##_r.error(); \
+  const View& var = *var##_r;
+
+Status OpPlanner::get_rows(const Op& op, std::vector<Dispatch>* out) {
+  const Tensor& table = op.src0;
+  if (!table.valid() || !vulkan_supports_weight_type(table.type))
+    return make_error(std::string("unsupported table type ") + (table.valid() ? dtype_name(table.type) : "(none)"));
+  if (Status st = need_f32(op.dst, "dst"); !st) return st;
+  const int64_t n = op.ia.count;
+  if (n == 0 || table.rows == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("get_rows", static_cast<uint32_t>(table.type), false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, n, 4));
+  const int64_t window = rows_per_window(table);
+  for (int64_t w0 = 0; w0 < table.rows; w0 += window) {
+    const int64_t w1 = std::min(table.rows, w0 + window);
+    HEARTH_TRY_VIEW(src, view(table, w0, w1, 1));
+    Dispatch d;
+    d.pipeline = *pipe;
+    bind(&d, 0, dst.info);
+    bind(&d, 1, src.info);
+    d.pc.d_off = dst.off;
+    d.pc.d_stride = dst.stride;
+    d.pc.s0_off = src.off;
+    d.pc.s0_stride = src.stride;
+    d.pc.ne0 = static_cast<uint32_t>(table.ne0);
+    d.pc.rows = static_cast<uint32_t>(n);
+    d.pc.ia_off = op.ia.offset;
+    d.pc.u0 = static_cast<uint32_t>(w0);
+    d.pc.u1 = static_cast<uint32_t>(w1);
+    d.pc.f0 = op.f0;
+    d.groups[0] = div_up(div_up(table.ne0, 32), kWg);
+    d.groups[1] = static_cast<uint32_t>(n);
+    d.reads[0] = src.range;
+    d.writes[0] = dst.range;
+    out->push_back(d);
+  }
+  return {};
+}
+
+Status OpPlanner::rms_norm(const Op& op, std::vector<Dispatch>* out) {
+  for (const auto& [t, what] : {std::pair{&op.dst, "dst"}, {&op.src0, "src0"}, {&op.src1, "src1"}})
+    if (Status st = need_f32(*t, what); !st) return st;
+  const int64_t chunk = op.src1.ne0;
+  if (chunk <= 0 || op.src0.ne0 % chunk != 0) return make_error("src0.ne0 is not a multiple of the weight length");
+  if (op.src0.rows == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("rms_norm", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, op.src0.rows, 4));
+  HEARTH_TRY_VIEW(src, view(op.src0, 0, op.src0.rows, 4));
+  HEARTH_TRY_VIEW(w, view(op.src1, 0, 1, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst.info);
+  bind(&d, 1, src.info);
+  bind(&d, 2, w.info);
+  d.pc.d_off = dst.off;
+  d.pc.d_stride = dst.stride;
+  d.pc.s0_off = src.off;
+  d.pc.s0_stride = src.stride;
+  d.pc.s1_off = w.off;
+  d.pc.ne0 = static_cast<uint32_t>(chunk);
+  d.pc.rows = static_cast<uint32_t>(op.src0.rows);
+  d.pc.f0 = op.f0;
+  d.groups[0] = static_cast<uint32_t>(op.src0.ne0 / chunk);
+  d.groups[1] = static_cast<uint32_t>(op.src0.rows);
+  d.reads[0] = src.range;
+  d.reads[1] = w.range;
+  d.writes[0] = dst.range;
+  out->push_back(d);
+  return {};
+}
+
+Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
+  const Tensor& w = op.src0;
+  if (!w.valid() || !vulkan_supports_weight_type(w.type))
+    return make_error(std::string("unsupported weight type ") + (w.valid() ? dtype_name(w.type) : "(none)"));
+  if (Status st = need_f32(op.src1, "src1"); !st) return st;
+  if (Status st = need_f32(op.dst, "dst"); !st) return st;
+  if (op.src1.ne0 != w.ne0) return make_error("src1.ne0 differs from the weights' row length");
+  const int64_t n_out = w.rows, n_tok = op.src1.rows;
+  if (n_out == 0 || n_tok == 0) return {};
+  // One token: the matrix-vector variant (TT = 1); batches: 8 tokens per weight read.
+  const uint32_t tile = n_tok == 1 ? 1 : kMatmulTokens;
+  // Lanes per output row: on a CPU device (lavapipe) every invocation costs the same
+  // whether it has work or not, so one lane takes a whole row; GPUs spread a row's chunks
+  // over up to 32 lanes (adjacent lanes read adjacent blocks).
+  const int64_t n_chunks = (w.ne0 + 31) / 32;
+  // HEARTH_VK_MATMUL_LANES (1..64, a power of two) overrides it, e.g. to test the GPU
+  // layout on lavapipe.
+  static const uint32_t forced_lanes = [] {
+    const char* v = std::getenv("HEARTH_VK_MATMUL_LANES");
+    const long n = v ? std::strtol(v, nullptr, 10) : 0;
+    return n >= 1 && n <= 64 && (n & (n - 1)) == 0 ? static_cast<uint32_t>(n) : 0u;
+  }();
+  uint32_t lanes = 1;
+  if (forced_lanes != 0) {
+    lanes = forced_lanes;
+  } else if (ctx_.props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    while (lanes < 32 && lanes < n_chunks) lanes *= 2;
+  }
+  const uint32_t rows_per_group = kWg / lanes;
+  Result<VkPipeline> pipe = pipelines_.get("matmul", static_cast<uint32_t>(w.type), false, tile, lanes);
+  if (!pipe) return pipe.error();
+  const auto& lim = ctx_.props.limits.maxComputeWorkGroupCount;
+  const int64_t row_chunk = std::min<int64_t>(rows_per_window(w), lim[0]);
+  Tensor dst_rows = op.dst;  // dst windows cover whole rows of n_out outputs
+  const int64_t tok_chunk = std::min<int64_t>({rows_per_window(op.src1), rows_per_window(dst_rows),
+                                               static_cast<int64_t>(lim[1]) * tile});
+  for (int64_t t0 = 0; t0 < n_tok; t0 += tok_chunk) {
+    const int64_t t1 = std::min(n_tok, t0 + tok_chunk);
+    HEARTH_TRY_VIEW(x, view(op.src1, t0, t1, 4));
+    HEARTH_TRY_VIEW(y, view(op.dst, t0, t1, 4));
+    for (int64_t o0 = 0; o0 < n_out; o0 += row_chunk) {
+      const int64_t o1 = std::min(n_out, o0 + row_chunk);
+      HEARTH_TRY_VIEW(wv, view(w, o0, o1, 1));
+      Dispatch d;
+      d.pipeline = *pipe;
+      bind(&d, 0, y.info);
+      bind(&d, 1, wv.info);
+      bind(&d, 2, x.info);
+      d.pc.d_off = y.off;
+      d.pc.d_stride = y.stride;
+      d.pc.s0_off = wv.off;
+      d.pc.s0_stride = wv.stride;
+      d.pc.s1_off = x.off;
+      d.pc.s1_stride = x.stride;
+      d.pc.ne0 = static_cast<uint32_t>(w.ne0);
+      d.pc.rows = static_cast<uint32_t>(t1 - t0);
+      d.pc.u0 = static_cast<uint32_t>(o0);
+      d.pc.n_ia = static_cast<uint32_t>(o1 - o0);
+      d.groups[0] = div_up(o1 - o0, rows_per_group);
+      d.groups[1] = div_up(t1 - t0, tile);
+      d.reads[0] = wv.range;
+      d.reads[1] = x.range;
+      d.writes[0] = y.range;
+      out->push_back(d);
+    }
+  }
+  return {};
+}
+
+Status OpPlanner::rope(const Op& op, std::vector<Dispatch>* out) {
+  if (Status st = need_f32(op.dst, "dst"); !st) return st;
+  const int64_t head_dim = op.i0, n_rot = op.i1;
+  if (head_dim <= 0 || op.dst.ne0 % head_dim != 0) return make_error("dst.ne0 is not a multiple of head_dim");
+  if (n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0) return make_error("rotated dims must be even and <= head_dim");
+  if (op.i2 != kRopeNormal && op.i2 != kRopeNeox) return make_error("unknown rope layout");
+  if (static_cast<int64_t>(op.ia.count) != op.dst.rows) return make_error("one position per row is required");
+  if (op.dst.rows == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("rope", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, op.dst.rows, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst.info);
+  d.pc.d_off = dst.off;
+  d.pc.d_stride = dst.stride;
+  d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
+  d.pc.rows = static_cast<uint32_t>(op.dst.rows);
+  d.pc.ia_off = op.ia.offset;
+  d.pc.i0 = op.i0;
+  d.pc.i1 = op.i1;
+  d.pc.i2 = op.i2;
+  d.pc.f0 = std::pow(op.f0, -2.0f / static_cast<float>(n_rot));  // as the CPU backend computes it
+  d.pc.f1 = op.f1;
+  d.groups[0] = div_up(op.dst.ne0 / head_dim * (n_rot / 2), kWg);
+  d.groups[1] = static_cast<uint32_t>(op.dst.rows);
+  d.reads[0] = dst.range;
+  d.writes[0] = dst.range;
+  out->push_back(d);
+  return {};
+}
+
+Status OpPlanner::elementwise(const Op& op, std::vector<Dispatch>* out) {
+  uint32_t code = 0;
+  bool binary = true;
+  switch (op.kind) {
+    case OpKind::Add: code = 0; break;
+    case OpKind::Scale: code = 1; binary = false; break;
+    case OpKind::GeluMul: code = 2; break;
+    case OpKind::SiluMul: code = 3; break;
+    default: code = 4; binary = false; break;  // Softcap
+  }
+  if (Status st = need_f32(op.dst, "dst"); !st) return st;
+  if (Status st = need_f32(op.src0, "src0"); !st) return st;
+  if (binary) {
+    if (Status st = need_f32(op.src1, "src1"); !st) return st;
+    if (op.src1.ne0 != op.dst.ne0 || op.src1.rows < op.dst.rows) return make_error("src1's shape differs from dst's");
+  }
+  if (op.src0.ne0 != op.dst.ne0 || op.src0.rows < op.dst.rows) return make_error("src0's shape differs from dst's");
+  const int64_t rows = op.dst.rows;
+  if (rows == 0 || op.dst.ne0 == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("elementwise", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, rows, 4));
+  HEARTH_TRY_VIEW(a, view(op.src0, 0, rows, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst.info);
+  bind(&d, 1, a.info);
+  d.pc.d_off = dst.off;
+  d.pc.d_stride = dst.stride;
+  d.pc.s0_off = a.off;
+  d.pc.s0_stride = a.stride;
+  d.reads[0] = a.range;
+  if (binary) {
+    HEARTH_TRY_VIEW(b, view(op.src1, 0, rows, 4));
+    bind(&d, 2, b.info);
+    d.pc.s1_off = b.off;
+    d.pc.s1_stride = b.stride;
+    d.reads[1] = b.range;
+  }
+  d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
+  d.pc.rows = static_cast<uint32_t>(rows);
+  d.pc.f0 = op.f0;
+  d.pc.u0 = code;
+  d.groups[0] = div_up(op.dst.ne0, kWg);
+  d.groups[1] = static_cast<uint32_t>(rows);
+  d.writes[0] = dst.range;
+  out->push_back(d);
+  return {};
+}
+
+Status OpPlanner::store_kv(const Op& op, std::vector<Dispatch>* out) {
+  if (Status st = need_f32(op.src0, "src0 (keys)"); !st) return st;
+  if (Status st = need_f32(op.src1, "src1 (values)"); !st) return st;
+  const DType ct = op.src2.type;
+  if (!op.src2.valid() || !op.src3.valid() || op.src3.type != ct || (ct != DType::F16 && ct != DType::F32))
+    return make_error("the K and V caches must both be F16 or both F32");
+  const int64_t n = op.ia.count, ne0 = op.src0.ne0;
+  if (op.src1.ne0 != ne0 || op.src2.ne0 != ne0 || op.src3.ne0 != ne0) return make_error("row lengths differ");
+  if (ne0 % 2 != 0) return make_error("the KV row length must be even");
+  if (op.src0.rows < n || op.src1.rows < n) return make_error("fewer key/value rows than slots");
+  if (n == 0) return {};
+  const size_t unit = ct == DType::F16 ? 2 : 4;
+  if (ct == DType::F16 && !ctx_.use_fp16 &&
+      ((op.src2.offset | op.src2.row_stride | op.src3.offset | op.src3.row_stride) % 4 != 0))
+    return make_error("F16 cache rows must start on 4-byte boundaries");
+  Result<VkPipeline> pipe = pipelines_.get("store_kv", ct == DType::F16 ? 1 : 0, ct == DType::F16);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(k, view(op.src0, 0, n, 4));
+  HEARTH_TRY_VIEW(v, view(op.src1, 0, n, 4));
+  HEARTH_TRY_VIEW(kc, view(op.src2, 0, op.src2.rows, unit));
+  HEARTH_TRY_VIEW(vc, view(op.src3, 0, op.src3.rows, unit));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 1, k.info);
+  bind(&d, 2, v.info);
+  bind(&d, 3, kc.info);
+  bind(&d, 4, vc.info);
+  d.pc.s0_off = k.off;
+  d.pc.s0_stride = k.stride;
+  d.pc.s1_off = v.off;
+  d.pc.s1_stride = v.stride;
+  d.pc.s2_off = kc.off;
+  d.pc.s2_stride = kc.stride;
+  d.pc.s3_off = vc.off;
+  d.pc.s3_stride = vc.stride;
+  d.pc.ne0 = static_cast<uint32_t>(ne0);
+  d.pc.rows = static_cast<uint32_t>(n);
+  d.pc.ia_off = op.ia.offset;
+  d.groups[0] = div_up(ne0 / 2, kWg);
+  d.groups[1] = static_cast<uint32_t>(n);
+  d.reads[0] = k.range;
+  d.reads[1] = v.range;
+  d.writes[0] = kc.range;
+  d.writes[1] = vc.range;
+  out->push_back(d);
+  return {};
+}
+
+// Long caches with few (query row, head) pairs (decode) leave a GPU mostly idle with one
+// workgroup per pair; splitting the positions over up to 32 workgroups (>= 512 positions
+// each) and merging the partials fixes that. CPU devices (lavapipe) gain nothing from it.
+// HEARTH_VK_ATTN_SPLIT=n forces n splits (for tests).
+uint32_t OpPlanner::attention_splits(const Op& op) const {
+  static const long forced = [] {
+    const char* v = std::getenv("HEARTH_VK_ATTN_SPLIT");
+    return v ? std::strtol(v, nullptr, 10) : 0L;
+  }();
+  const int64_t n_kv = op.ib.count, pairs = op.src0.rows * op.i0;
+  int64_t span = n_kv;
+  if (op.i3 > 0) span = std::min<int64_t>(span, op.i3);
+  int64_t splits = 1;
+  if (forced > 0) {
+    splits = forced;
+  } else if (ctx_.props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && pairs < 256 && span > 1024) {
+    splits = std::min<int64_t>(32, (span + 511) / 512);
+  }
+  splits = std::max<int64_t>(1, std::min<int64_t>(splits, (span + kWg - 1) / kWg));
+  while (splits > 1 && split_scratch_bytes(op, static_cast<uint32_t>(splits)) > ctx_.max_storage_range) splits /= 2;
+  return static_cast<uint32_t>(splits);
+}
+
+size_t OpPlanner::split_scratch_bytes(const Op& op, uint32_t splits) {
+  return static_cast<size_t>(op.src0.rows) * static_cast<size_t>(op.i0) * splits *
+         (static_cast<size_t>(op.i2) + 2) * sizeof(float);
+}
+
+Status OpPlanner::prepare(const Graph& graph) {
+  size_t need = 0;
+  for (const Op& op : graph.ops) {
+    if (op.kind != OpKind::Attention || op.i0 <= 0 || op.i2 <= 0) continue;
+    const uint32_t s = attention_splits(op);
+    if (s > 1) need = std::max(need, split_scratch_bytes(op, s));
+  }
+  if (need == 0 || (scratch_.buffer && scratch_.bytes >= need)) return {};
+  destroy_buffer(ctx_, &scratch_);  // the previous pass has completed
+  Result<DeviceBuffer> b = create_buffer(ctx_, need, false);
+  if (!b) return b.error();
+  scratch_ = *b;
+  return {};
+}
+
+Status OpPlanner::attention(const Op& op, std::vector<Dispatch>* out) {
+  if (Status st = need_f32(op.src0, "src0 (queries)"); !st) return st;
+  if (Status st = need_f32(op.dst, "dst"); !st) return st;
+  const DType ct = op.src2.type;
+  if (!op.src2.valid() || !op.src3.valid() || op.src3.type != ct || (ct != DType::F16 && ct != DType::F32))
+    return make_error("the K and V caches must both be F16 or both F32");
+  const int64_t n_heads = op.i0, n_kv_heads = op.i1, head_dim = op.i2;
+  if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0) return make_error("n_heads must be a multiple of n_kv_heads");
+  if (head_dim <= 0 || head_dim > kMaxHeadDim) return make_error("head_dim must be in 1..512");
+  if (op.src0.ne0 != n_heads * head_dim || op.dst.ne0 != n_heads * head_dim) return make_error("Q/dst rows are not n_heads * head_dim");
+  if (op.src2.ne0 != n_kv_heads * head_dim || op.src3.ne0 != n_kv_heads * head_dim)
+    return make_error("cache rows are not n_kv_heads * head_dim");
+  const int64_t n_q = op.src0.rows;
+  if (static_cast<int64_t>(op.ia.count) != n_q) return make_error("one position per query row is required");
+  if (n_q == 0) return {};
+  const size_t unit = ct == DType::F16 ? 2 : 4;
+  Result<VkPipeline> pipe = pipelines_.get("attention", ct == DType::F16 ? 1 : 0, ct == DType::F16);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(q, view(op.src0, 0, n_q, 4));
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, n_q, 4));
+  HEARTH_TRY_VIEW(kc, view(op.src2, 0, op.src2.rows, unit));
+  HEARTH_TRY_VIEW(vc, view(op.src3, 0, op.src3.rows, unit));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst.info);
+  bind(&d, 1, q.info);
+  bind(&d, 3, kc.info);
+  bind(&d, 4, vc.info);
+  d.pc.d_off = dst.off;
+  d.pc.d_stride = dst.stride;
+  d.pc.s0_off = q.off;
+  d.pc.s0_stride = q.stride;
+  d.pc.s2_off = kc.off;
+  d.pc.s2_stride = kc.stride;
+  d.pc.s3_off = vc.off;
+  d.pc.s3_stride = vc.stride;
+  d.pc.rows = static_cast<uint32_t>(n_q);
+  d.pc.ia_off = op.ia.offset;
+  d.pc.n_ia = op.ia.count;
+  d.pc.ib_off = op.ib.offset;
+  d.pc.n_ib = op.ib.count;
+  d.pc.i0 = op.i0;
+  d.pc.i1 = op.i1;
+  d.pc.i2 = op.i2;
+  d.pc.i3 = op.i3;
+  d.pc.f0 = op.f0;
+  d.pc.f1 = op.f1;
+  d.groups[0] = static_cast<uint32_t>(n_heads);
+  d.groups[1] = static_cast<uint32_t>(n_q);
+  d.reads[0] = q.range;
+  d.reads[1] = kc.range;
+  d.reads[2] = vc.range;
+  d.writes[0] = dst.range;
+  const uint32_t splits = attention_splits(op);
+  if (splits == 1) {
+    out->push_back(d);
+    return {};
+  }
+  // Split: partials into the scratch buffer, then one merge per (query row, head).
+  const size_t part_bytes = split_scratch_bytes(op, splits);
+  if (!scratch_.buffer || scratch_.bytes < part_bytes) return make_error("split attention scratch was not prepared");
+  Result<VkPipeline> split_pipe = pipelines_.get("attention", ct == DType::F16 ? 1 : 0, ct == DType::F16, 1);
+  if (!split_pipe) return split_pipe.error();
+  Result<VkPipeline> merge_pipe = pipelines_.get("attention_combine", 0, false);
+  if (!merge_pipe) return merge_pipe.error();
+  const VkDescriptorBufferInfo part_info{scratch_.buffer, 0, part_bytes};
+  const ByteRange part_range{scratch_.buffer, 0, part_bytes};
+  int64_t span = op.ib.count;
+  if (op.i3 > 0) span = std::min<int64_t>(span, op.i3);
+  d.pipeline = *split_pipe;
+  bind(&d, 0, VkDescriptorBufferInfo{});
+  bind(&d, 2, part_info);
+  d.pc.u0 = splits;
+  d.pc.u1 = div_up(span, splits);
+  d.groups[2] = splits;
+  d.writes[0] = part_range;
+  out->push_back(d);
+  Dispatch m;
+  m.pipeline = *merge_pipe;
+  bind(&m, 0, dst.info);
+  bind(&m, 1, part_info);
+  m.pc.d_off = dst.off;
+  m.pc.d_stride = dst.stride;
+  m.pc.i0 = op.i0;
+  m.pc.i2 = op.i2;
+  m.pc.u0 = splits;
+  m.groups[0] = static_cast<uint32_t>(n_heads);
+  m.groups[1] = static_cast<uint32_t>(n_q);
+  m.reads[0] = part_range;
+  m.writes[0] = dst.range;
+  out->push_back(m);
+  return {};
+}
+
+Status OpPlanner::copy_rows(const Op& op, std::vector<Dispatch>* out) {
+  if (Status st = need_f32(op.src0, "src0"); !st) return st;
+  if (Status st = need_f32(op.dst, "dst"); !st) return st;
+  if (op.src0.ne0 != op.dst.ne0) return make_error("row lengths differ");
+  const int64_t n = op.ia.count;
+  if (n == 0 || op.src0.rows == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("copy_rows", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, n, 4));
+  HEARTH_TRY_VIEW(src, view(op.src0, 0, op.src0.rows, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst.info);
+  bind(&d, 1, src.info);
+  d.pc.d_off = dst.off;
+  d.pc.d_stride = dst.stride;
+  d.pc.s0_off = src.off;
+  d.pc.s0_stride = src.stride;
+  d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
+  d.pc.rows = static_cast<uint32_t>(n);
+  d.pc.ia_off = op.ia.offset;
+  d.groups[0] = div_up(op.dst.ne0, kWg);
+  d.groups[1] = static_cast<uint32_t>(n);
+  d.reads[0] = src.range;
+  d.writes[0] = dst.range;
+  out->push_back(d);
+  return {};
+}
+
+}  // namespace hearth::vulkan

@@ -1,0 +1,46 @@
+// Turns each Op of a Graph into dispatches (pipeline, bindings, push constants, grid and
+// the byte ranges it reads and writes). Internal to backends/vulkan/.
+#pragma once
+
+#include <vector>
+
+#include "backends/vulkan/vk_recorder.h"
+
+namespace hearth::vulkan {
+
+bool vulkan_supports_weight_type(DType t);
+
+class OpPlanner {
+ public:
+  OpPlanner(const Context& ctx, Pipelines& pipelines) : ctx_(ctx), pipelines_(pipelines) {}
+  ~OpPlanner() { destroy_buffer(ctx_, &scratch_); }
+  OpPlanner(const OpPlanner&) = delete;
+  OpPlanner& operator=(const OpPlanner&) = delete;
+  // Before planning a graph: sizes the scratch buffer split attention needs.
+  Status prepare(const Graph& graph);
+  // Appends the dispatches of `op` to `out` (several when a tensor is larger than the
+  // device's storage-buffer range and the op can be split by rows).
+  Status plan(const Op& op, const Graph& graph, std::vector<Dispatch>* out);
+
+ private:
+  struct View;
+  Result<View> view(const Tensor& t, int64_t r0, int64_t r1, size_t unit) const;
+  int64_t rows_per_window(const Tensor& t) const;
+  Status get_rows(const Op& op, std::vector<Dispatch>* out);
+  Status rms_norm(const Op& op, std::vector<Dispatch>* out);
+  Status matmul(const Op& op, std::vector<Dispatch>* out);
+  Status rope(const Op& op, std::vector<Dispatch>* out);
+  Status elementwise(const Op& op, std::vector<Dispatch>* out);
+  Status store_kv(const Op& op, std::vector<Dispatch>* out);
+  Status attention(const Op& op, std::vector<Dispatch>* out);
+  Status copy_rows(const Op& op, std::vector<Dispatch>* out);
+  // How many workgroups share one (query row, head) of an Attention op (1: no split).
+  uint32_t attention_splits(const Op& op) const;
+  static size_t split_scratch_bytes(const Op& op, uint32_t splits);
+
+  const Context& ctx_;
+  Pipelines& pipelines_;
+  DeviceBuffer scratch_;  // split attention partials (device-local)
+};
+
+}  // namespace hearth::vulkan

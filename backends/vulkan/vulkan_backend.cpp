@@ -1,0 +1,114 @@
+// The Backend implementation: ties the context, memory, pipelines and recorder together.
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <cstring>
+
+#include "backends/vulkan/vk_context.h"
+#include "backends/vulkan/vk_memory.h"
+#include "backends/vulkan/vk_ops.h"
+#include "backends/vulkan/vk_pipelines.h"
+#include "backends/vulkan/vk_recorder.h"
+#include "common/log.h"
+
+namespace hearth::vulkan {
+namespace {
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(std::unique_ptr<Context> ctx)
+      : ctx_(std::move(ctx)),
+        sub_(*ctx_),
+        transfers_(*ctx_, sub_),
+        pipelines_(*ctx_),
+        recorder_(*ctx_, pipelines_, sub_),
+        planner_(*ctx_, pipelines_) {}
+
+  Status init() {
+    if (Status st = sub_.init(); !st) return st;
+    return pipelines_.init();
+  }
+
+  DeviceInfo info() const override {
+    DeviceInfo d;
+    d.kind = "vulkan";
+    d.name = "vulkan: " + ctx_->info.name + " (" + ctx_->info.type + ")";
+    d.memory_bytes = ctx_->info.device_local_bytes;
+    return d;
+  }
+
+  Result<std::unique_ptr<Buffer>> alloc(size_t bytes, BufferKind kind) override {
+    Result<DeviceBuffer> b = create_buffer(*ctx_, bytes, false);
+    if (!b) return b.error();
+    std::unique_ptr<Buffer> buf = std::make_unique<VulkanBuffer>(ctx_.get(), *b, bytes, kind);
+    return buf;
+  }
+
+  Result<std::unique_ptr<Buffer>> upload_weights(const void* host, size_t bytes) override {
+    Result<std::unique_ptr<Buffer>> buf = alloc(bytes, BufferKind::Weights);
+    if (!buf) return buf.error();
+    const auto* vb = static_cast<VulkanBuffer*>(buf->get());
+    if (Status st = transfers_.write(vb->handle(), 0, host, bytes); !st) return st.error();
+    return buf;
+  }
+
+  bool supports_weight_type(DType t) const override { return vulkan_supports_weight_type(t); }
+
+  void write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
+    auto* vb = dynamic_cast<VulkanBuffer*>(&dst);
+    if (vb == nullptr || offset + bytes > vb->bytes()) {
+      LOG_ERROR("vulkan: write outside a buffer of this backend");
+      return;
+    }
+    if (bytes == 0) return;
+    if (Status st = transfers_.write(vb->handle(), offset, src, bytes); !st) LOG_ERROR(st.error().message);
+  }
+
+  void read(const Buffer& src, size_t offset, void* dst, size_t bytes) override {
+    const auto* vb = dynamic_cast<const VulkanBuffer*>(&src);
+    if (vb == nullptr || offset + bytes > vb->bytes()) {
+      LOG_ERROR("vulkan: read outside a buffer of this backend");
+      return;
+    }
+    if (bytes == 0) return;
+    if (Status st = transfers_.read(vb->handle(), offset, dst, bytes); !st) LOG_ERROR(st.error().message);
+  }
+
+  Status execute(const Graph& graph) override {
+    dispatches_.clear();
+    if (Status st = planner_.prepare(graph); !st) return st;
+    for (const Op& op : graph.ops)
+      if (Status st = planner_.plan(op, graph, &dispatches_); !st) return st;
+    Status st = recorder_.run(dispatches_, graph);
+    if (st && log_level() <= LogLevel::Debug) {
+      const ExecuteStats& s = recorder_.last_stats();
+      LOG_DEBUG("vulkan: pass of " + std::to_string(graph.ops.size()) + " ops, " + std::to_string(s.dispatches) +
+                " dispatches, " + std::to_string(s.barriers) + " barriers");
+    }
+    return st;
+  }
+
+ private:
+  std::unique_ptr<Context> ctx_;  // first: destroyed last
+  Submitter sub_;
+  Transfers transfers_;
+  Pipelines pipelines_;
+  Recorder recorder_;
+  OpPlanner planner_;
+  std::vector<Dispatch> dispatches_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_vulkan_backend(const VulkanOptions& options) {
+  Result<std::unique_ptr<Context>> ctx = create_context(options);
+  if (!ctx) return ctx.error();
+  const VulkanDeviceInfo& d = (*ctx)->info;
+  LOG_INFO("vulkan: using " + d.name + " (" + d.type + ", " + d.driver + "; fp16 storage " +
+           (d.fp16_storage ? "yes" : "no") + ", subgroup " + std::to_string(d.subgroup_size) + ")");
+  auto backend = std::make_unique<VulkanBackend>(std::move(*ctx));
+  if (Status st = backend->init(); !st) return st.error();
+  std::unique_ptr<Backend> b = std::move(backend);
+  return b;
+}
+
+}  // namespace hearth::vulkan
