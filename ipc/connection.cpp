@@ -14,9 +14,11 @@
 #include <cerrno>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "common/log.h"
 #include "engine/scheduler/scheduler.h"
+#include "ipc/cache_routes.h"
 #include "ipc/openai.h"
 
 namespace hearth::ipc {
@@ -68,6 +70,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
 
   ~Connection() {
     disarm_waker();
+    if (call_thread_.joinable()) call_thread_.join();
     if (handle_) handle_->cancel();
     if (id_ != 0) state_.remove_connection(id_);
   }
@@ -179,6 +182,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       RouteResult result = route(request, ctx);
       if (auto* response = std::get_if<HttpResponse>(&result)) {
         if (!co_await write_response(*response, version, keep_alive) || !keep_alive) break;
+      } else if (auto* call = std::get_if<EngineCall>(&result)) {
+        if (!co_await run_engine_call(std::move(*call), version, keep_alive)) break;
       } else {
         if (!co_await run_generation(std::get<GenerationJob>(std::move(result)), version, keep_alive)) break;
       }
@@ -259,17 +264,16 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     co_return !ec;
   }
 
-  // Submits the job and relays its events: SSE chunks as they come (stream) or one
-  // response at the end. Returns whether the connection may serve another request.
-  net::awaitable<bool> run_generation(GenerationJob job, unsigned version, bool keep_alive) {
-    // The engine may keep the handle (and this callback) after the connection and even the
-    // io_context are gone, so the callback holds no executor of its own: it reaches this
-    // strand through a Waker that the connection disarms when it ends.
+  // A function another thread calls to wake this connection's wait on wake_: it posts,
+  // never blocks. The engine may keep it (inside a RequestHandle) after the connection and
+  // even the io_context are gone, so it holds no executor of its own: it reaches this
+  // strand through a Waker that the connection disarms when it ends.
+  std::function<void()> arm_waker() {
     disarm_waker();
     waker_ = std::make_shared<Waker>();
     waker_->executor = stream_.get_executor();
     waker_->connection = this->shared_from_this();
-    auto on_event = [gate = state_.gate, waker = waker_] {  // on the engine thread: posts, never blocks
+    return [gate = state_.gate, waker = waker_] {
       std::lock_guard<std::mutex> gate_lock(gate->mutex);
       std::lock_guard<std::mutex> lock(waker->mutex);
       if (!gate->open || !waker->executor) return;
@@ -277,6 +281,57 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         if (auto self = weak.lock()) self->wake_.cancel();
       });
     };
+  }
+
+  // Runs call.run on a thread of its own (it may wait for the engine thread), waits for it
+  // without blocking the io thread, and sends its response. The wait does not end early on
+  // stop(): the call holds the engine and is bounded by one engine step.
+  net::awaitable<bool> run_engine_call(EngineCall call, unsigned version, bool keep_alive) {
+    struct CallResult {
+      std::mutex mutex;
+      std::optional<HttpResponse> response;
+    };
+    auto outcome = std::make_shared<CallResult>();
+    std::function<void()> wake = arm_waker();
+    call_thread_ = std::thread([run = std::move(call.run), engine = std::move(call.engine), outcome, wake] {
+      HttpResponse r;
+      try {
+        r = run();
+      } catch (const std::exception& e) {
+        r = error_response(internal_error(e.what()));
+      } catch (...) {
+        r = error_response(internal_error("the engine call failed"));
+      }
+      {
+        std::lock_guard<std::mutex> lock(outcome->mutex);
+        outcome->response = std::move(r);
+      }
+      wake();
+    });
+    std::optional<HttpResponse> response;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(outcome->mutex);
+        response = std::move(outcome->response);
+      }
+      if (response) break;
+      // As in run_generation: the wake-up posted after the check lands while we wait.
+      beast::error_code ec;
+      wake_.expires_at(net::steady_timer::time_point::max());
+      co_await wake_.async_wait(redirect(ec));
+    }
+    call_thread_.join();
+    disarm_waker();
+    if (closing_) co_return false;
+    co_return co_await write_response(*response, version, keep_alive) && keep_alive;
+  }
+
+  // Submits the job and relays its events: SSE chunks as they come (stream) or one
+  // response at the end (a warm job: its counts, never text). Returns whether the
+  // connection may serve another request.
+  net::awaitable<bool> run_generation(GenerationJob job, unsigned version, bool keep_alive) {
+    if (job.warm) job.stream = false;
+    auto on_event = arm_waker();  // on the engine thread: posts, never blocks
     Submitted submitted = job.engine->scheduler->submit(std::move(job.request), std::move(on_event));
     if (submitted.status != SubmitStatus::Accepted) {
       co_return co_await write_response(submit_error_response(submitted), version, keep_alive) && keep_alive;
@@ -312,6 +367,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         if (done) break;
         switch (ev.kind) {
           case RequestEvent::Kind::Text:
+            if (job.warm) break;  // a warm request answers with counts, never text
             if (job.stream) {
               out += sse_event(chunk_text(job.meta, ev.text));
             } else {
@@ -324,6 +380,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
               out += sse_event(chunk_finish(job.meta, ev));
               if (job.meta.include_usage) out += sse_event(chunk_usage(job.meta, ev));
               out += "data: [DONE]\n\n";
+            } else if (job.warm) {
+              response = warm_response(job.meta, ev);
             } else {
               response = HttpResponse{200, "application/json", completion_body(job.meta, text, ev), ""};
             }
@@ -434,6 +492,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   uint64_t id_ = 0;
   std::shared_ptr<RequestHandle> handle_;  // the generation running now, if any
   std::shared_ptr<Waker> waker_;           // its wake-up path, disarmed when it ends
+  std::thread call_thread_;                // runs an EngineCall; joined before the next request
   bool closing_ = false;                   // stop() closed us
   bool head_only_ = false;                 // the request being answered is a HEAD
   bool watching_ = false;

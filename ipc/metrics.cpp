@@ -62,6 +62,64 @@ void histogram_seconds(std::string& out, const char* name, const char* help, con
   out += "_count " + number(h.count) + "\n";
 }
 
+// One sample of a labelled family: name{label="value"} v.
+template <class T>
+void labelled(std::string& out, const char* name, const char* label, const char* value, T v) {
+  out += name;
+  out += '{';
+  out += label;
+  out += "=\"";
+  out += value;
+  out += "\"} ";
+  out += number(v);
+  out += '\n';
+}
+
+// Memory and disk tiers of one family.
+template <class T>
+void tiers(std::string& out, const char* name, const char* type, const char* help, T memory, T disk) {
+  header(out, name, type, help);
+  labelled(out, name, "tier", "memory", memory);
+  labelled(out, name, "tier", "disk", disk);
+}
+
+// The prompt cache (CacheStats). Disk hits and misses count chunks loaded; memory hits
+// count prompts that attached at least one cached block.
+void cache_metrics(std::string& out, const CacheStats& c) {
+  const storage::StoreStats& d = c.disk;
+  tiers(out, "hearth_cache_lookups_total", "counter",
+        "Prompts looked up in the prompt cache, by tier (disk: after memory, for the rest of the prompt).",
+        c.memory_lookups, c.disk_lookups);
+  tiers(out, "hearth_cache_hits_total", "counter",
+        "Prompt cache hits: memory, prompts that attached cached blocks; disk, chunks loaded and verified.",
+        c.memory_hits, d.hits);
+  header(out, "hearth_cache_misses_total", "counter",
+         "Chunk loads from disk that found nothing valid (absent, vanished or corrupted).");
+  labelled(out, "hearth_cache_misses_total", "tier", "disk", d.misses);
+  tiers(out, "hearth_cache_hit_tokens_total", "counter", "Prompt tokens served from the prompt cache, by tier.",
+        c.memory_hit_tokens, c.disk_hit_tokens);
+  sample(out, "hearth_cache_prefilled_tokens_total", "counter", "Prompt tokens computed (served by neither tier).",
+         c.prefilled_tokens);
+  sample(out, "hearth_cache_restored_bytes_total", "counter", "KV bytes restored from chunk files.", d.restored_bytes);
+  sample(out, "hearth_cache_written_bytes_total", "counter", "KV bytes written to chunk files.", d.written_bytes);
+  sample(out, "hearth_cache_written_chunks_total", "counter", "Chunk files written.", d.written_chunks);
+  tiers(out, "hearth_cache_evictions_total", "counter",
+        "Cached entries evicted: memory, blocks reused for new tokens; disk, chunk files deleted for the budget.",
+        c.memory_evictions, d.evictions);
+  sample(out, "hearth_cache_checksum_failures_total", "counter",
+         "Chunk files found corrupted, truncated or foreign (deleted; their tokens were prefilled).",
+         d.checksum_failures);
+  sample(out, "hearth_cache_dropped_writes_total", "counter",
+         "Chunks not written: the writer's queue was full or writing had stopped.", d.dropped_writes);
+  sample(out, "hearth_cache_write_errors_total", "counter", "Chunk writes that failed.", d.write_errors);
+  tiers(out, "hearth_cache_bytes", "gauge",
+        "Bytes the prompt cache holds: memory, cached KV blocks; disk, chunk files.", c.memory_bytes, d.bytes);
+  sample(out, "hearth_cache_entries", "gauge", "Chunk files on disk (all models).", d.entries);
+  sample(out, "hearth_cache_budget_bytes", "gauge", "Byte budget of the chunk files on disk.", d.budget);
+  sample(out, "hearth_cache_writing", "gauge", "1 while chunks are being persisted to disk; 0 when off or stopped.",
+         int64_t{c.disk_enabled && d.writing});
+}
+
 }  // namespace
 
 void ResponseCounters::count(int status) {
@@ -84,7 +142,8 @@ std::string ResponseCounters::render() const {
   return out;
 }
 
-std::string render_metrics(const ResponseCounters& responses, const SchedulerStats* engine, int64_t open_connections) {
+std::string render_metrics(const ResponseCounters& responses, const SchedulerStats* engine, const CacheStats* cache,
+                           int64_t open_connections) {
   std::string out = responses.render();
   sample(out, "hearth_open_connections", "gauge", "Client connections open now.", open_connections);
   sample(out, "hearth_engine_ready", "gauge", "1 once the model is loaded and the engine serves.",
@@ -107,6 +166,7 @@ std::string render_metrics(const ResponseCounters& responses, const SchedulerSta
                     s.ttft_ms);
   histogram_seconds(out, "hearth_itl_seconds", "Inter-token latency in seconds (gap between consecutive tokens).",
                     s.itl_ms);
+  if (cache != nullptr) cache_metrics(out, *cache);
   return out;
 }
 

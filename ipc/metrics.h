@@ -10,7 +10,8 @@
 
 namespace hearth {
 struct SchedulerStats;
-}
+struct CacheStats;
+}  // namespace hearth
 
 namespace hearth::ipc {
 
@@ -29,7 +30,9 @@ class ResponseCounters {
 };
 
 // The whole /metrics page. engine may be null (model still loading): its metrics are then
-// left out and hearth_engine_ready is 0.
-std::string render_metrics(const ResponseCounters& responses, const SchedulerStats* engine, int64_t open_connections);
+// left out and hearth_engine_ready is 0. cache (the prompt cache, hearth_cache_*) may be
+// null too; it is then left out.
+std::string render_metrics(const ResponseCounters& responses, const SchedulerStats* engine, const CacheStats* cache,
+                           int64_t open_connections);
 
 }  // namespace hearth::ipc

@@ -259,16 +259,6 @@ std::string random_suffix() {
   return s;
 }
 
-json timings_json(const RequestTimings& t) {
-  return json{{"queue_ms", t.queue_ms},
-              {"ttft_ms", t.ttft_ms},
-              {"prefill_ms", t.prefill_ms},
-              {"decode_ms", t.decode_ms},
-              {"prefill_tok_s", t.prefill_tok_s},
-              {"decode_tok_s", t.decode_tok_s},
-              {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}}}};
-}
-
 json usage_json(const RequestUsage& u) {
   return json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},
@@ -304,6 +294,21 @@ std::string chunk_with(const ResponseMeta& meta, json choice) {
 }
 
 }  // namespace
+
+json timings_object(const RequestEvent& finished) {
+  const RequestTimings& t = finished.timings;
+  const RequestUsage& u = finished.usage;
+  return json{{"queue_ms", t.queue_ms},
+              {"cache_restore_ms", t.cache_restore_ms},
+              {"ttft_ms", t.ttft_ms},
+              {"prefill_ms", t.prefill_ms},
+              {"decode_ms", t.decode_ms},
+              {"prefill_tok_s", t.prefill_tok_s},
+              {"decode_tok_s", t.decode_tok_s},
+              {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}}},
+              {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
+              {"prefilled_tokens", u.prefilled_tokens}};
+}
 
 std::string dump_json(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -450,7 +455,7 @@ std::string completion_body(const ResponseMeta& meta, const std::string& text, c
     j["choices"] = json::array({json{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}}});
   }
   j["usage"] = usage_json(finished.usage);
-  j["timings"] = timings_json(finished.timings);
+  j["timings"] = timings_object(finished);
   return dump_json(j);
 }
 
@@ -468,7 +473,7 @@ std::string chunk_finish(const ResponseMeta& meta, const RequestEvent& finished)
   json j = chunk_base(meta);
   j["choices"] = json::array({chunk_choice(meta, empty, openai_finish_reason(finished.finish_reason))});
   if (meta.include_usage) j["usage"] = nullptr;
-  j["timings"] = timings_json(finished.timings);
+  j["timings"] = timings_object(finished);
   return dump_json(j);
 }
 
@@ -476,7 +481,7 @@ std::string chunk_usage(const ResponseMeta& meta, const RequestEvent& finished) 
   json j = chunk_base(meta);
   j["choices"] = json::array();
   j["usage"] = usage_json(finished.usage);
-  j["timings"] = timings_json(finished.timings);
+  j["timings"] = timings_object(finished);
   return dump_json(j);
 }
 

@@ -83,6 +83,10 @@ std::string chunk_usage(const ResponseMeta& meta, const RequestEvent& finished);
 // SSE framing of one event: "data: <payload>\n\n".
 std::string sse_event(const std::string& payload);
 
+// hearth's "timings" object of a finished request: the RequestTimings, plus where the
+// prompt's tokens came from: "cached_tokens": {"memory", "disk"} and "prefilled_tokens".
+nlohmann::json timings_object(const RequestEvent& finished);
+
 // JSON dump that never throws on invalid UTF-8 (bytes are replaced with U+FFFD).
 std::string dump_json(const nlohmann::json& j);
 

@@ -9,6 +9,7 @@
 
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "ipc/cache_routes.h"
 #include "ipc/metrics.h"
 
 namespace hearth::ipc {
@@ -17,12 +18,35 @@ using json = nlohmann::json;
 
 namespace {
 
-enum class Route { ChatCompletions, Completions, Models, Model, Health, Metrics, Tokenize, Detokenize };
+enum class Route {
+  ChatCompletions,
+  Completions,
+  Models,
+  Model,
+  Health,
+  Metrics,
+  Tokenize,
+  Detokenize,
+  Cache,
+  CacheWarm
+};
 
 struct RouteSpec {
   Route route;
-  const char* method;
+  const char* methods;  // the methods allowed, as an Allow header lists them
 };
+
+// Whether method is one of spec's (HEAD counts as GET: the connection leaves the body out).
+bool allows(const RouteSpec& spec, const std::string& method) {
+  const std::string_view want = method == "HEAD" ? std::string_view("GET") : std::string_view(method);
+  std::string_view list = spec.methods;
+  while (!list.empty()) {
+    const size_t comma = list.find(", ");
+    if (list.substr(0, comma) == want) return true;
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 2);
+  }
+  return false;
+}
 
 // Known paths; /v1/models/<id> is matched separately.
 std::optional<RouteSpec> find_route(std::string_view path) {
@@ -34,6 +58,8 @@ std::optional<RouteSpec> find_route(std::string_view path) {
   if (path == "/metrics") return RouteSpec{Route::Metrics, "GET"};
   if (path == "/api/tokenize") return RouteSpec{Route::Tokenize, "POST"};
   if (path == "/api/detokenize") return RouteSpec{Route::Detokenize, "POST"};
+  if (path == "/api/cache") return RouteSpec{Route::Cache, "GET, DELETE"};
+  if (path == "/api/cache/warm") return RouteSpec{Route::CacheWarm, "POST"};
   return std::nullopt;
 }
 
@@ -78,10 +104,15 @@ HttpResponse health(const RouteContext& ctx) {
 HttpResponse metrics(const RouteContext& ctx) {
   static const ResponseCounters kNone;
   std::optional<SchedulerStats> stats;
-  if (ctx.engine) stats = ctx.engine->scheduler->stats();
+  std::optional<CacheStats> cache;
+  if (ctx.engine) {
+    stats = ctx.engine->scheduler->stats();
+    cache = ctx.engine->scheduler->cache_stats();
+  }
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  r.body = render_metrics(ctx.counters ? *ctx.counters : kNone, stats ? &*stats : nullptr, ctx.open_connections);
+  r.body = render_metrics(ctx.counters ? *ctx.counters : kNone, stats ? &*stats : nullptr, cache ? &*cache : nullptr,
+                          ctx.open_connections);
   return r;
 }
 
@@ -216,12 +247,10 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
   if (!spec) {
     return error_response(not_found("Unknown route: " + request.method + " " + std::string(path)));
   }
-  // HEAD is GET without the body (the connection leaves the body out).
-  const bool head_of_get = request.method == "HEAD" && std::string_view(spec->method) == "GET";
-  if (request.method != spec->method && !head_of_get) {
+  if (!allows(*spec, request.method)) {
     HttpResponse r = error_response(
-        method_not_allowed(request.method + " is not allowed on " + std::string(path) + "; use " + spec->method));
-    r.allow = spec->method;
+        method_not_allowed(request.method + " is not allowed on " + std::string(path) + "; use " + spec->methods));
+    r.allow = spec->methods;
     return r;
   }
   switch (spec->route) {
@@ -248,6 +277,12 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
       return tokenize(engine, request.body);
     case Route::Detokenize:
       return detokenize(engine, request.body);
+    case Route::Cache:
+      if (request.method == "DELETE") return cache_clear(ctx, request);
+      return cache_stats_response(ctx);
+    case Route::CacheWarm:
+      if (!ctx.accepting) return error_response(shutting_down());
+      return cache_warm(ctx, request.body);
     case Route::ChatCompletions:
     case Route::Completions:
       if (!ctx.accepting) return error_response(shutting_down());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -56,10 +57,19 @@ struct GenerationJob {
   std::shared_ptr<const EngineRef> engine;
   ResponseMeta meta;
   bool stream = false;
+  bool warm = false;  // POST /api/cache/warm: never streamed; answered with warm_body()
   GenerationRequest request;
 };
 
-using RouteResult = std::variant<HttpResponse, GenerationJob>;
+// An engine call that may block (it waits for the engine thread between steps): the
+// connection runs `run` on a thread of its own, never on the io thread, and sends what it
+// returns. engine keeps the EngineRef alive meanwhile.
+struct EngineCall {
+  std::shared_ptr<const EngineRef> engine;
+  std::function<HttpResponse()> run;
+};
+
+using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
 
 RouteResult route(const HttpRequest& request, const RouteContext& context);
 

@@ -1,7 +1,8 @@
 // hearth's HTTP/1.1 server (Boost.Beast over Boost.Asio), on Unix sockets and optionally
 // on loopback TCP. Routes: OpenAI-compatible /v1/chat/completions, /v1/completions,
-// /v1/models; /health, /metrics, /api/tokenize, /api/detokenize. Asio and Beast stay
-// behind this header (pimpl): the daemon sees listeners and a lifecycle, nothing else.
+// /v1/models; /health, /metrics, /api/tokenize, /api/detokenize; /api/cache and
+// /api/cache/warm (the prompt cache). Asio and Beast stay behind this header (pimpl): the
+// daemon sees listeners and a lifecycle, nothing else.
 //
 // Thread-safety: every member may be called from any thread; run() blocks the caller.
 #pragma once

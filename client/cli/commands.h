@@ -36,6 +36,18 @@ int run_ask(const GlobalOptions& global, AskOptions& options);
 
 int run_chat(const GlobalOptions& global, GenerationOptions& options);
 
+// hearth cache stats [--json] | clear [--model ID] | warm [--raw] FILE
+struct CacheOptions {
+  enum class Action { kNone, kStats, kClear, kWarm };
+  Action action = Action::kNone;
+  bool json = false;  // stats --json
+  std::string model;  // clear --model
+  std::string file;   // warm FILE ("-": stdin)
+  bool raw = false;   // warm --raw: a completion prompt, not a chat system prompt
+};
+void add_cache_command(CLI::App* app, CacheOptions* options);
+int run_cache(const GlobalOptions& global, const CacheOptions& options);
+
 int run_status(const GlobalOptions& global);
 int run_models(const GlobalOptions& global);
 

@@ -62,17 +62,18 @@ int report_error(hearth_client* client, int rc) {
 void print_stats(const hearth_stats& s) {
   std::fprintf(stderr,
                "--- stats\n"
-               "prompt tokens  %lld (cached %lld)\n"
+               "prompt tokens  %lld (cached %lld: %lld memory, %lld disk; prefilled %lld)\n"
                "generated      %lld tokens (finish: %s)\n"
-               "ttft           %.1f ms (queue %.1f ms, prefill %.1f ms)\n"
+               "ttft           %.1f ms (queue %.1f ms, cache restore %.1f ms, prefill %.1f ms)\n"
                "itl            mean %.2f ms, p50 %.2f ms, p95 %.2f ms\n"
                "prefill        %.1f tok/s\n"
                "decode         %.1f tok/s\n"
                "total          %.1f ms (client side)\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
-               static_cast<long long>(s.completion_tokens), *s.finish_reason_text ? s.finish_reason_text : "-",
-               s.ttft_ms, s.queue_ms, s.prefill_ms, s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.prefill_tok_s,
-               s.decode_tok_s, s.total_ms);
+               static_cast<long long>(s.cached_memory_tokens), static_cast<long long>(s.cached_disk_tokens),
+               static_cast<long long>(s.prefilled_tokens), static_cast<long long>(s.completion_tokens),
+               *s.finish_reason_text ? s.finish_reason_text : "-", s.ttft_ms, s.queue_ms, s.cache_restore_ms,
+               s.prefill_ms, s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.prefill_tok_s, s.decode_tok_s, s.total_ms);
 }
 
 void install_interrupt_handler(hearth_client* client, void (*on_idle_interrupt)()) {

@@ -1,5 +1,5 @@
 // hearth: the command line of hearthd, built only on libhearth-client's C API.
-//   hearth [--socket PATH] ask|chat|status|models ...
+//   hearth [--socket PATH] ask|chat|status|models|cache ...
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
 
   CLI::App* status_cmd = app.add_subcommand("status", "socket path, daemon health, model and version");
   CLI::App* models_cmd = app.add_subcommand("models", "list the daemon's models");
+  CacheOptions cache;
+  add_cache_command(&app, &cache);
 
   try {
     app.parse(argc, argv);
@@ -84,5 +86,6 @@ int main(int argc, char** argv) {
   if (chat_cmd->parsed()) return run_chat(global, chat);
   if (status_cmd->parsed()) return run_status(global);
   if (models_cmd->parsed()) return run_models(global);
+  if (cache.action != CacheOptions::Action::kNone) return run_cache(global, cache);
   return kExitError;
 }

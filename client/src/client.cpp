@@ -15,26 +15,21 @@
 
 #include "cancel.h"
 #include "discovery.h"
+#include "handle.h"
 #include "outcome.h"
 #include "sse.h"
 #include "transport.h"
 #include "wire.h"
 
 using hearth::client::CancelState;
+using hearth::client::exchange_json;
+using hearth::client::guarded;
 using hearth::client::HttpRequest;
 using hearth::client::Outcome;
 using hearth::client::ResponseSink;
 using hearth::client::SseParser;
 using hearth::client::Transport;
 namespace wire = hearth::client::wire;
-
-struct hearth_client {
-  std::string socket_path;
-  std::string last_error;  // "" after a successful call
-  int http_status = 0;     // of the last response; 0 when none arrived
-  CancelState cancel;
-  Transport transport;
-};
 
 namespace {
 
@@ -154,35 +149,6 @@ class GenerationSink : public ResponseSink {
   std::string text_;
 };
 
-// Runs f (returning an Outcome) and records its message on the handle; exceptions become
-// HEARTH_ERR_NOMEM or HEARTH_ERR_INTERNAL.
-template <class F>
-int guarded(hearth_client* client, F&& f) {
-  int code;
-  const char* fallback = nullptr;
-  try {
-    client->last_error.clear();
-    Outcome o = f();
-    client->last_error = std::move(o.message);
-    return o.code;
-  } catch (const std::bad_alloc&) {
-    code = HEARTH_ERR_NOMEM;
-    fallback = "out of memory";
-  } catch (const std::exception& e) {
-    code = HEARTH_ERR_INTERNAL;
-    fallback = e.what();
-  } catch (...) {
-    code = HEARTH_ERR_INTERNAL;
-    fallback = "unknown exception";
-  }
-  try {
-    client->last_error = fallback;
-  } catch (...) {
-    client->last_error.clear();
-  }
-  return code;
-}
-
 bool stats_usable(const hearth_stats* stats) {
   return stats == nullptr || stats->struct_size >= offsetof(hearth_stats, completion_tokens);
 }
@@ -224,19 +190,6 @@ Outcome generate(hearth_client* client, wire::Route route, const std::string& bo
   return Outcome::success();
 }
 
-// GET target; the body of a 2xx response, or the mapped error.
-Outcome get(hearth_client* client, const char* target, std::string* body) {
-  BodySink sink;
-  HttpRequest request;
-  request.target = target;
-  Outcome o = client->transport.exchange(client->socket_path, client->cancel, request, sink);
-  client->http_status = sink.status();
-  if (!o.ok()) return o;
-  if (sink.status() / 100 != 2) return wire::error_from_response(sink.status(), sink.body());
-  *body = sink.body();
-  return Outcome::success();
-}
-
 // What chat and completion share: argument checks, options, then the request; only the
 // body differs. build_body(options, stream, &body) -> Outcome.
 template <class BuildBody>
@@ -261,6 +214,25 @@ int generation_call(hearth_client* client, wire::Route route, const hearth_reque
 }
 
 }  // namespace
+
+namespace hearth::client {
+
+Outcome exchange_json(hearth_client* client, const char* method, const char* target, const std::string& body,
+                      std::string* out) {
+  BodySink sink;
+  HttpRequest request;
+  request.method = method;
+  request.target = target;
+  request.body = body;
+  Outcome o = client->transport.exchange(client->socket_path, client->cancel, request, sink);
+  client->http_status = sink.status();
+  if (!o.ok()) return o;
+  if (sink.status() / 100 != 2) return wire::error_from_response(sink.status(), sink.body());
+  *out = sink.body();
+  return Outcome::success();
+}
+
+}  // namespace hearth::client
 
 extern "C" {
 
@@ -387,7 +359,7 @@ int hearth_client_list_models(hearth_client* client, hearth_model_info** out_mod
   client->http_status = 0;
   return guarded(client, [&]() -> Outcome {
     std::string body;
-    if (Outcome o = get(client, "/v1/models", &body); !o.ok()) return o;
+    if (Outcome o = exchange_json(client, "GET", "/v1/models", "", &body); !o.ok()) return o;
     std::vector<wire::Model> models;
     if (Outcome o = wire::parse_models(body, &models); !o.ok()) return o;
     if (models.empty()) return Outcome::success();
@@ -420,7 +392,7 @@ int hearth_client_health(hearth_client* client) {
   client->http_status = 0;
   return guarded(client, [&]() -> Outcome {
     std::string body;
-    return get(client, "/health", &body);
+    return exchange_json(client, "GET", "/health", "", &body);
   });
 }
 

@@ -133,12 +133,13 @@ Outcome Transport::exchange(const std::string& socket_path, CancelState& cancel,
   } closer{cancel, socket};
   if (cancel.requested()) return Outcome::failure(HEARTH_ERR_CANCELLED, "cancelled");
 
-  http::request<http::string_body> req{std::strcmp(request.method, "POST") == 0 ? http::verb::post : http::verb::get,
-                                       request.target, 11};
+  const http::verb verb = http::string_to_verb(request.method);
+  if (verb == http::verb::unknown) return Outcome::failure(HEARTH_ERR_INTERNAL, "unknown HTTP method");
+  http::request<http::string_body> req{verb, request.target, 11};
   req.set(http::field::host, "localhost");
   req.set(http::field::user_agent, "libhearth-client/" HEARTH_CLIENT_VERSION);
   req.set(http::field::accept, request.expect_stream ? "text/event-stream" : "application/json");
-  if (req.method() == http::verb::post) {
+  if (req.method() == http::verb::post || !request.body.empty()) {
     req.set(http::field::content_type, "application/json");
     req.body() = request.body;
   }

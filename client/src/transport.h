@@ -28,9 +28,9 @@ class ResponseSink {
 };
 
 struct HttpRequest {
-  const char* method = "GET";  // "GET" or "POST"
+  const char* method = "GET";  // "GET", "POST" or "DELETE"
   std::string target;          // "/v1/models"
-  std::string body;            // JSON for POST; empty for GET
+  std::string body;            // JSON for POST (and DELETE, when not empty); empty for GET
   bool expect_stream = false;  // sets "Accept: text/event-stream"
 };
 

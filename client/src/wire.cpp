@@ -92,6 +92,12 @@ void read_stats(const Json& object, hearth_stats* stats) {
     read_number(*t, "prefill_tok_s", &stats->prefill_tok_s);
     read_number(*t, "decode_tok_s", &stats->decode_tok_s);
     read_number(*t, "queue_ms", &stats->queue_ms);
+    read_number(*t, "cache_restore_ms", &stats->cache_restore_ms);
+    read_count(*t, "prefilled_tokens", &stats->prefilled_tokens);
+    if (const Json* cached = member(*t, "cached_tokens")) {
+      read_count(*cached, "memory", &stats->cached_memory_tokens);
+      read_count(*cached, "disk", &stats->cached_disk_tokens);
+    }
     if (const Json* itl = member(*t, "itl_ms")) {
       read_number(*itl, "mean", &stats->itl_mean_ms);
       read_number(*itl, "p50", &stats->itl_p50_ms);
@@ -255,6 +261,39 @@ Outcome parse_models(std::string_view body, std::vector<Model>* out) {
       m.owned_by = owner->get<std::string>();
     read_count(entry, "created", &m.created);
     out->push_back(std::move(m));
+  }
+  return Outcome::success();
+}
+
+Outcome warm_body(const char* prompt, const hearth_message* messages, size_t n_messages, std::string* out) {
+  Json body;
+  if (prompt != nullptr) {
+    body["prompt"] = prompt;
+  } else {
+    std::string chat;
+    if (Outcome o = chat_body(messages, n_messages, hearth_request_options{}, false, &chat); !o.ok()) return o;
+    body["messages"] = Json::parse(chat).at("messages");
+  }
+  return dump(body, out);
+}
+
+Outcome parse_warm(std::string_view body, hearth_warm_result* out) {
+  Json j;
+  if (Outcome o = parse_json(body, &j); !o.ok()) return o;
+  const Json* tokens = member(j, "tokens");
+  if (tokens == nullptr || !tokens->is_number_integer()) {
+    return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's warm answer has no token count");
+  }
+  read_count(j, "tokens", &out->tokens);
+  if (const Json* cached = member(j, "cached_tokens")) {
+    read_count(*cached, "memory", &out->cached_memory_tokens);
+    read_count(*cached, "disk", &out->cached_disk_tokens);
+  }
+  read_count(j, "prefilled_tokens", &out->prefilled_tokens);
+  read_count(j, "chunks_written", &out->chunks_written);
+  if (const Json* t = member(j, "timings")) {
+    read_number(*t, "cache_restore_ms", &out->cache_restore_ms);
+    read_number(*t, "prefill_ms", &out->prefill_ms);
   }
   return Outcome::success();
 }

@@ -47,6 +47,12 @@ struct Model {
 // GET /v1/models: {"object": "list", "data": [{"id", "object", "created", "owned_by"}, ...]}.
 Outcome parse_models(std::string_view body, std::vector<Model>* out);
 
+// POST /api/cache/warm: {"prompt": prompt} when prompt is not NULL, else {"messages": ...}.
+Outcome warm_body(const char* prompt, const hearth_message* messages, size_t n_messages, std::string* out);
+// Its answer: tokens, cached_tokens.{memory,disk}, prefilled_tokens, chunks_written and
+// timings.{cache_restore_ms,prefill_ms} into *out (a full-size struct).
+Outcome parse_warm(std::string_view body, hearth_warm_result* out);
+
 // "stop" -> HEARTH_FINISH_STOP, "length" -> HEARTH_FINISH_LENGTH, "" -> NONE, else OTHER.
 int finish_reason_code(std::string_view reason);
 

@@ -16,7 +16,7 @@ TEST_CASE("every hearth command reports a missing daemon with a hint and exit co
   hearth::test::TempDir dir;
   std::string socket = dir.path() + "/bogus.sock";
   std::string cli = shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(socket) + " ";
-  for (const char* command : {"ask hello", "status", "models", "chat"}) {
+  for (const char* command : {"ask hello", "status", "models", "chat", "cache stats", "cache clear", "cache warm -"}) {
     INFO(command);
     auto r = run_command(cli + command, "hi\n");
     CHECK(r.exit_code == 2);
@@ -36,6 +36,12 @@ TEST_CASE("hearth --version prints the client version and usage errors exit with
   CHECK(run_command(shell_quote(HEARTH_CLI_PATH)).exit_code == 1);
   CHECK(run_command(shell_quote(HEARTH_CLI_PATH) + " frobnicate").exit_code == 1);
   CHECK(run_command(shell_quote(HEARTH_CLI_PATH) + " ask --max-tokens -3 hi").exit_code == 1);
+  CHECK(run_command(shell_quote(HEARTH_CLI_PATH) + " cache").exit_code == 1);
+  CHECK(run_command(shell_quote(HEARTH_CLI_PATH) + " cache warm").exit_code == 1);
+  CHECK(run_command(shell_quote(HEARTH_CLI_PATH) + " cache frob").exit_code == 1);
+  auto missing = run_command(shell_quote(HEARTH_CLI_PATH) + " cache warm /nonexistent/prompt.txt");
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("cannot read /nonexistent/prompt.txt") != std::string::npos);
 }
 
 TEST_CASE("Ctrl-C during hearth ask cancels the stream, disconnects and exits with 130", "[client]") {

@@ -38,6 +38,31 @@ int hearth_test_c99_defaults_ok(void) {
          strcmp(hearth_strerror(HEARTH_OK), "success") == 0;
 }
 
+int hearth_test_c99_cache_defaults_ok(void) {
+  hearth_warm_result result;
+  hearth_stats stats;
+  hearth_warm_result_init(&result);
+  hearth_stats_init(&stats);
+  return result.struct_size == sizeof(result) && result.tokens == 0 && result.total_ms == 0 &&
+         stats.cached_memory_tokens == 0 && stats.prefilled_tokens == 0 && HEARTH_WARM_SYSTEM_PROMPT == 0 &&
+         HEARTH_WARM_PROMPT == 1;
+}
+
+int hearth_test_c99_cache_no_daemon(const char* socket_path) {
+  hearth_client* client = NULL;
+  char* json = NULL;
+  hearth_warm_result result;
+  int rc = hearth_client_open(socket_path, &client);
+  if (rc != HEARTH_OK) return rc;
+  hearth_warm_result_init(&result);
+  rc = hearth_client_cache_stats(client, &json);
+  if (rc == HEARTH_ERR_NO_DAEMON) rc = hearth_client_cache_clear(client, NULL);
+  if (rc == HEARTH_ERR_NO_DAEMON) rc = hearth_client_cache_warm(client, HEARTH_WARM_SYSTEM_PROMPT, "hi", &result);
+  hearth_free(json);
+  hearth_client_close(client);
+  return rc;
+}
+
 int hearth_test_c99_ask_no_daemon(const char* socket_path) {
   hearth_client* client = NULL;
   hearth_message message;

@@ -10,6 +10,10 @@ int hearth_test_c99_version_patch(void);
 const char* hearth_test_c99_version_string(void);
 /* 1 when the *_init functions and a callback behave as documented, from C. */
 int hearth_test_c99_defaults_ok(void);
+/* 1 when hearth_warm_result_init and the cache members of hearth_stats work from C. */
+int hearth_test_c99_cache_defaults_ok(void);
+/* Opens socket_path and calls cache stats, clear and warm; returns the last status. */
+int hearth_test_c99_cache_no_daemon(const char* socket_path);
 /* Opens socket_path and sends one non-streamed chat; returns the status. */
 int hearth_test_c99_ask_no_daemon(const char* socket_path);
 #ifdef __cplusplus

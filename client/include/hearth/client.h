@@ -179,6 +179,12 @@ typedef struct hearth_stats {
   double total_ms;             /* measured by the client: request sent -> response complete */
   int finish_reason;           /* enum hearth_finish_reason */
   char finish_reason_text[32]; /* the daemon's finish_reason string ("stop", "length", ...), "" if none */
+  /* Added with the prompt cache: where the prompt's tokens came from. cached_tokens above is
+   * cached_memory_tokens + cached_disk_tokens; the rest of the prompt was prefilled. */
+  int64_t cached_memory_tokens; /* attached from KV blocks held in memory */
+  int64_t cached_disk_tokens;   /* restored from the daemon's cache directory */
+  int64_t prefilled_tokens;     /* computed */
+  double cache_restore_ms;      /* looking up and restoring cached KV */
 } hearth_stats;
 
 /* Sets struct_size and zeroes every other member. */
@@ -235,6 +241,69 @@ HEARTH_CLIENT_API int hearth_client_list_models(hearth_client* client, hearth_mo
  * HEARTH_ERR_UNAVAILABLE while it loads its model or shuts down, HEARTH_ERR_NO_DAEMON when
  * nothing listens, another code on other failures. */
 HEARTH_CLIENT_API int hearth_client_health(hearth_client* client);
+
+/* ---- the prompt cache -------------------------------------------------------------------- */
+
+/* hearthd keeps the attention state (KV) of prompt prefixes it has seen, in memory and on
+ * disk, so that a prompt starting with a known prefix is answered without recomputing it.
+ * hearth_stats says how much of each prompt came from there; these calls look at, clear and
+ * fill the cache itself. */
+
+/* The cache's state and counters (GET /api/cache) as a NUL-terminated JSON text:
+ *   {"model", "fingerprint",
+ *    "memory": {"blocks", "tokens", "bytes", "capacity_bytes", "lookups", "hits",
+ *               "hit_tokens", "hit_rate", "evictions"},
+ *    "disk": {"enabled", "dir", "entries", "bytes", "budget_bytes", "model_entries",
+ *             "model_bytes", "hits", "misses", "hit_rate", "restored_bytes",
+ *             "written_chunks", "written_bytes", "evictions", "checksum_failures",
+ *             "dropped_writes", "write_errors", "queue_depth", "writing", "stopped_reason", ...},
+ *    "prefilled_tokens"}
+ * (docs/protocol.md describes every field; new ones may appear). On success *out_json is
+ * malloc'ed (free with hearth_free); on failure it is NULL. Errors as for
+ * hearth_client_list_models. */
+HEARTH_CLIENT_API int hearth_client_cache_stats(hearth_client* client, char** out_json);
+
+/* Forgets cached prompt prefixes, in memory and on disk (DELETE /api/cache): with model NULL
+ * or "", those of every model; otherwise those of that model, which must be the loaded one
+ * (else HEARTH_ERR_BAD_REQUEST: "does not exist"). Prefixes that running requests use stay
+ * in memory until they finish. Blocks until the daemon is done. */
+HEARTH_CLIENT_API int hearth_client_cache_clear(hearth_client* client, const char* model);
+
+/* What hearth_client_cache_warm's text is. */
+enum hearth_warm_kind {
+  HEARTH_WARM_SYSTEM_PROMPT = 0, /* a chat system message: warms what every chat that starts with it shares */
+  HEARTH_WARM_PROMPT = 1         /* a completion prompt, as hearth_client_complete sends it */
+};
+
+/* What a warm request did (counts in tokens, times in milliseconds). */
+typedef struct hearth_warm_result {
+  size_t struct_size;           /* set by hearth_warm_result_init: sizeof(hearth_warm_result) */
+  int64_t tokens;               /* tokens of the warmed prefix (BOS and template markup included) */
+  int64_t cached_memory_tokens; /* ... already held in memory */
+  int64_t cached_disk_tokens;   /* ... restored from disk */
+  int64_t prefilled_tokens;     /* ... computed now */
+  int64_t chunks_written;       /* chunks handed to the daemon's disk writer */
+  double cache_restore_ms;      /* looking up and restoring cached KV (daemon side) */
+  double prefill_ms;            /* computing the rest (daemon side) */
+  double total_ms;              /* measured by the client: request sent -> answer complete */
+} hearth_warm_result;
+
+/* Sets struct_size and zeroes every other member. */
+HEARTH_CLIENT_API void hearth_warm_result_init(hearth_warm_result* result);
+
+/* Fills the cache with text's prefix (POST /api/cache/warm) without generating anything, so
+ * the first real request that starts with it skips its prefill; the daemon also persists it,
+ * so it survives a restart. kind is an enum hearth_warm_kind. out may be NULL; otherwise it
+ * must be initialised with hearth_warm_result_init. Blocks until the prefix is in the cache
+ * (on a CPU, about as long as that prompt's prefill). Errors as for hearth_client_complete. */
+HEARTH_CLIENT_API int hearth_client_cache_warm(hearth_client* client, int kind, const char* text,
+                                               hearth_warm_result* out);
+
+/* Warms the prefix every chat that continues these n_messages messages starts with (the
+ * chat template rendered up to where the next message's content begins). Otherwise as
+ * hearth_client_cache_warm. */
+HEARTH_CLIENT_API int hearth_client_cache_warm_chat(hearth_client* client, const hearth_message* messages,
+                                                    size_t n_messages, hearth_warm_result* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

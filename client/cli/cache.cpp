@@ -1,0 +1,174 @@
+// hearth cache stats|clear|warm: the daemon's prompt cache.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+
+namespace hearth::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+// 1536 -> "1.5 KiB"; bytes below 1 KiB as "512 B".
+std::string human_bytes(double bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, kUnits[unit]);
+  return text;
+}
+
+// A member as a number (0 when absent or not a number: an older or newer daemon).
+double num(const Json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+long long count(const Json& object, const char* key) {
+  return static_cast<long long>(num(object, key));
+}
+
+void print_summary(const Json& j) {
+  const Json memory = j.value("memory", Json::object());
+  const Json disk = j.value("disk", Json::object());
+  std::printf("model:      %s\n", j.value("model", std::string("?")).c_str());
+  std::printf("memory:     %lld blocks, %lld tokens, %s of %s\n", count(memory, "blocks"), count(memory, "tokens"),
+              human_bytes(num(memory, "bytes")).c_str(), human_bytes(num(memory, "capacity_bytes")).c_str());
+  std::printf("  hits:     %lld of %lld prompts (%.1f%%), %lld tokens; %lld evictions\n", count(memory, "hits"),
+              count(memory, "lookups"), 100.0 * num(memory, "hit_rate"), count(memory, "hit_tokens"),
+              count(memory, "evictions"));
+  if (!disk.value("enabled", false)) {
+    std::printf("disk:       off\n");
+  } else {
+    std::printf("disk:       %s\n", disk.value("dir", std::string()).c_str());
+    std::printf("  entries:  %lld chunks, %s of a %s budget (this model: %lld chunks, %s)\n", count(disk, "entries"),
+                human_bytes(num(disk, "bytes")).c_str(), human_bytes(num(disk, "budget_bytes")).c_str(),
+                count(disk, "model_entries"), human_bytes(num(disk, "model_bytes")).c_str());
+    std::printf("  hits:     %lld of %lld chunk loads (%.1f%%), %lld tokens, %s restored\n", count(disk, "hits"),
+                count(disk, "hits") + count(disk, "misses"), 100.0 * num(disk, "hit_rate"), count(disk, "hit_tokens"),
+                human_bytes(num(disk, "restored_bytes")).c_str());
+    std::printf("  writes:   %lld chunks, %s; %lld dropped, %lld errors, %lld queued\n", count(disk, "written_chunks"),
+                human_bytes(num(disk, "written_bytes")).c_str(), count(disk, "dropped_writes"),
+                count(disk, "write_errors"), count(disk, "queue_depth"));
+    std::printf("  evicted:  %lld chunks; %lld failed their checksum\n", count(disk, "evictions"),
+                count(disk, "checksum_failures"));
+    if (!disk.value("writing", true)) {
+      const Json reason = disk.value("stopped_reason", Json());
+      std::printf("  writing:  stopped (%s)\n",
+                  reason.is_string() ? reason.get<std::string>().c_str() : "no reason given");
+    }
+  }
+  std::printf("prefilled:  %lld tokens (computed, not from the cache)\n", count(j, "prefilled_tokens"));
+}
+
+int run_stats(const GlobalOptions& global, bool json) {
+  Client client;
+  if (!client.open(global)) return kExitError;
+  char* text = nullptr;
+  int rc = hearth_client_cache_stats(client.get(), &text);
+  if (rc != HEARTH_OK) return report_error(client.get(), rc);
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  hearth_free(text);
+  if (!j.is_object()) {
+    std::fprintf(stderr, "hearth: the daemon's cache statistics are not a JSON object\n");
+    return kExitError;
+  }
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    print_summary(j);
+  }
+  return kExitOk;
+}
+
+int run_clear(const GlobalOptions& global, const std::string& model) {
+  Client client;
+  if (!client.open(global)) return kExitError;
+  int rc = hearth_client_cache_clear(client.get(), model.empty() ? nullptr : model.c_str());
+  if (rc != HEARTH_OK) return report_error(client.get(), rc);
+  if (model.empty()) {
+    std::printf("cleared the prompt cache of every model\n");
+  } else {
+    std::printf("cleared the prompt cache of %s\n", model.c_str());
+  }
+  return kExitOk;
+}
+
+// FILE's contents, or stdin's for "-"; false (with a message) when it cannot be read.
+bool read_input(const std::string& file, std::string* out) {
+  if (file == "-") {
+    out->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return true;
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "hearth: cannot read %s: %s\n", file.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  *out = s.str();
+  return true;
+}
+
+int run_warm(const GlobalOptions& global, const CacheOptions& options) {
+  std::string text;
+  if (!read_input(options.file, &text)) return kExitError;
+  Client client;
+  if (!client.open(global)) return kExitError;
+  hearth_warm_result r;
+  hearth_warm_result_init(&r);
+  int rc = hearth_client_cache_warm(client.get(), options.raw ? HEARTH_WARM_PROMPT : HEARTH_WARM_SYSTEM_PROMPT,
+                                    text.c_str(), &r);
+  if (rc != HEARTH_OK) return report_error(client.get(), rc);
+  std::printf("warmed %lld tokens: %lld cached (%lld memory, %lld disk), %lld prefilled, %lld chunks written\n",
+              static_cast<long long>(r.tokens), static_cast<long long>(r.cached_memory_tokens + r.cached_disk_tokens),
+              static_cast<long long>(r.cached_memory_tokens), static_cast<long long>(r.cached_disk_tokens),
+              static_cast<long long>(r.prefilled_tokens), static_cast<long long>(r.chunks_written));
+  std::printf("time: %.1f ms (cache restore %.1f ms, prefill %.1f ms)\n", r.total_ms, r.cache_restore_ms, r.prefill_ms);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_cache_command(CLI::App* app, CacheOptions* options) {
+  CLI::App* cache = app->add_subcommand("cache", "the daemon's prompt cache: stats, clear, warm");
+  cache->require_subcommand(1);
+  CLI::App* stats = cache->add_subcommand("stats", "entries, bytes against the budget, hit rates and writes");
+  stats->add_flag("--json", options->json, "print the daemon's statistics as JSON");
+  stats->callback([options] { options->action = CacheOptions::Action::kStats; });
+  CLI::App* clear = cache->add_subcommand("clear", "forget cached prompt prefixes (every model's by default)");
+  clear->add_option("--model", options->model, "only this model's (the loaded one; see `hearth models`)");
+  clear->callback([options] { options->action = CacheOptions::Action::kClear; });
+  CLI::App* warm = cache->add_subcommand(
+      "warm", "prefill FILE's text into the cache without generating (by default a chat system prompt)");
+  warm->add_option("file", options->file, "the text to warm; - reads stdin")->required();
+  warm->add_flag("--raw", options->raw, "the text is a completion prompt, not a chat system prompt");
+  warm->callback([options] { options->action = CacheOptions::Action::kWarm; });
+}
+
+int run_cache(const GlobalOptions& global, const CacheOptions& options) {
+  switch (options.action) {
+    case CacheOptions::Action::kStats:
+      return run_stats(global, options.json);
+    case CacheOptions::Action::kClear:
+      return run_clear(global, options.model);
+    case CacheOptions::Action::kWarm:
+      return run_warm(global, options);
+    case CacheOptions::Action::kNone:
+      break;
+  }
+  return kExitError;
+}
+
+}  // namespace hearth::cli

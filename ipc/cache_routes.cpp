@@ -1,0 +1,261 @@
+#include "ipc/cache_routes.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hearth::ipc {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Content of the extra turn chat_prefix_segments renders: control characters and a name
+// no template writes, so finding it again tells exactly where that turn's content begins.
+constexpr std::string_view kSentinel = "\x1ehearth-prefix-sentinel\x1e";
+
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_json(body);
+  return r;
+}
+
+double rate(uint64_t hits, uint64_t total) {
+  return total == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(total);
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+ApiError unknown_model(const std::string& id) {
+  return not_found("The model '" + id + "' does not exist", "model_not_found");
+}
+
+// The tokens a warm request prefills: the chat prefix, or the completion prompt.
+std::variant<std::vector<int32_t>, ApiError> warm_tokens(const EngineRef& engine, const OpenAiRequest& req,
+                                                         int32_t n_ctx) {
+  if (req.endpoint == Endpoint::Completions) {
+    std::variant<GenerationRequest, ApiError> gen =
+        build_generation(req, *engine.tokenizer, engine.model.chat_family, n_ctx);
+    if (auto* e = std::get_if<ApiError>(&gen)) return *e;
+    return std::move(std::get<GenerationRequest>(gen).prompt);
+  }
+  if (!engine.model.has_chat_template) {
+    return bad_request(
+        "this model's chat template is not one hearth renders (gemma, chatml, llama-3); "
+        "warm a 'prompt' instead",
+        "messages", "unsupported_chat_template");
+  }
+  std::variant<std::vector<ChatSegment>, ApiError> segments =
+      chat_prefix_segments(engine.model.chat_family, req.messages);
+  if (auto* e = std::get_if<ApiError>(&segments)) return *e;
+  std::vector<int32_t> tokens = engine.tokenizer->encode_segments(std::get<std::vector<ChatSegment>>(segments));
+  if (tokens.empty()) return bad_request("the chat prefix is empty", "messages");
+  if (static_cast<int64_t>(tokens.size()) >= n_ctx) {
+    return bad_request(
+        "the chat prefix is " + std::to_string(tokens.size()) + " tokens; the context holds " + std::to_string(n_ctx),
+        "messages", "context_length_exceeded");
+  }
+  return tokens;
+}
+
+}  // namespace
+
+json cache_stats_json(const CacheStats& s, const std::string& model_id) {
+  const storage::StoreStats& d = s.disk;
+  return json{{"model", model_id},
+              {"fingerprint", s.model_fingerprint},
+              {"memory",
+               {{"blocks", s.memory_blocks},
+                {"tokens", s.memory_tokens},
+                {"bytes", s.memory_bytes},
+                {"capacity_bytes", s.memory_capacity_bytes},
+                {"lookups", s.memory_lookups},
+                {"hits", s.memory_hits},
+                {"hit_tokens", s.memory_hit_tokens},
+                {"hit_rate", rate(s.memory_hits, s.memory_lookups)},
+                {"evictions", s.memory_evictions}}},
+              {"disk",
+               {{"enabled", s.disk_enabled},
+                {"dir", s.disk_dir},
+                {"lookups", s.disk_lookups},
+                {"hit_tokens", s.disk_hit_tokens},
+                {"entries", d.entries},
+                {"bytes", d.bytes},
+                {"budget_bytes", d.budget},
+                {"model_entries", d.model_entries},
+                {"model_bytes", d.model_bytes},
+                {"hits", d.hits},
+                {"misses", d.misses},
+                {"hit_rate", rate(d.hits, d.hits + d.misses)},
+                {"restored_bytes", d.restored_bytes},
+                {"written_chunks", d.written_chunks},
+                {"written_bytes", d.written_bytes},
+                {"evictions", d.evictions},
+                {"checksum_failures", d.checksum_failures},
+                {"dropped_writes", d.dropped_writes},
+                {"write_errors", d.write_errors},
+                {"queue_depth", d.queue_depth},
+                {"writing", s.disk_enabled && d.writing},
+                {"stopped_reason", d.stopped_reason.empty() ? json(nullptr) : json(d.stopped_reason)}}},
+              {"prefilled_tokens", s.prefilled_tokens}};
+}
+
+HttpResponse cache_stats_response(const RouteContext& ctx) {
+  const EngineRef& engine = *ctx.engine;
+  return json_response(200, cache_stats_json(engine.scheduler->cache_stats(), engine.model.id));
+}
+
+RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
+  const EngineRef& engine = *ctx.engine;
+  std::optional<std::string> model = query_param(request.target, "model");
+  if (!request.body.empty()) {
+    json j;
+    if (auto e = parse_json(request.body, &j)) return error_response(*e);
+    auto it = j.find("model");
+    if (it != j.end() && !it->is_null()) {
+      if (!it->is_string()) return error_response(bad_request("'model' must be a string", "model", "invalid_type"));
+      if (model && *model != it->get<std::string>()) {
+        return error_response(bad_request("the query's model and the body's model differ", "model"));
+      }
+      model = it->get<std::string>();
+    }
+  }
+  if (model && *model != engine.model.id) return error_response(unknown_model(*model));
+  const bool all_models = !model.has_value();
+  EngineCall call;
+  call.engine = ctx.engine;
+  call.run = [engine = ctx.engine, all_models] {
+    if (Status s = engine->scheduler->clear_cache(all_models); !s.ok()) {
+      return error_response(internal_error("clearing the prompt cache failed: " + s.error().message));
+    }
+    json body = cache_stats_json(engine->scheduler->cache_stats(), engine->model.id);
+    body["cleared"] = all_models ? "all" : "model";
+    return json_response(200, body);
+  };
+  return call;
+}
+
+RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
+  const EngineRef& engine = *ctx.engine;
+  json j;
+  if (auto e = parse_json(body, &j)) return error_response(*e);
+  auto present = [&j](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  const bool has_messages = present("messages"), has_prompt = present("prompt");
+  if (has_messages && has_prompt) {
+    return error_response(bad_request("give either 'prompt' or 'messages', not both", "prompt"));
+  }
+  if (!has_messages && !has_prompt) {
+    return error_response(bad_request("'prompt' (a completion prompt) or 'messages' (a chat prefix) is required",
+                                      "prompt", "missing_required_parameter"));
+  }
+  // Only the fields warming reads are validated; sampling and streaming options mean nothing here.
+  const Endpoint endpoint = has_messages ? Endpoint::Chat : Endpoint::Completions;
+  json fields = json::object();
+  for (const char* key : {"model", "messages", "prompt"}) {
+    if (present(key)) fields[key] = j[key];
+  }
+  std::variant<OpenAiRequest, ApiError> parsed = parse_openai_request(endpoint, fields, engine.model.id);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
+  int32_t n_ctx = engine.scheduler->options().n_ctx;
+  if (engine.model.n_ctx > 0) n_ctx = std::min(n_ctx, engine.model.n_ctx);
+  std::variant<std::vector<int32_t>, ApiError> tokens = warm_tokens(engine, std::get<OpenAiRequest>(parsed), n_ctx);
+  if (auto* e = std::get_if<ApiError>(&tokens)) return error_response(*e);
+
+  GenerationJob job;
+  job.engine = ctx.engine;
+  job.meta = new_response_meta(Endpoint::Completions, engine.model.id, false);
+  job.warm = true;
+  job.request.prompt = std::move(std::get<std::vector<int32_t>>(tokens));
+  job.request.warm = true;
+  // A warm request generates nothing; should an engine ignore `warm`, it stops after one
+  // greedy token.
+  job.request.max_tokens = 1;
+  job.request.sampling.temperature = 0;
+  return job;
+}
+
+HttpResponse warm_response(const ResponseMeta& meta, const RequestEvent& finished) {
+  if (finished.finish_reason == "cancelled") {
+    return error_response(unavailable("the warm request was cancelled: the server is shutting down", "shutting_down"));
+  }
+  const RequestUsage& u = finished.usage;
+  const RequestTimings& t = finished.timings;
+  // Nothing was decoded: only the prompt's side of the timings.
+  const json timings{{"queue_ms", t.queue_ms},
+                     {"cache_restore_ms", t.cache_restore_ms},
+                     {"prefill_ms", t.prefill_ms},
+                     {"prefill_tok_s", t.prefill_tok_s},
+                     {"total_ms", t.ttft_ms}};
+  return json_response(200,
+                       json{{"object", "cache.warm"},
+                            {"model", meta.model},
+                            {"tokens", u.prompt_tokens},
+                            {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
+                            {"prefilled_tokens", u.prefilled_tokens},
+                            {"chunks_written", u.chunks_written},
+                            {"finish_reason", finished.finish_reason},
+                            {"timings", timings}});
+}
+
+std::variant<std::vector<ChatSegment>, ApiError> chat_prefix_segments(ChatFamily family,
+                                                                      const std::vector<ChatMessage>& messages) {
+  std::vector<ChatMessage> with_next = messages;
+  const bool after_user = !messages.empty() && messages.back().role == "user";
+  with_next.push_back(ChatMessage{after_user ? "assistant" : "user", std::string(kSentinel)});
+  Result<std::vector<ChatSegment>> rendered = render_chat(family, with_next, false);
+  if (!rendered.ok()) return bad_request(rendered.error().message, "messages");
+  const std::vector<ChatSegment>& segments = *rendered;
+  // The last user-text segment holding the sentinel is the extra turn's (an earlier message
+  // may quote the sentinel; the extra turn comes last).
+  for (size_t k = segments.size(); k-- > 0;) {
+    if (segments[k].markup) continue;
+    const size_t at = segments[k].text.rfind(kSentinel);
+    if (at == std::string::npos) continue;
+    std::vector<ChatSegment> prefix(segments.begin(), segments.begin() + static_cast<std::ptrdiff_t>(k));
+    if (at > 0) prefix.push_back(ChatSegment{segments[k].text.substr(0, at), false});
+    return prefix;
+  }
+  return internal_error("the chat template dropped the next turn's content");
+}
+
+std::optional<std::string> query_param(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  if (const size_t hash = query.find('#'); hash != std::string_view::npos) query = query.substr(0, hash);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    if (percent_decode(pair.substr(0, eq)) != name) continue;
+    return eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1));
+  }
+  return std::nullopt;
+}
+
+}  // namespace hearth::ipc

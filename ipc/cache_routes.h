@@ -1,0 +1,53 @@
+// The prompt cache's routes (docs/protocol.md, "Prompt cache"):
+//   GET    /api/cache        what both tiers hold and how often they served a prompt
+//   DELETE /api/cache        forget every model's cached prefixes; ?model=ID (or a JSON body
+//                            {"model": ID}) only the loaded model's
+//   POST   /api/cache/warm   prefill a prompt ({"prompt"}) or a chat prefix ({"messages"})
+//                            and persist it, generating nothing
+// Request -> response without I/O, like routes.h: clearing comes back as an EngineCall
+// (it waits for the engine thread), warming as a GenerationJob with warm set.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "engine/tokenizer/chat_template.h"
+#include "ipc/routes.h"
+
+namespace hearth {
+struct CacheStats;
+}
+
+namespace hearth::ipc {
+
+// Handlers; ctx.engine is set (the router answers 503 "loading" before).
+HttpResponse cache_stats_response(const RouteContext& ctx);
+RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request);
+RouteResult cache_warm(const RouteContext& ctx, const std::string& body);
+
+// The body of GET /api/cache (and of DELETE's answer, after "cleared").
+nlohmann::json cache_stats_json(const CacheStats& stats, const std::string& model_id);
+
+// The answer to a warm request once its Finished event arrived: 200 with
+// {"object": "cache.warm", "model", "tokens", "cached_tokens": {"memory", "disk"},
+//  "prefilled_tokens", "chunks_written", "finish_reason", "timings": {"queue_ms",
+//  "cache_restore_ms", "prefill_ms", "prefill_tok_s", "total_ms"}}, or 503 when the engine
+// cancelled it (the daemon is stopping). total_ms: from submission to the prompt's end.
+HttpResponse warm_response(const ResponseMeta& meta, const RequestEvent& finished);
+
+// The segments every chat request that continues `messages` starts with: the template
+// rendered for messages plus one more turn (user, or assistant after a user message), cut
+// where that turn's content begins. For Gemma, a lone system message gives
+// "<bos><start_of_turn>user\n{system}\n\n". Errors are the template's (roles, alternation).
+std::variant<std::vector<ChatSegment>, ApiError> chat_prefix_segments(ChatFamily family,
+                                                                      const std::vector<ChatMessage>& messages);
+
+// The value of name in target's query string, percent-decoded ('+' is a space); nullopt
+// when absent. A malformed escape (%G1, a lone %) is kept as written.
+std::optional<std::string> query_param(std::string_view target, std::string_view name);
+
+}  // namespace hearth::ipc
