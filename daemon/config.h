@@ -35,6 +35,7 @@ struct DaemonConfig {
   std::string socket;                          // Unix socket path; "" = default_socket_path()
   std::string socket_group;                    // "" = mode 0600; else the socket's group, mode 0660
   std::string backend = "auto";                // "auto", "cpu", "vulkan", "cuda"
+  int32_t vk_device = -1;                      // Vulkan device index (--list-devices); -1 = choose
   int32_t threads = 0;                         // CPU threads; 0 = one per physical core
   int32_t ctx = 4096;                          // tokens per sequence (prompt + generated)
   bool ctx_set = false;                        // ctx came from a source other than the default
@@ -42,7 +43,7 @@ struct DaemonConfig {
   int32_t prefill_chunk = 128;                 // prompt tokens per step; 0 = a whole prompt per step
   int32_t queue_max = 64;                      // requests waiting for a free sequence
   std::string cache_dir;                       // "" = default_cache_dir()
-  int64_t cache_max_bytes = int64_t{4} << 30;  // bytes on disk for the prompt cache
+  int64_t cache_max_bytes = 0;  // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
   bool no_disk_cache = false;
   std::string listen_tcp;     // "HOST:PORT"; "" = no TCP listener
   bool allow_remote = false;  // allow a non-loopback --listen-tcp host

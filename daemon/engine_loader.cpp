@@ -18,11 +18,12 @@ std::string model_id_from_path(const std::string& path) {
   return name;
 }
 
-Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads) {
+Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads,
+                                 int vk_device) {
   Result<std::string> path = resolve_model(model_arg);
   if (!path) return path.error();
   LoadedEngine e;
-  Result<std::unique_ptr<Backend>> backend = make_backend(backend_choice, threads);
+  Result<std::unique_ptr<Backend>> backend = make_backend(backend_choice, threads, vk_device);
   if (!backend) return backend.error();
   e.backend = std::move(*backend);
 

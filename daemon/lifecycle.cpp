@@ -21,8 +21,9 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // After the grace period the engine gets this long to end the cancelled streams, and the
-// connections to write their last bytes, before the server closes them.
-constexpr auto kDrain = 1000ms;
+// connections to write their last bytes, before the server closes them. Usually
+// milliseconds; a step on a slow device (a software Vulkan device: ~1 s) must fit.
+constexpr auto kDrain = 5000ms;
 // The watchdog stops pinging when shutdown runs this long past the grace period.
 constexpr auto kShutdownHangMargin = 10s;
 // At exit the prompt cache's writer gets this long for the chunks still queued.
@@ -209,7 +210,7 @@ int run_daemon(const DaemonConfig& cfg) {
   notify_status("loading " + model_name);
   LOG_INFO("loading " + model_name);
   const Clock::time_point load_start = Clock::now();
-  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads);
+  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads, cfg.vk_device);
   if (!loaded) {
     LOG_ERROR("cannot load the model: " + loaded.error().message);
     notify_status("failed: " + loaded.error().message);

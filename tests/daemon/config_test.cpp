@@ -62,7 +62,7 @@ TEST_CASE("defaults apply when no source sets an option", "[daemon][config]") {
   CHECK(r->parallel == 4);
   CHECK(r->prefill_chunk == 128);
   CHECK(r->queue_max == 64);
-  CHECK(r->cache_max_bytes == (int64_t{4} << 30));
+  CHECK(r->cache_max_bytes == 0);  // automatic: min(4 GiB, 10% of free space)
   CHECK_FALSE(r->no_disk_cache);
   CHECK(r->listen_tcp.empty());
   CHECK_FALSE(r->allow_remote);
@@ -300,4 +300,25 @@ TEST_CASE("default cache dir: root, XDG_CACHE_HOME, then HOME", "[daemon][config
   CHECK(default_cache_dir(env.lookup(), 1000) == "/c/hearth");
   env.vars.erase("XDG_CACHE_HOME");
   CHECK(default_cache_dir(env.lookup(), 1000) == "/home/u/.cache/hearth");
+}
+
+TEST_CASE("--vk-device picks a Vulkan device by index from any source", "[daemon][config]") {
+  Result<DaemonConfig> r = load({});
+  REQUIRE(r.ok());
+  CHECK(r->vk_device == -1);  // the backend chooses
+  r = load({"--backend", "vulkan", "--vk-device", "1"});
+  REQUIRE(r.ok());
+  CHECK(r->backend == "vulkan");
+  CHECK(r->vk_device == 1);
+  Env env;
+  env.vars["HEARTH_VK_DEVICE"] = "2";
+  r = load({}, env);
+  REQUIRE(r.ok());
+  CHECK(r->vk_device == 2);
+  TomlFile file("vk_device = 3\n");
+  r = load({"--config", file.path});
+  REQUIRE(r.ok());
+  CHECK(r->vk_device == 3);
+  CHECK_THAT(error_of(load({"--vk-device", "-2"})), Catch::Contains("--vk-device") && Catch::Contains("out of range"));
+  CHECK_THAT(error_of(load({"--vk-device", "gpu"})), Catch::Contains("--vk-device") && Catch::Contains("not an integer"));
 }

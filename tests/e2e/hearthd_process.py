@@ -12,6 +12,22 @@ import time
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE for these tests
 
+# Extra hearthd arguments for every daemon a test starts, space-separated: ctest runs the
+# daemon test a second time with HEARTH_E2E_HEARTHD_ARGS="--backend vulkan".
+EXTRA_ARGS_ENV = "HEARTH_E2E_HEARTHD_ARGS"
+
+
+def extra_args_or_skip(hearthd):
+    """The extra arguments from the environment; with --backend vulkan, skips the test when
+    hearthd --list-devices shows no Vulkan device it can use."""
+    args = os.environ.get(EXTRA_ARGS_ENV, "").split()
+    if "vulkan" in args:
+        out = subprocess.run([hearthd, "--list-devices"], capture_output=True, text=True, timeout=60).stdout
+        if not any(line.startswith("vulkan ") and "; usable" in line for line in out.splitlines()):
+            print("SKIP: no usable Vulkan device:\n" + out)
+            raise SystemExit(SKIP)
+    return args
+
 
 class UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=120):
@@ -39,12 +55,13 @@ class Hearthd:
     """hearthd on <tmp>/hearth.sock; stopped (SIGTERM) by close()."""
 
     def __init__(self, hearthd, model, *args, threads=2):
+        extra = extra_args_or_skip(hearthd)
         self.dir = tempfile.mkdtemp(prefix="hearth-e2e-")
         self.socket = os.path.join(self.dir, "hearth.sock")
         self.log_path = os.path.join(self.dir, "hearthd.log")
         self.log = open(self.log_path, "wb")
         cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", str(threads),
-               "--cache-dir", os.path.join(self.dir, "cache"), *args]
+               "--cache-dir", os.path.join(self.dir, "cache"), *args, *extra]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_ready()
 

@@ -6,9 +6,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/vec_dot.h"
 #include "common/log.h"
+#include "daemon/devices.h"
 #include "engine/model/context.h"
 #include "engine/scheduler/generate.h"
 #include "engine/tokenizer/chat_template.h"
@@ -18,10 +18,12 @@
 namespace hearth {
 namespace {
 
-int fail(const std::string& msg) {
+int fail(const std::string& msg, int code = 1) {
   std::fprintf(stderr, "hearth-run: %s\n", msg.c_str());
-  return 1;
+  return code;
 }
+
+constexpr int kExitUsage = 2;  // a backend or device this build or machine cannot serve
 
 }  // namespace
 }  // namespace hearth
@@ -29,12 +31,12 @@ int fail(const std::string& msg) {
 int main(int argc, char** argv) {
   using namespace hearth;
   CLI::App app{"hearth-run: run a GGUF model in-process (no daemon)"};
-  std::string model_arg, prompt, system_prompt, simd, log_level = "warn";
-  int n_predict = 128, threads = 0, n_ctx = 0;
+  std::string model_arg, prompt, system_prompt, simd, log_level = "warn", backend = "auto";
+  int n_predict = 128, threads = 0, n_ctx = 0, vk_device = -1;
   GenerateOptions gen;
   gen.sampling.temperature = 0.8f;
   uint64_t seed = kRandomSeed;
-  bool chat = false, json = false, bench = false, version = false;
+  bool chat = false, json = false, bench = false, version = false, list = false;
   BenchOptions bo;
   app.add_option("-m,--model", model_arg, "model file, or a model name in the models folder (default: Gemma 3 270M)");
   app.add_option("-p,--prompt", prompt, "prompt text");
@@ -49,6 +51,11 @@ int main(int argc, char** argv) {
   app.add_option("--stop", gen.stop, "stop string (repeatable)");
   app.add_option("--seed", seed, "random seed (default: random)");
   app.add_option("-t,--threads", threads, "CPU threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--backend", backend, "compute backend: auto (cuda, then a hardware vulkan device, then cpu), cpu, vulkan")
+      ->check(CLI::IsMember({"auto", "cpu", "vulkan", "cuda"}));
+  app.add_option("--vk-device", vk_device, "Vulkan device index from --list-devices (default: the first usable one)")
+      ->check(CLI::Range(-1, 1 << 16));
+  app.add_flag("--list-devices", list, "print the compute devices this build can use, then exit");
   app.add_option("-c,--ctx", n_ctx, "context size in tokens (default: prompt + n-predict)")->check(CLI::Range(0, 1 << 24));
   app.add_flag("--chat", chat, "wrap the prompt in the model's chat template");
   app.add_option("--system", system_prompt, "system message (with --chat)");
@@ -69,12 +76,17 @@ int main(int argc, char** argv) {
   LogLevel level;
   if (!parse_log_level(log_level, &level)) return fail("unknown log level '" + log_level + "'");
   set_log_level(level);
+  if (list) {
+    std::fputs(daemon::list_devices(threads).c_str(), stdout);
+    return 0;
+  }
   if (!simd.empty()) {
     cpu::SimdLevel l;
     if (!cpu::parse_simd_level(simd, &l)) return fail("unknown SIMD level '" + simd + "'");
     cpu::set_simd_level(l);
   }
   if (!bench && prompt.empty()) return fail("nothing to do: give a prompt with -p (or --bench)");
+  if (Status st = daemon::check_backend_available(backend, vk_device); !st) return fail(st.error().message, kExitUsage);
 
   Result<std::string> path = resolve_model(model_arg);
   if (!path) return fail(path.error().message);
@@ -82,9 +94,9 @@ int main(int argc, char** argv) {
   if (!file) return fail(file.error().message);
   Loaded l;
   l.file = std::move(*file);
-  cpu::CpuBackendOptions cpu_opts;
-  cpu_opts.n_threads = threads;
-  l.backend = cpu::make_cpu_backend(cpu_opts);
+  Result<std::unique_ptr<Backend>> be = daemon::make_backend(backend, threads, vk_device);
+  if (!be) return fail(be.error().message);
+  l.backend = std::move(*be);
   Result<std::unique_ptr<Model>> model = Model::load(l.file, *l.backend);
   if (!model) return fail(model.error().message);
   l.model = std::move(*model);

@@ -1,0 +1,256 @@
+// The Vulkan backend's MatMul and Attention against the CPU backend on random inputs, and a
+// whole attention block recorded as one graph (so missing barriers between ops show), with
+// the validation layer on and required silent. Skipped when no Vulkan device can run hearth.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "common/fp16.h"
+#include "vulkan_pair.h"
+
+namespace {
+
+using namespace hearth;
+using hearth::test::expect_close;
+using hearth::test::VkPair;
+
+const std::vector<DType> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                                         DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+// What the default model (Gemma 3 270M Q4_K_M) is made of: the backend must run these.
+const std::vector<DType> kDefaultModelTypes = {DType::F32, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// How far the Vulkan result of output (t, o) may be from the CPU's.
+//
+// Float weights (F32, F16, BF16): both backends multiply the dequantized weights with f32
+// activations in f32 (the shaders keep 16-bit types for storage only), summing in
+// different orders: the error is about sqrt(n) * 2^-24 * sum |w_i x_i| (n * 2^-24 at
+// worst); 2e-6 of sum |w_i x_i| leaves a wide margin for any n here.
+//
+// Quantized weights: either backend may round the activations before the dot product -
+// the CPU quantizes them to 8 bits per 32 or 256 elements (Q8_0/Q8_1/Q8_K: step amax/127
+// of the block), a GPU may do the same or keep f32. Per element the two results then
+// differ by at most d_i = one step, independently rounded, so the difference of the sums
+// has standard deviation sqrt(sum (w_i d_i)^2 / 6); we allow 6 of those. On top of that
+// each 8-bit block's f16 scale is rounded (relative 2^-11 on each side, correlated within
+// the block: bounded by 1e-3 of sum |w_i x_i|). A wrong scale, element or block is an
+// error of the order of the output itself, sqrt(n) times larger than this.
+double matmul_tol(DType type, const float* w, const float* x, int64_t n) {
+  double var = 0, abs_sum = 0;
+  for (int64_t blk = 0; blk < n; blk += 256) {
+    const int64_t end = std::min(n, blk + 256);
+    float amax = 0;
+    for (int64_t i = blk; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (int64_t i = blk; i < end; ++i) {
+      const double d = amax / 127.0;
+      var += (double(w[i]) * d) * (double(w[i]) * d) / 6;
+      abs_sum += std::fabs(double(w[i]) * x[i]);
+    }
+  }
+  if (is_float(type)) return 2e-6 * abs_sum + 1e-6;
+  return 6 * std::sqrt(var) + 1e-3 * abs_sum + 1e-5;
+}
+
+}  // namespace
+
+TEST_CASE("Vulkan MatMul equals the CPU's for every supported weight type and batch size", "[vulkan]") {
+  NEED_VULKAN(f);
+  for (DType type : kDefaultModelTypes) {
+    INFO(dtype_name(type));
+    CHECK(f.vk().supports_weight_type(type));
+  }
+  for (DType type : kWeightTypes) {
+    if (!f.vk().supports_weight_type(type)) {
+      WARN("Vulkan backend does not support " << dtype_name(type) << " weights; not tested");
+      continue;
+    }
+    // Widths: 640 (Gemma 3 270M's n_embd, not a multiple of 256: its Q5_0/Q8_0 tensors)
+    // for the 32-element blocks, 256 and 2048 for everything; 131 outputs (odd, past any
+    // workgroup tile).
+    std::vector<int64_t> widths{256, 2048};
+    if (dtype_info(type).block_elems <= 32) widths.push_back(640);
+    for (int64_t n_in : widths) {
+      const int64_t n_out = 131;
+      std::vector<float> wd;
+      Tensor w = f.weights(type, n_in, n_out, f.random(n_out * n_in, 0.5f), &wd);
+      for (int64_t n_tok : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{64}}) {
+        const std::vector<float> x = f.random(n_tok * n_in);
+        Op op{OpKind::MatMul};
+        op.src0 = w;
+        op.src1 = f.f32(n_in, n_tok, x);
+        op.dst = f.tensor(DType::F32, n_out, n_tok);
+        f.run(op);
+        const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+        expect_close(c, v,
+                     [&](size_t i) {
+                       const int64_t t = static_cast<int64_t>(i) / n_out, o = static_cast<int64_t>(i) % n_out;
+                       return matmul_tol(type, &wd[o * n_in], &x[t * n_in], n_in);
+                     },
+                     std::string("MatMul ") + dtype_name(type) + " n_in " + std::to_string(n_in) + " n_tok " +
+                         std::to_string(n_tok));
+      }
+    }
+  }
+  f.finish();
+}
+
+namespace {
+
+struct AttnCase {
+  const char* name;
+  int64_t n_heads, n_kv_heads, head_dim;
+  int64_t n_kv;        // cached positions 0 .. n_kv-1
+  int64_t n_q;         // query rows: the last n_q positions
+  int32_t window;      // 0 = none
+  float softcap;       // 0 = none
+  DType kv_type;
+  bool permuted;       // slot map shuffled over twice as many slots as positions
+};
+
+// The output is a convex combination of V rows (|v| < ~4; f16 V is the same f16 values on
+// both sides), computed in f32 by both (16-bit types are storage only). They differ in the
+// order of the score and softmax sums and in the GPU's online-softmax rescaling: relative
+// error growing with the number of terms, n_kv * 2^-24 at worst, and in exp (Vulkan: within
+// 3 + 2|x| ulp). Measured: ~2e-6 at n_kv 64 and 3000.
+double attention_tol(int64_t n_kv) { return 2e-5 + 1e-7 * static_cast<double>(n_kv); }
+
+// Runs one Attention op on both backends and compares.
+void check_attention(VkPair& f, const AttnCase& c) {
+  const int64_t kv_width = c.n_kv_heads * c.head_dim, q_width = c.n_heads * c.head_dim;
+  const int64_t n_slots = c.permuted ? 2 * c.n_kv + 3 : c.n_kv;
+  std::vector<int32_t> slots(static_cast<size_t>(n_slots));
+  std::iota(slots.begin(), slots.end(), 0);
+  if (c.permuted) std::shuffle(slots.begin(), slots.end(), f.rng());
+  slots.resize(static_cast<size_t>(c.n_kv));
+  Tensor k = f.tensor(c.kv_type, kv_width, n_slots, BufferKind::KvCache);
+  Tensor v = f.tensor(c.kv_type, kv_width, n_slots, BufferKind::KvCache);
+  std::vector<uint16_t> half(static_cast<size_t>(kv_width));
+  for (const Tensor& cache : {k, v})
+    for (int64_t j = 0; j < c.n_kv; ++j) {
+      std::vector<float> row = f.random(kv_width);
+      if (c.kv_type == DType::F16) {
+        for (int64_t i = 0; i < kv_width; ++i) half[i] = fp32_to_fp16(row[i]);
+        f.write_row(cache, slots[j], half.data());
+      } else {
+        f.write_row(cache, slots[j], row.data());
+      }
+    }
+  std::vector<int32_t> pos(static_cast<size_t>(c.n_q));
+  for (int64_t t = 0; t < c.n_q; ++t) pos[t] = static_cast<int32_t>(c.n_kv - c.n_q + t);
+  Op op{OpKind::Attention};
+  op.src0 = f.f32(q_width, c.n_q, f.random(c.n_q * q_width));
+  op.src2 = k;
+  op.src3 = v;
+  op.dst = f.tensor(DType::F32, q_width, c.n_q);
+  op.i0 = static_cast<int32_t>(c.n_heads);
+  op.i1 = static_cast<int32_t>(c.n_kv_heads);
+  op.i2 = static_cast<int32_t>(c.head_dim);
+  op.i3 = c.window;
+  op.f0 = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  op.f1 = c.softcap;
+  f.run(op, pos, slots);
+  const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_vk(op.dst);
+  expect_close(cv, vv, [&](size_t) { return attention_tol(c.n_kv); }, std::string("Attention ") + c.name);
+}
+
+}  // namespace
+
+TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/F32 KV, shuffled slots",
+          "[vulkan]") {
+  NEED_VULKAN(f);
+  // clang-format off
+  const AttnCase cases[] = {
+      // Gemma 3 270M: 4 heads sharing 1 kv head of 256; a prefill chunk and a decode step.
+      {"gemma prefill",          4, 1, 256,   64, 64,   0,  0.0f, DType::F16, false},
+      {"gemma decode",           4, 1, 256,   65,  1,   0,  0.0f, DType::F16, true},
+      {"sliding window 8",       4, 1, 256,   40, 13,   8,  0.0f, DType::F16, true},
+      {"GQA 8/2, head 64, f32",  8, 2,  64,   33,  7,   0,  0.0f, DType::F32, true},
+      {"softcap 5, head 40",     2, 2,  40,   23,  5,   0,  5.0f, DType::F32, false},
+      {"softcap + window, f16",  6, 3,  64,   50,  9,  16, 30.0f, DType::F16, true},
+      {"long cache, f16",        4, 1, 256, 3000,  2,   0,  0.0f, DType::F16, true},
+      {"long cache window 512",  4, 2, 128, 3000,  3, 512,  0.0f, DType::F32, true},
+  };
+  // clang-format on
+  for (const AttnCase& c : cases) check_attention(f, c);
+  f.finish();
+}
+
+TEST_CASE("A whole attention block in one Vulkan graph equals the CPU's", "[vulkan]") {
+  NEED_VULKAN(f);
+  // norm -> q/k/v projections -> per-head norms -> RoPE -> StoreKv -> Attention -> output
+  // projection -> residual add, the way engine/model records a Gemma 3 layer: every op
+  // reads what the one before it wrote, in one command buffer.
+  const int64_t n_embd = 640, n_heads = 4, n_kv_heads = 1, hd = 256, n_tok = 7, n_slots = 16;
+  const int64_t q_w = n_heads * hd, kv_w = n_kv_heads * hd;
+  std::vector<float> dq, dk, dv, dout;
+  // F32 projections before the attention: their results agree to ~1e-6, so the Attention
+  // tolerance of its own test applies to its output here (quantized weights make q and k
+  // differ by up to ~1%, which the scores amplify; the op tests cover those types).
+  Tensor wq = f.weights(DType::F32, n_embd, q_w, f.random(q_w * n_embd, 0.05f), &dq);
+  Tensor wk = f.weights(DType::F32, n_embd, kv_w, f.random(kv_w * n_embd, 0.05f), &dk);
+  Tensor wv = f.weights(DType::F32, n_embd, kv_w, f.random(kv_w * n_embd, 0.05f), &dv);
+  Tensor wo = f.weights(DType::Q4_K, q_w, n_embd, f.random(n_embd * q_w, 0.05f), &dout);
+  Tensor x = f.f32(n_embd, n_tok, f.random(n_tok * n_embd));
+  Tensor norm_w = f.f32(n_embd, 1, f.random(n_embd, 0.3f));
+  Tensor head_norm_w = f.f32(hd, 1, f.random(hd, 0.3f));
+  Tensor cur = f.tensor(DType::F32, n_embd, n_tok), q = f.tensor(DType::F32, q_w, n_tok);
+  Tensor k = f.tensor(DType::F32, kv_w, n_tok), v = f.tensor(DType::F32, kv_w, n_tok);
+  Tensor attn = f.tensor(DType::F32, q_w, n_tok), out = f.tensor(DType::F32, n_embd, n_tok);
+  Tensor kc = f.tensor(DType::F16, kv_w, n_slots, BufferKind::KvCache);
+  Tensor vc = f.tensor(DType::F16, kv_w, n_slots, BufferKind::KvCache);
+
+  Graph g;
+  const std::vector<int32_t> positions{0, 1, 2, 3, 4, 5, 6}, slots{9, 2, 15, 0, 4, 11, 7};
+  const IntSpan pos = g.add_ints(positions), slot = g.add_ints(slots);
+  auto add = [&](Op op) { g.ops.push_back(op); };
+  Op norm{OpKind::RmsNorm};
+  norm.src0 = x, norm.src1 = norm_w, norm.dst = cur, norm.f0 = 1e-6f;
+  add(norm);
+  for (auto [w, dst] : {std::pair{wq, q}, std::pair{wk, k}, std::pair{wv, v}}) {
+    Op mm{OpKind::MatMul};
+    mm.src0 = w, mm.src1 = cur, mm.dst = dst;
+    add(mm);
+  }
+  for (Tensor t : {q, k}) {
+    Op hn{OpKind::RmsNorm};
+    hn.src0 = t, hn.src1 = head_norm_w, hn.dst = t, hn.f0 = 1e-6f;
+    add(hn);
+    Op rope{OpKind::Rope};
+    rope.dst = t, rope.ia = pos, rope.i0 = hd, rope.i1 = hd, rope.i2 = kRopeNeox, rope.f0 = 1e6f, rope.f1 = 1.0f;
+    add(rope);
+  }
+  Op store{OpKind::StoreKv};
+  store.src0 = k, store.src1 = v, store.src2 = kc, store.src3 = vc, store.ia = slot;
+  add(store);
+  Op at{OpKind::Attention};
+  at.src0 = q, at.src2 = kc, at.src3 = vc, at.dst = attn, at.ia = pos, at.ib = slot;
+  at.i0 = n_heads, at.i1 = n_kv_heads, at.i2 = hd, at.f0 = 0.0625f;
+  add(at);
+  Op proj{OpKind::MatMul};
+  proj.src0 = wo, proj.src1 = attn, proj.dst = out;
+  add(proj);
+  Op res{OpKind::Add};
+  res.src0 = out, res.src1 = x, res.dst = x;
+  add(res);
+  f.run(g);
+
+  // The CPU's attention output as the input of the output projection bounds the error
+  // that projection adds (matmul_tol); the error arriving in its input (attn_tol per
+  // element, as in the Attention test) grows by at most sum_i |wo_i| * attn_tol.
+  const std::vector<float> a = f.read_cpu(attn), c = f.read_cpu(x), vk = f.read_vk(x);
+  const double attn_tol = attention_tol(n_tok);
+  expect_close(a, f.read_vk(attn), [&](size_t) { return attn_tol; }, "attention output inside the graph");
+  expect_close(c, vk,
+               [&](size_t i) {
+                 const int64_t t = static_cast<int64_t>(i) / n_embd, o = static_cast<int64_t>(i) % n_embd;
+                 double wsum = 0;
+                 for (int64_t j = 0; j < q_w; ++j) wsum += std::fabs(dout[o * q_w + j]);
+                 return matmul_tol(DType::Q4_K, &dout[o * q_w], &a[t * q_w], q_w) + attn_tol * wsum;
+               },
+               "block output");
+  f.finish();
+}

@@ -1,0 +1,207 @@
+// Every Vulkan backend operation but MatMul and Attention (vulkan_matmul_attention_test.cpp)
+// against the CPU backend, on random inputs, with the validation layer on and required
+// silent. Tolerances are per op, each with its reason. Skipped (with a warning) when no
+// Vulkan device can run hearth.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "common/fp16.h"
+#include "vulkan_pair.h"
+
+namespace {
+
+using namespace hearth;
+using hearth::test::expect_close;
+
+// Every type a weight table can have in a GGUF file hearth reads.
+const std::vector<DType> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                                         DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+}  // namespace
+
+TEST_CASE("Vulkan GetRows equals the CPU's for every weight type", "[vulkan]") {
+  NEED_VULKAN(f);
+  // 512 columns: a whole number of blocks of every type; 640 as well for the 32-blocks.
+  for (DType type : kWeightTypes) {
+    if (!f.vk().supports_weight_type(type)) {
+      WARN("Vulkan backend does not support " << dtype_name(type) << " weights");
+      continue;
+    }
+    for (int64_t d : {int64_t{512}, int64_t{640}}) {
+      if (d % dtype_info(type).block_elems != 0) continue;
+      const int64_t n = 9;
+      Tensor table = f.weights(type, d, n, f.random(n * d), nullptr);
+      Op op{OpKind::GetRows};
+      op.src0 = table;
+      op.dst = f.tensor(DType::F32, d, 4);
+      op.f0 = 25.3f;  // Gemma scales its embeddings by sqrt(n_embd)
+      f.run(op, {8, 0, 8, 3});
+      // The dequantization formulas are the same products and sums as the CPU's; a GPU
+      // may fuse a multiply and add (one rounding instead of two), so allow a few f32 ulps
+      // of the largest value in the row.
+      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+      float amax = 0;
+      for (float x : c) amax = std::max(amax, std::fabs(x));
+      expect_close(c, v, [&](size_t) { return 4e-7 * amax; },
+                   std::string("GetRows ") + dtype_name(type) + " d=" + std::to_string(d));
+    }
+  }
+  f.finish();
+}
+
+TEST_CASE("Vulkan RmsNorm equals the CPU's over whole rows and per head, in place too", "[vulkan]") {
+  NEED_VULKAN(f);
+  // Whole rows of 640 and 1152 (Gemma widths), heads of 256 and 64, and a lone token.
+  struct Shape {
+    int64_t width, chunk, rows;
+  };
+  for (Shape s : {Shape{640, 640, 7}, Shape{1152, 1152, 1}, Shape{1024, 256, 5}, Shape{256, 64, 3}, Shape{40, 40, 2}}) {
+    for (bool in_place : {false, true}) {
+      const std::vector<float> x = f.random(s.width * s.rows, 3.0f), w = f.random(s.chunk);
+      Op op{OpKind::RmsNorm};
+      op.src0 = f.f32(s.width, s.rows, x);
+      op.src1 = f.f32(s.chunk, 1, w);
+      op.dst = in_place ? op.src0 : f.tensor(DType::F32, s.width, s.rows);
+      op.f0 = 1e-6f;
+      f.run(op);
+      // The sum of squares is accumulated in another order (a tree on the GPU): relative
+      // error a few times n * 2^-24 at worst, far less in practice.
+      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+      expect_close(c, v, [&](size_t i) { return 2e-6 * std::fabs(c[i]) + 1e-6; },
+                   "RmsNorm width " + std::to_string(s.width) + " chunk " + std::to_string(s.chunk) +
+                       (in_place ? " in place" : ""));
+    }
+  }
+  f.finish();
+}
+
+TEST_CASE("Vulkan RoPE equals the CPU's in the normal, neox and partial layouts", "[vulkan]") {
+  NEED_VULKAN(f);
+  const std::vector<int32_t> pos{0, 1, 7, 100, 1000, 4095, 31999};
+  const int64_t n_tok = static_cast<int64_t>(pos.size());
+  struct Case {
+    int64_t head_dim, n_rot, n_heads;
+    int32_t layout;
+    float base, scale;
+  };
+  for (Case c : {Case{256, 256, 4, kRopeNeox, 1e6f, 0.125f}, Case{256, 256, 1, kRopeNeox, 1e4f, 1.0f},
+                 Case{64, 64, 3, kRopeNormal, 1e4f, 1.0f}, Case{128, 96, 2, kRopeNormal, 5e5f, 1.0f},
+                 Case{80, 40, 2, kRopeNeox, 1e4f, 0.5f}}) {
+    const std::vector<float> x = f.random(n_tok * c.n_heads * c.head_dim);
+    Op op{OpKind::Rope};
+    op.dst = f.f32(c.n_heads * c.head_dim, n_tok, x);
+    op.i0 = static_cast<int32_t>(c.head_dim);
+    op.i1 = static_cast<int32_t>(c.n_rot);
+    op.i2 = c.layout;
+    op.f0 = c.base;
+    op.f1 = c.scale;
+    f.run(op, pos);
+    // theta = pos * scale * base^(-2j/n_rot) in f32 on both; the GPU's sin and cos may be
+    // less exact than libm (Vulkan allows 2^-11 absolute in [-pi, pi], and the argument
+    // reduction loses about pos * 2^-24 of theta): the error is bounded by the rotated
+    // pair's magnitude times that.
+    const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_vk(op.dst);
+    expect_close(cv, vv,
+                 [&](size_t i) {
+                   const int64_t t = static_cast<int64_t>(i) / (c.n_heads * c.head_dim);
+                   return (1e-3 + 2e-7 * pos[t] * c.scale) * 4.0;
+                 },
+                 "RoPE head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.n_rot) +
+                     (c.layout == kRopeNeox ? " neox" : " normal"));
+  }
+  f.finish();
+}
+
+TEST_CASE("Vulkan elementwise ops equal the CPU's, on strided views and in place", "[vulkan]") {
+  NEED_VULKAN(f);
+  const int64_t width = 2048 + 40, rows = 3;
+  std::vector<float> a = f.random(width * rows, 3.0f), b = f.random(width * rows);
+  a[0] = -12.5f;  // GELU's clamps
+  a[1] = 30.0f;
+  for (OpKind kind : {OpKind::Add, OpKind::Scale, OpKind::GeluMul, OpKind::SiluMul, OpKind::Softcap}) {
+    for (bool strided : {false, true}) {
+      // Strided: rows 64 bytes further apart than their length, 256 bytes into the buffer.
+      const size_t stride = strided ? width * 4 + 64 : 0, offset = strided ? 256 : 0;
+      Op op{kind};
+      op.src0 = f.f32(width, rows, a, stride, offset);
+      op.src1 = f.f32(width, rows, b, stride, offset);
+      op.dst = strided ? op.src0 : f.tensor(DType::F32, width, rows);  // strided also in place
+      op.f0 = kind == OpKind::Softcap ? 5.0f : 0.125f;
+      f.run(op);
+      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+      auto tol = [&](size_t i) -> double {
+        switch (kind) {
+          // One rounded add or multiply on both sides.
+          case OpKind::Add:
+          case OpKind::Scale:
+            return 1.2e-7 * std::fabs(c[i]);
+          // The CPU reads GELU from an f16 table (x and gelu(x) rounded to f16, relative
+          // step 2^-11); the GPU may compute it in f32: up to ~2e-3 of |x * b|.
+          case OpKind::GeluMul:
+            return 2e-3 * std::fabs(double(a[i]) * b[i]) + 1e-6;
+          // exp and division on the GPU: a few ulps each (Vulkan: exp within 3 + 2|x| ulp).
+          case OpKind::SiluMul:
+            return 2e-6 * (1 + std::fabs(a[i])) * std::fabs(double(a[i]) * b[i]) + 1e-7;
+          // tanh on the GPU may be computed through exp, losing absolute (not relative)
+          // precision near 0: 1e-6 of the cap.
+          default:
+            return 1e-6 * 5.0 + 2e-6 * std::fabs(c[i]);
+        }
+      };
+      expect_close(c, v, tol, std::string("elementwise op ") + std::to_string(int(kind)) + (strided ? " strided" : ""));
+    }
+  }
+  f.finish();
+}
+
+TEST_CASE("Vulkan StoreKv writes the same F32 and F16 cache rows as the CPU", "[vulkan]") {
+  NEED_VULKAN(f);
+  const int64_t width = 256, n_slots = 40;
+  const std::vector<int32_t> slots{17, 3, 39, 0, 22, 5, 6};  // any order, any gaps
+  const int64_t n_tok = static_cast<int64_t>(slots.size());
+  for (DType type : {DType::F16, DType::F32}) {
+    const std::vector<float> k = f.random(n_tok * width, 2.0f), v = f.random(n_tok * width, 2.0f);
+    Op op{OpKind::StoreKv};
+    op.src0 = f.f32(width, n_tok, k);
+    op.src1 = f.f32(width, n_tok, v);
+    op.src2 = f.tensor(type, width, n_slots, BufferKind::KvCache);
+    op.src3 = f.tensor(type, width, n_slots, BufferKind::KvCache, 0, 128);  // V 128 bytes into its buffer
+    f.run(op, slots);
+    for (const Tensor& cache : {op.src2, op.src3}) {
+      const std::vector<uint8_t> cb = f.bytes_cpu(cache), vb = f.bytes_vk(cache);
+      REQUIRE(cb.size() == vb.size());
+      if (type == DType::F32) {
+        // A copy: bit for bit, the untouched slots (still the fill pattern) included.
+        CHECK(cb == vb);
+        continue;
+      }
+      // f32 -> f16 on the GPU may round toward zero instead of to nearest: at most one
+      // f16 step apart. Untouched bytes must be equal.
+      size_t bad = 0;
+      for (size_t i = 0; i + 1 < cb.size(); i += 2) {
+        uint16_t hc, hv;
+        std::memcpy(&hc, &cb[i], 2);
+        std::memcpy(&hv, &vb[i], 2);
+        const int diff = std::abs(int(hc) - int(hv));
+        if (diff > 1 || ((hc ^ hv) & 0x8000)) ++bad;
+      }
+      INFO("F16 cache elements more than one f16 step from the CPU's: " << bad);
+      CHECK(bad == 0);
+    }
+  }
+  f.finish();
+}
+
+TEST_CASE("Vulkan CopyRows picks the same rows as the CPU", "[vulkan]") {
+  NEED_VULKAN(f);
+  const int64_t width = 262144 / 4 + 3, rows = 5;  // a logits-sized row
+  const std::vector<float> x = f.random(width * rows);
+  Op op{OpKind::CopyRows};
+  op.src0 = f.f32(width, rows, x);
+  op.dst = f.tensor(DType::F32, width, 3);
+  f.run(op, {4, 0, 4});
+  CHECK(f.read_cpu(op.dst) == f.read_vk(op.dst));
+  f.finish();
+}
