@@ -128,26 +128,30 @@ class Scheduler::Impl {
     return out;
   }
 
-  // Runs fn on the engine thread between steps and waits for it.
-  void run_on_engine(std::function<void()> fn) {
+  // Runs fn on the engine thread between steps and waits for it; false (fn not run) once
+  // the engine thread has stopped.
+  bool run_on_engine(std::function<void()> fn) {
     std::packaged_task<void()> task(std::move(fn));
     std::future<void> done = task.get_future();
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (engine_done_) return false;
       tasks_.push_back(std::move(task));
     }
     wake_.notify_all();
     done.wait();
+    return true;
   }
 
   Status clear_cache(bool all_models) {
     Status st;
-    run_on_engine([&] {
+    const bool ran = run_on_engine([&] {
       const int32_t n = pool_.clear_cached();
       LOG_INFO("prompt cache: cleared " + std::to_string(n) + " cached KV blocks from memory");
       if (store_) st = store_->clear(all_models);
       publish_gauges();
     });
+    if (!ran) return make_error("the engine has stopped");
     return st;
   }
 
@@ -238,7 +242,12 @@ class Scheduler::Impl {
                  any_queued_cancelled() || !tasks_.empty();
         });
         tasks.swap(tasks_);
-        if (quit_ && queue_.empty() && running_.empty() && tasks_.empty()) return;
+        if (quit_ && queue_.empty() && running_.empty()) {
+          engine_done_ = true;  // run_on_engine() refuses from now on
+          lock.unlock();
+          for (std::packaged_task<void()>& t : tasks) t();
+          return;
+        }
         // Requests cancelled while queued end here, without taking a sequence.
         for (auto it = queue_.begin(); it != queue_.end();) {
           if (it->handle->cancelled()) {
@@ -469,6 +478,7 @@ class Scheduler::Impl {
   SchedulerStats stats_;
   CacheStats cache_counters_;  // the engine's part of cache_stats()
   std::vector<std::packaged_task<void()>> tasks_;
+  bool engine_done_ = false;
 };
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend& backend, const Tokenizer& tokenizer,

@@ -342,3 +342,45 @@ TEST_CASE("GeluMul gives bitwise the same result at every SIMD level") {
   REQUIRE(results[0][0] == 0.0f);
   REQUIRE(results[0][3] == 30.0f * b[3]);
 }
+
+TEST_CASE("MatMul: a row's result is bitwise the same whatever the batch size") {
+  // The scheduler's promise "batched equals alone" rests on this: every kernel path (1-3
+  // rows, small tiles, the unpack cache for large batches) reduces a row in one order.
+  Fixture f;
+  const int64_t n_in = 640, n_out = 70;
+  for (DType wt : {DType::F32, DType::F16, DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    std::vector<float> w = f.random(n_out * n_in, 0.5f);
+    const int64_t n_in_t = (wt == DType::Q4_K || wt == DType::Q6_K) ? 1024 : n_in;
+    if (n_in_t != n_in) w = f.random(n_out * n_in_t, 0.5f);
+    Tensor wt_t = f.make(wt, n_in_t, n_out);
+    std::vector<uint8_t> q(wt_t.row_stride * n_out);
+    for (int64_t r = 0; r < n_out; ++r) cpu::quantize_row(wt, &w[r * n_in_t], q.data() + r * wt_t.row_stride, n_in_t);
+    f.be->write(*wt_t.buffer, 0, q.data(), q.size());
+    const int64_t max_tok = 72;
+    std::vector<float> x = f.random(max_tok * n_in_t);
+    // Reference: each row alone.
+    std::vector<float> alone(max_tok * n_out);
+    for (int64_t t = 0; t < max_tok; ++t) {
+      Op op{OpKind::MatMul};
+      op.src0 = wt_t;
+      op.src1 = f.make_f32(n_in_t, 1, std::vector<float>(x.begin() + t * n_in_t, x.begin() + (t + 1) * n_in_t));
+      op.dst = f.make(DType::F32, n_out, 1);
+      f.run(op);
+      std::vector<float> y = f.read(op.dst);
+      std::copy(y.begin(), y.end(), alone.begin() + t * n_out);
+    }
+    for (int64_t n_tok = 2; n_tok <= max_tok; ++n_tok) {
+      Op op{OpKind::MatMul};
+      op.src0 = wt_t;
+      op.src1 = f.make_f32(n_in_t, n_tok, std::vector<float>(x.begin(), x.begin() + n_tok * n_in_t));
+      op.dst = f.make(DType::F32, n_out, n_tok);
+      f.run(op);
+      std::vector<float> y = f.read(op.dst);
+      for (int64_t t = 0; t < n_tok; ++t)
+        for (int64_t o = 0; o < n_out; ++o) {
+          INFO(dtype_name(wt) << " n_tok " << n_tok << " row " << t << " out " << o);
+          REQUIRE(y[t * n_out + o] == alone[t * n_out + o]);
+        }
+    }
+  }
+}
