@@ -228,6 +228,13 @@ int run_daemon(const DaemonConfig& cfg) {
     return 1;
   }
   std::unique_ptr<Scheduler> scheduler = std::move(*created);
+  {
+    const SchedulerStats st = scheduler->stats();
+    const CacheStats cs = scheduler->cache_stats();
+    LOG_DEBUG("KV pool: " + std::to_string(st.kv_blocks_total) + " blocks of " + std::to_string(so.block_tokens) +
+              " tokens (" + std::to_string(cs.memory_capacity_bytes >> 20) + " MiB); prompt cache: " +
+              (cs.disk_enabled ? "memory and disk" : "memory only"));
+  }
   liveness.set_scheduler(scheduler.get());
   engine.info.n_ctx = so.n_ctx;
   const std::string serving = "serving " + engine.info.id + " on " + engine.info.backend;

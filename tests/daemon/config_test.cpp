@@ -302,7 +302,7 @@ TEST_CASE("default cache dir: root, XDG_CACHE_HOME, then HOME", "[daemon][config
   CHECK(default_cache_dir(env.lookup(), 1000) == "/home/u/.cache/hearth");
 }
 
-TEST_CASE("--vk-device picks a Vulkan device by index from any source", "[daemon][config]") {
+TEST_CASE("the Vulkan device index (vk-device) comes from any source", "[daemon][config]") {
   Result<DaemonConfig> r = load({});
   REQUIRE(r.ok());
   CHECK(r->vk_device == -1);  // the backend chooses
