@@ -8,6 +8,7 @@
 #include "storage/chunk_store.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -220,6 +221,21 @@ std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<co
   }
   m.wake.notify_one();
   return std::nullopt;
+}
+
+void ChunkStore::prefetch(std::span<const uint64_t> hashes) {
+  Impl& m = *impl_;
+  for (uint64_t hash : hashes) {
+    {
+      std::lock_guard lk(m.mu);
+      if (!m.known.count(hash)) continue;
+    }
+    const std::string path = m.path_of(hash);
+    const int fd = m.ops->open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) continue;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    m.ops->close(fd);
+  }
 }
 
 size_t ChunkStore::close(std::chrono::milliseconds timeout) {

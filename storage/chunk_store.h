@@ -53,7 +53,7 @@ struct ChunkWrite {
 struct StoreOptions {
   std::filesystem::path dir;          // created with mode 0700 when missing
   uint64_t max_bytes = uint64_t{4} << 30;  // budget for chunk files (all models together)
-  size_t queue_max = 64;              // chunks waiting for the writer; more are dropped
+  size_t queue_max = 256;             // chunks waiting for the writer; more are dropped
   // The file system calls the store makes for chunk files (not sqlite's own I/O); null means
   // the real POSIX calls. Tests pass a FileOps that fails the Nth write, fsync or rename.
   std::shared_ptr<FileOps> file_ops;
@@ -100,6 +100,11 @@ class ChunkStore {
   // (file and row) and nullopt returned. Marks the chunk used (LRU) without writing to
   // sqlite on the calling thread.
   std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens);
+  // Asks the kernel to start reading these chunks' files (posix_fadvise WILLNEED), so the
+  // load() calls that follow find them in the page cache or already on their way: one
+  // request's chain is read with the device's parallelism instead of one file at a time.
+  // Unknown hashes are skipped. Advisory: never fails.
+  void prefetch(std::span<const uint64_t> hashes);
   // Writes what is queued, waiting at most `timeout`; returns the chunks left unwritten.
   // Then stops the writer. Later enqueue() calls are refused.
   size_t close(std::chrono::milliseconds timeout);

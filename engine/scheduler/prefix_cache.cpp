@@ -9,14 +9,15 @@
 
 namespace hearth {
 
-// Why 4 blocks (64 tokens) per chunk file. The disk tier can only resume a prompt at a
-// chunk boundary, so after a restart up to chunk - 1 tokens of the cached part are
-// prefilled again; smaller chunks cost more files, rows and syscalls per restored token.
-// Measured on the default model (1.1 MiB per 64-token chunk), CPU, 2 threads, page cache
-// warm: restoring 3,968 tokens took ~25 ms with 64-token chunks (62 files) and ~20 ms with
-// 256-token chunks (15 files), while prefilling the up to 255 leftover tokens of the
-// larger chunk costs ~0.5 s against ~0.1 s for 63. The per-file overhead is small next to
-// that, so the smaller chunk wins on time to first token.
+// Why one block (16 tokens) per chunk file. The disk tier resumes a prompt only at a chunk
+// boundary, so after a restart up to chunk - 1 tokens are prefilled again, while smaller
+// chunks mean more files. Measured with bench/cache_bench.py (default model, CPU, 2
+// threads, a 4000-token prompt, chunk files evicted from the page cache, restore with
+// prefetch): chunks of 16 / 32 / 64 tokens restored 3984 / 3968 / 3968 tokens (250 /
+// 125 / 62 files, ~70 MiB) in 84 / 79 / 75 ms, and the disk hit's TTFT was 145 / 176 /
+// 171 ms against ~7.5 s cold (1/54, 1/42, 1/45). Reading is bound by the disk, not by
+// the number of files, once they are prefetched together; the leftover prefill is what
+// the chunk size changes (256-token chunks: 448 ms, 1/15). So a chunk is a block.
 
 PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, uint64_t seed,
                          storage::ChunkStore* store)
@@ -39,6 +40,16 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
   assert(table.capacity() == 0);
   hash_blocks(tokens, static_cast<int32_t>(tokens.size()), st);
   const int32_t n_full = limit / bt_;
+  if (store_) {
+    // Chunks the memory tier lacks start reading now, all of them, while the first are
+    // verified and copied.
+    std::vector<uint64_t> wanted;
+    for (int32_t c = 0; (c + 1) * kChunkBlocks <= n_full; ++c) {
+      const uint64_t name = st.hashes[static_cast<size_t>((c + 1) * kChunkBlocks - 1)];
+      if (pool_.find(name) < 0) wanted.push_back(name);
+    }
+    store_->prefetch(wanted);
+  }
   int32_t i = 0;
   while (i < n_full) {
     const int32_t b = pool_.find(st.hashes[static_cast<size_t>(i)]);

@@ -22,9 +22,8 @@
 
 namespace hearth {
 
-// Blocks per chunk file. Measured on the default model (18 KiB of f16 KV per token, CPU,
-// 2 threads): see the comment in prefix_cache.cpp.
-inline constexpr int32_t kChunkBlocks = 4;
+// Blocks per chunk file (16 tokens). Measured on the default model: see prefix_cache.cpp.
+inline constexpr int32_t kChunkBlocks = 1;
 
 // A sequence's standing with the cache.
 struct SeqCacheState {

@@ -27,7 +27,7 @@ import time
 
 from hearthd_process import SKIP, Hearthd, default_model_or_skip
 
-CHUNK_TOKENS = 64
+CHUNK_TOKENS = 16
 
 
 class Daemon(Hearthd):

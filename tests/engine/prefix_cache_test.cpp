@@ -193,22 +193,22 @@ TEST_CASE("warming a prompt persists it without generating; a restart restores i
     CHECK(w.text.empty());
     CHECK(w.usage.completion_tokens == 0);
     CHECK(w.usage.prefilled_tokens == 300);
-    CHECK(w.usage.chunks_written == 4);  // 300 tokens = 4 full 64-token chunks + 44
+    CHECK(w.usage.chunks_written == 18);  // 300 tokens = 18 full 16-token chunks + 12
     // Warming again finds everything in memory.
     const Run w2 = run_one(*sched, warm);
     CHECK(w2.usage.cached_memory_tokens == 300);
     CHECK(w2.usage.chunks_written == 0);
     CHECK(sched->close_cache(std::chrono::seconds(10)) == 0);
-    CHECK(sched->cache_stats().disk.model_entries == 4);
+    CHECK(sched->cache_stats().disk.model_entries == 18);
   }
   {
-    // A new engine (memory empty) on the same directory: 256 tokens from disk.
+    // A new engine (memory empty) on the same directory: 288 tokens from disk.
     auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options(dir.path.string(), "fp-a")));
     const Run hit = run_one(*sched, r);
     CHECK(hit.text == cold);
-    CHECK(hit.usage.cached_disk_tokens == 256);
-    CHECK(hit.usage.prefilled_tokens == 300 - 256);
-    CHECK(sched->cache_stats().disk.hits == 4);
+    CHECK(hit.usage.cached_disk_tokens == 288);
+    CHECK(hit.usage.prefilled_tokens == 300 - 288);
+    CHECK(sched->cache_stats().disk.hits == 18);
   }
   {
     // Another model's engine (another fingerprint) on the same directory never uses them.
