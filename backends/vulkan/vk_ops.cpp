@@ -44,6 +44,16 @@ const char* op_name(OpKind k) {
 
 void bind(Dispatch* d, int binding, const VkDescriptorBufferInfo& info) { d->bind[binding] = info; }
 
+// Binds a view to its slot (0 = dst, 1..4 = src0..src3) and sets the slot's element
+// offset and row stride in the push constants: every shader reads them by slot.
+void bind(Dispatch* d, int binding, const OpPlanner::View& v) {
+  d->bind[binding] = v.info;
+  uint32_t* off[] = {&d->pc.d_off, &d->pc.s0_off, &d->pc.s1_off, &d->pc.s2_off, &d->pc.s3_off};
+  uint32_t* stride[] = {&d->pc.d_stride, &d->pc.s0_stride, &d->pc.s1_stride, &d->pc.s2_stride, &d->pc.s3_stride};
+  *off[binding] = v.off;
+  *stride[binding] = v.stride;
+}
+
 bool ints_ok(const IntSpan& s, const Graph& g) {
   return static_cast<size_t>(s.offset) + s.count <= g.ints.size();
 }
@@ -139,12 +149,8 @@ Status OpPlanner::get_rows(const Op& op, std::vector<Dispatch>* out) {
     HEARTH_TRY_VIEW(src, view(table, w0, w1, 1));
     Dispatch d;
     d.pipeline = *pipe;
-    bind(&d, 0, dst.info);
-    bind(&d, 1, src.info);
-    d.pc.d_off = dst.off;
-    d.pc.d_stride = dst.stride;
-    d.pc.s0_off = src.off;
-    d.pc.s0_stride = src.stride;
+    bind(&d, 0, dst);
+    bind(&d, 1, src);
     d.pc.ne0 = static_cast<uint32_t>(table.ne0);
     d.pc.rows = static_cast<uint32_t>(n);
     d.pc.ia_off = op.ia.offset;
@@ -173,13 +179,9 @@ Status OpPlanner::rms_norm(const Op& op, std::vector<Dispatch>* out) {
   HEARTH_TRY_VIEW(w, view(op.src1, 0, 1, 4));
   Dispatch d;
   d.pipeline = *pipe;
-  bind(&d, 0, dst.info);
-  bind(&d, 1, src.info);
+  bind(&d, 0, dst);
+  bind(&d, 1, src);
   bind(&d, 2, w.info);
-  d.pc.d_off = dst.off;
-  d.pc.d_stride = dst.stride;
-  d.pc.s0_off = src.off;
-  d.pc.s0_stride = src.stride;
   d.pc.s1_off = w.off;
   d.pc.ne0 = static_cast<uint32_t>(chunk);
   d.pc.rows = static_cast<uint32_t>(op.src0.rows);
@@ -238,15 +240,9 @@ Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
       HEARTH_TRY_VIEW(wv, view(w, o0, o1, 1));
       Dispatch d;
       d.pipeline = *pipe;
-      bind(&d, 0, y.info);
-      bind(&d, 1, wv.info);
-      bind(&d, 2, x.info);
-      d.pc.d_off = y.off;
-      d.pc.d_stride = y.stride;
-      d.pc.s0_off = wv.off;
-      d.pc.s0_stride = wv.stride;
-      d.pc.s1_off = x.off;
-      d.pc.s1_stride = x.stride;
+      bind(&d, 0, y);
+      bind(&d, 1, wv);
+      bind(&d, 2, x);
       d.pc.ne0 = static_cast<uint32_t>(w.ne0);
       d.pc.rows = static_cast<uint32_t>(t1 - t0);
       d.pc.u0 = static_cast<uint32_t>(o0);
@@ -275,9 +271,7 @@ Status OpPlanner::rope(const Op& op, std::vector<Dispatch>* out) {
   HEARTH_TRY_VIEW(dst, view(op.dst, 0, op.dst.rows, 4));
   Dispatch d;
   d.pipeline = *pipe;
-  bind(&d, 0, dst.info);
-  d.pc.d_off = dst.off;
-  d.pc.d_stride = dst.stride;
+  bind(&d, 0, dst);
   d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
   d.pc.rows = static_cast<uint32_t>(op.dst.rows);
   d.pc.ia_off = op.ia.offset;
@@ -319,18 +313,12 @@ Status OpPlanner::elementwise(const Op& op, std::vector<Dispatch>* out) {
   HEARTH_TRY_VIEW(a, view(op.src0, 0, rows, 4));
   Dispatch d;
   d.pipeline = *pipe;
-  bind(&d, 0, dst.info);
-  bind(&d, 1, a.info);
-  d.pc.d_off = dst.off;
-  d.pc.d_stride = dst.stride;
-  d.pc.s0_off = a.off;
-  d.pc.s0_stride = a.stride;
+  bind(&d, 0, dst);
+  bind(&d, 1, a);
   d.reads[0] = a.range;
   if (binary) {
     HEARTH_TRY_VIEW(b, view(op.src1, 0, rows, 4));
-    bind(&d, 2, b.info);
-    d.pc.s1_off = b.off;
-    d.pc.s1_stride = b.stride;
+    bind(&d, 2, b);
     d.reads[1] = b.range;
   }
   d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
@@ -367,18 +355,10 @@ Status OpPlanner::store_kv(const Op& op, std::vector<Dispatch>* out) {
   HEARTH_TRY_VIEW(vc, view(op.src3, 0, op.src3.rows, unit));
   Dispatch d;
   d.pipeline = *pipe;
-  bind(&d, 1, k.info);
-  bind(&d, 2, v.info);
-  bind(&d, 3, kc.info);
-  bind(&d, 4, vc.info);
-  d.pc.s0_off = k.off;
-  d.pc.s0_stride = k.stride;
-  d.pc.s1_off = v.off;
-  d.pc.s1_stride = v.stride;
-  d.pc.s2_off = kc.off;
-  d.pc.s2_stride = kc.stride;
-  d.pc.s3_off = vc.off;
-  d.pc.s3_stride = vc.stride;
+  bind(&d, 1, k);
+  bind(&d, 2, v);
+  bind(&d, 3, kc);
+  bind(&d, 4, vc);
   d.pc.ne0 = static_cast<uint32_t>(ne0);
   d.pc.rows = static_cast<uint32_t>(n);
   d.pc.ia_off = op.ia.offset;
@@ -459,18 +439,10 @@ Status OpPlanner::attention(const Op& op, std::vector<Dispatch>* out) {
   HEARTH_TRY_VIEW(vc, view(op.src3, 0, op.src3.rows, unit));
   Dispatch d;
   d.pipeline = *pipe;
-  bind(&d, 0, dst.info);
-  bind(&d, 1, q.info);
-  bind(&d, 3, kc.info);
-  bind(&d, 4, vc.info);
-  d.pc.d_off = dst.off;
-  d.pc.d_stride = dst.stride;
-  d.pc.s0_off = q.off;
-  d.pc.s0_stride = q.stride;
-  d.pc.s2_off = kc.off;
-  d.pc.s2_stride = kc.stride;
-  d.pc.s3_off = vc.off;
-  d.pc.s3_stride = vc.stride;
+  bind(&d, 0, dst);
+  bind(&d, 1, q);
+  bind(&d, 3, kc);
+  bind(&d, 4, vc);
   d.pc.rows = static_cast<uint32_t>(n_q);
   d.pc.ia_off = op.ia.offset;
   d.pc.n_ia = op.ia.count;
@@ -541,12 +513,8 @@ Status OpPlanner::copy_rows(const Op& op, std::vector<Dispatch>* out) {
   HEARTH_TRY_VIEW(src, view(op.src0, 0, op.src0.rows, 4));
   Dispatch d;
   d.pipeline = *pipe;
-  bind(&d, 0, dst.info);
-  bind(&d, 1, src.info);
-  d.pc.d_off = dst.off;
-  d.pc.d_stride = dst.stride;
-  d.pc.s0_off = src.off;
-  d.pc.s0_stride = src.stride;
+  bind(&d, 0, dst);
+  bind(&d, 1, src);
   d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
   d.pc.rows = static_cast<uint32_t>(n);
   d.pc.ia_off = op.ia.offset;

@@ -22,8 +22,10 @@ class OpPlanner {
   // device's storage-buffer range and the op can be split by rows).
   Status plan(const Op& op, const Graph& graph, std::vector<Dispatch>* out);
 
- private:
+  // Rows of a tensor as one shader binding sees them (vk_ops.cpp).
   struct View;
+
+ private:
   Result<View> view(const Tensor& t, int64_t r0, int64_t r1, size_t unit) const;
   int64_t rows_per_window(const Tensor& t) const;
   Status get_rows(const Op& op, std::vector<Dispatch>* out);
