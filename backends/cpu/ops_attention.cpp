@@ -147,7 +147,7 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   pick_kernels(&dot, &axpy);
 
   ctx.pool->run([&](int ith, int nth) {
-    std::vector<float>& scores = ctx.thread_scratch[ith];
+    std::vector<float>& scores = ctx.thread_scratch[ThreadPool::current_worker()];
     if (static_cast<int64_t>(scores.size()) < n_stage) scores.resize(n_stage);
     for (int64_t task = ith; task < n_q * n_heads; task += nth) {
       const int64_t t = task / n_heads, h = task % n_heads;
