@@ -7,6 +7,15 @@
 
 namespace hearth::test {
 
+// True in the AddressSanitizer build (-DHEARTH_SANITIZE=ON), where code runs 3-10x slower:
+// the slowest model-level tests run a subset there and the full set in the Release build,
+// which CI runs too. Each such test says which subset.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // The default model file, or "" when it is not installed (tests that need it then SKIP;
 // scripts/test always fetches it first, so in CI they run).
 inline std::string default_model_path() {

@@ -2,6 +2,9 @@
 // the end of a prompt and the greedy continuation equal the CPU backend's, for three of the
 // reference prompts in tests/fixtures/gemma3_reference.json (16 tokens each: lavapipe, the
 // software device CI runs on, is slow). The validation layer is on and must stay silent.
+// Under the sanitizers only python_code runs: lavapipe itself is not instrumented, and one
+// prompt runs every op and hearth's host code as often as three do (the Release run keeps
+// all three).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -125,6 +128,7 @@ TEST_CASE("greedy generation on Vulkan equals the CPU's until a near-tie", "[mod
     REQUIRE(in.good());
     const json fixture = json::parse(in);
     for (const char* name : kPrompts) {
+      if (test::kSanitized && std::string(name) != "python_code") continue;
       const auto it = std::find_if(fixture["prompts"].begin(), fixture["prompts"].end(),
                                    [&](const json& p) { return p["name"] == name; });
       REQUIRE(it != fixture["prompts"].end());
