@@ -365,11 +365,15 @@ TEST_CASE("Hundreds of malformed requests each get the right status and an error
       "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"prompt\":",
       "GET /hea",
   };
+  // Only the header or body timeout (400 ms here) can close them: the connections are new,
+  // so idle_timeout does not apply, and the hang guard of wait_closed() is minutes.
+  TestServerOptions short_timeouts;
+  short_timeouts.server.header_timeout = std::chrono::milliseconds(400);
+  short_timeouts.server.body_timeout = std::chrono::milliseconds(400);
+  TestServer timing_out(short_timeouts);
   for (const std::string& partial : stuck) {
     INFO("partial: " << partial);
-    // Only the header or body timeout (400 ms here) can close it: the connection is new, so
-    // idle_timeout does not apply, and the hang guard of wait_closed() is minutes.
-    HttpConn c = HttpConn::unix_socket(s.socket_path());
+    HttpConn c = HttpConn::unix_socket(timing_out.socket_path());
     REQUIRE(c.send(partial));
     REQUIRE(c.wait_closed());
   }
