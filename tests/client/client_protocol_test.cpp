@@ -15,13 +15,13 @@
 
 namespace {
 
+using hearth::test::eventually;
 using hearth::test::FakeDaemon;
 using hearth::test::http_chunk;
 using hearth::test::http_response;
 using hearth::test::last_chunk;
 using hearth::test::sse_event;
 using hearth::test::sse_head;
-using hearth::test::eventually;
 using hearth::test::wait_for_close;
 using hearth::test::wait_until_asleep;
 using hearth::test::write_all;
