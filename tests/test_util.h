@@ -1,9 +1,11 @@
 // Helpers shared by tests: where the default model is, where the source tree is.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 namespace hearth::test {
 
@@ -15,6 +17,26 @@ inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
+
+// How long a test waits for something that must happen (a request to finish, a daemon to
+// become ready, a connection to close) before it calls it a hang and fails, saying what it
+// waited for. A hang guard, not a performance bound: it fires only when the thing will never
+// happen, so it is minutes, far past what a slow machine needs (CI: 2 cores, ctest -j2, half
+// of the run under ASan+UBSan at 3-10x, other processes beside it). It stays under ctest's
+// per-test --timeout (900 s in scripts/test) so that the test's message, not ctest's kill,
+// reports a hang early in a test. No test asserts that anything happens within a time.
+inline constexpr std::chrono::milliseconds kHangGuard = std::chrono::minutes(10);
+
+// Polls cond every 5 ms until it holds (true) or `guard` passes (false).
+template <class F>
+bool eventually(F cond, std::chrono::milliseconds guard = kHangGuard) {
+  const auto deadline = std::chrono::steady_clock::now() + guard;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() >= deadline) return cond();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 // The default model file, or "" when it is not installed (tests that need it then SKIP;
 // scripts/test always fetches it first, so in CI they run).

@@ -20,7 +20,6 @@ using hearth::test::HearthdProcess;
 using hearth::test::run_command;
 using hearth::test::shell_quote;
 using hearth::test::TempDir;
-using Clock = std::chrono::steady_clock;
 
 // One daemon on the synthetic gemma3 model for the whole test program.
 HearthdProcess& synthetic_daemon() {
@@ -138,7 +137,9 @@ TEST_CASE("hearth_client_cancel from another thread mid-stream returns HEARTH_ER
   Handle h;
   hearth_request_options o = greedy(200);
   // The first piece's callback holds the stream until the other thread has cancelled, so the
-  // tiny model cannot finish first.
+  // tiny model cannot finish first: a client that ignored the cancel would read the stream to
+  // its end and return HEARTH_OK. (That the call returns before a stream that never ends is
+  // checked against a stalling fake daemon in client_protocol_test.cpp.)
   struct State {
     std::atomic<bool> first{false};
     std::atomic<bool> cancelled{false};
@@ -149,19 +150,15 @@ TEST_CASE("hearth_client_cancel from another thread mid-stream returns HEARTH_ER
     while (!st->cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return 0;
   };
-  Clock::time_point cancelled_at;
   std::thread canceller([&] {
     while (!state.first) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    cancelled_at = Clock::now();
     hearth_client_cancel(h.client);
     state.cancelled = true;
   });
   hearth_message m{"user", "Tell me a long story."};
   int rc = hearth_client_chat(h.client, &m, 1, &o, on_piece, &state, nullptr, nullptr);
-  auto returned_at = Clock::now();
   canceller.join();
   CHECK(rc == HEARTH_ERR_CANCELLED);
-  CHECK(returned_at - cancelled_at < std::chrono::milliseconds(500));
   // The daemon goes on serving, and the same handle works again.
   std::string text;
   CHECK(hearth_client_chat(h.client, &m, 1, &o, append, &text, nullptr, nullptr) == HEARTH_OK);

@@ -15,6 +15,7 @@
 
 namespace {
 
+using hearth::test::eventually;
 using hearth::test::FakeDaemon;
 using hearth::test::http_chunk;
 using hearth::test::http_response;
@@ -22,9 +23,9 @@ using hearth::test::last_chunk;
 using hearth::test::sse_event;
 using hearth::test::sse_head;
 using hearth::test::wait_for_close;
+using hearth::test::wait_until_asleep;
 using hearth::test::write_all;
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 // A handle on the fake daemon's socket, closed at the end of the scope.
 struct Handle {
@@ -271,7 +272,7 @@ TEST_CASE("a non-zero return from the callback aborts with HEARTH_ERR_CANCELLED 
       return;
     }
     write_all(fd, sse_head() + sse_event(chat_chunk(R"({"content":"one"})")));
-    saw_disconnect = wait_for_close(fd, 10'000);
+    saw_disconnect = wait_for_close(fd);
   });
   {
     Handle h(daemon);
@@ -289,6 +290,9 @@ TEST_CASE("a non-zero return from the callback aborts with HEARTH_ERR_CANCELLED 
 }
 
 TEST_CASE("hearth_client_cancel from another thread ends a running stream promptly", "[client]") {
+  // The fake's stream stalls after its first piece and never ends on its own: the chat call
+  // can only return because the cancel ended it, and saw_disconnect says the client closed
+  // the connection (false only if the fake gave up waiting, after the hang guard).
   std::atomic<bool> saw_disconnect{false};
   FakeDaemon daemon([&](const FakeDaemon::Request& r, int fd) {
     if (r.head.rfind("GET /health", 0) == 0) {  // the probe below
@@ -296,7 +300,7 @@ TEST_CASE("hearth_client_cancel from another thread ends a running stream prompt
       return;
     }
     write_all(fd, sse_head() + sse_event(chat_chunk(R"({"content":"first"})")));
-    saw_disconnect = wait_for_close(fd, 10'000);  // then the stream stalls, as a slow model would
+    saw_disconnect = wait_for_close(fd);  // then the stream stalls and never ends on its own
   });
   Handle h(daemon);
   std::atomic<bool> first_piece{false};
@@ -304,43 +308,61 @@ TEST_CASE("hearth_client_cancel from another thread ends a running stream prompt
     static_cast<std::atomic<bool>*>(user_data)->store(true);
     return 0;
   };
-  Clock::time_point cancelled_at;
+  const pid_t requesting_thread = ::gettid();
+  std::atomic<bool> asleep{false};
   std::thread canceller([&] {
-    while (!first_piece) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    cancelled_at = Clock::now();
+    eventually([&] { return first_piece.load(); });
+    asleep = wait_until_asleep(requesting_thread);  // blocked reading the stalled stream
     hearth_client_cancel(h.client);
   });
   hearth_message m{"user", "hi"};
   int rc = hearth_client_chat(h.client, &m, 1, nullptr, on_piece, &first_piece, nullptr, nullptr);
-  auto returned_at = Clock::now();
   canceller.join();
+  CHECK(first_piece);
+  CHECK(asleep);
   CHECK(rc == HEARTH_ERR_CANCELLED);
-  CHECK(returned_at - cancelled_at < std::chrono::milliseconds(500));
 
   // The handle is usable again afterwards (the cancel does not stick).
   hearth_client* probe = nullptr;
   REQUIRE(hearth_client_open(daemon.path().c_str(), &probe) == HEARTH_OK);
   CHECK(hearth_client_health(probe) == HEARTH_OK);  // served after the first connection ended
   hearth_client_close(probe);
+  INFO("saw_disconnect false: the client did not close the stalled stream before the hang guard");
   CHECK(saw_disconnect);
   CHECK(hearth_client_health(h.client) == HEARTH_OK);
 }
 
 TEST_CASE("hearth_client_cancel also ends a request still waiting for the response headers", "[client]") {
-  FakeDaemon daemon([](const FakeDaemon::Request&, int fd) { wait_for_close(fd, 10'000); });
+  // The fake reads the request and never answers: only the cancel can end the call.
+  std::atomic<bool> saw_disconnect{false};
+  FakeDaemon daemon([&](const FakeDaemon::Request& r, int fd) {
+    if (r.head.rfind("GET /health", 0) == 0) {  // the probe below
+      write_all(fd, http_response(200, "application/json", R"({"status":"ok"})"));
+      return;
+    }
+    saw_disconnect = wait_for_close(fd);
+  });
   Handle h(daemon);
+  const pid_t requesting_thread = ::gettid();
+  std::atomic<bool> asleep{false};
   std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    eventually([&] { return !daemon.requests().empty(); });  // the request was sent
+    asleep = wait_until_asleep(requesting_thread);               // and the client waits for the head
     hearth_client_cancel(h.client);
   });
-  auto start = Clock::now();
   hearth_message m{"user", "hi"};
   char* text = nullptr;
   CHECK(hearth_client_chat(h.client, &m, 1, nullptr, nullptr, nullptr, &text, nullptr) == HEARTH_ERR_CANCELLED);
   CHECK(text == nullptr);
-  CHECK(Clock::now() - start < std::chrono::seconds(2));
   canceller.join();
+  CHECK(asleep);
+  // The fake serves one connection at a time: this answer means the first one ended.
+  hearth_client* probe = nullptr;
+  REQUIRE(hearth_client_open(daemon.path().c_str(), &probe) == HEARTH_OK);
+  CHECK(hearth_client_health(probe) == HEARTH_OK);
+  hearth_client_close(probe);
+  INFO("saw_disconnect false: the client did not close the unanswered request before the hang guard");
+  CHECK(saw_disconnect);
 }
 
 TEST_CASE("list_models returns every model in one block freed by hearth_free", "[client]") {

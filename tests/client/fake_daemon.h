@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace hearth::test {
 
 // A fresh directory under /tmp (short: socket paths are limited to 107 bytes); removed by
@@ -74,15 +76,38 @@ inline std::string last_chunk() {
   return "0\r\n\r\n";
 }
 
-// Blocks until the peer closes (read returns 0) or timeout_ms passes; true when it closed.
-inline bool wait_for_close(int fd, int timeout_ms) {
+// Blocks until the peer closes (read returns 0) or `guard` passes; true when it closed. A
+// stream that "stalls" waits here: it never ends on its own, so a client that returns did
+// so because it cancelled; false means the client never closed (a hang, not slowness).
+inline bool wait_for_close(int fd, std::chrono::milliseconds guard = kHangGuard) {
+  const auto deadline = std::chrono::steady_clock::now() + guard;
   char buf[256];
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
     ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n <= 0) return true;
   }
+}
+
+// Waits until thread `tid` of this process is asleep in the kernel (state S in
+// /proc/self/task/<tid>/stat): the client thread blocked in its read, so that a cancel from
+// another thread lands there rather than between two reads. False after `guard`.
+inline bool wait_until_asleep(pid_t tid, std::chrono::milliseconds guard = kHangGuard) {
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  return eventually(
+      [&] {
+        char buf[512] = {};
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return false;
+        const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+        ::close(fd);
+        const char* paren = n > 0 ? std::strrchr(buf, ')') : nullptr;  // "pid (comm) S ..."
+        return paren != nullptr && paren[1] == ' ' && paren[2] == 'S';
+      },
+      guard);
 }
 
 class FakeDaemon {

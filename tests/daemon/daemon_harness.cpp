@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,15 @@ namespace hearth::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+long long seconds(std::chrono::milliseconds d) {
+  return static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+}
+
+// The last `n` bytes of s, for messages.
+std::string tail(const std::string& s, size_t n = 400) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
 
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -116,11 +126,14 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds guard) {
+  const Clock::time_point deadline = Clock::now() + guard;
   for (;;) {
     if (pred()) return true;
-    if (Clock::now() >= deadline) return false;
+    if (Clock::now() >= deadline) {
+      UNSCOPED_INFO("hang guard: the condition waited for did not hold within " << seconds(guard) << " s");
+      return false;
+    }
     std::this_thread::sleep_for(10ms);
   }
 }
@@ -208,20 +221,24 @@ void Process::signal(int sig) {
 }
 
 bool Process::running() {
-  return !wait_exit(0ms).has_value();
+  return !poll_exit().has_value();
 }
 
-std::optional<int> Process::wait_exit(std::chrono::milliseconds timeout) {
+std::optional<int> Process::poll_exit() {
   if (status_) return status_;
-  const Clock::time_point deadline = Clock::now() + timeout;
+  int st = 0;
+  if (::waitpid(pid_, &st, WNOHANG) == pid_) status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return status_;
+}
+
+std::optional<int> Process::wait_exit(std::chrono::milliseconds guard) {
+  const Clock::time_point deadline = Clock::now() + guard;
   for (;;) {
-    int st = 0;
-    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
-    if (r == pid_) {
-      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      return status_;
+    if (poll_exit()) return status_;
+    if (Clock::now() >= deadline) {
+      UNSCOPED_INFO("hang guard: hearthd (pid " << pid_ << ") was still running " << seconds(guard) << " s later");
+      return std::nullopt;
     }
-    if (Clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(5ms);
   }
 }
@@ -238,7 +255,7 @@ RunResult run_hearthd(const std::vector<std::string>& args,
   RunResult r;
   {
     Process p(o);
-    r.code = p.wait_exit(30s).value_or(-1);
+    r.code = p.wait_exit().value_or(-1);
   }
   r.out = read_file(o.stdout_path);
   r.err = read_file(o.stderr_path);
@@ -257,10 +274,10 @@ HttpResponse parse_response(const std::string& raw) {
 }
 
 HttpResponse http_request(const std::string& socket_path, const std::string& method, const std::string& target,
-                          const std::string& body, std::chrono::milliseconds timeout) {
+                          const std::string& body, std::chrono::milliseconds guard) {
   HttpStream s(socket_path, method, target, body);
   if (!s.ok()) return {};
-  s.read_to_close(timeout);
+  s.read_to_close(guard);
   return s.response();
 }
 
@@ -292,18 +309,30 @@ bool HttpStream::read_some(std::chrono::milliseconds timeout) {
   return true;
 }
 
-bool HttpStream::read_until(const std::string& needle, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+bool HttpStream::read_until(const std::string& needle, std::chrono::milliseconds guard) {
+  const Clock::time_point deadline = Clock::now() + guard;
   while (raw_.find(needle) == std::string::npos) {
-    if (closed_ || Clock::now() >= deadline) return false;
+    if (closed_ || fd_ < 0) {
+      UNSCOPED_INFO("the connection closed before \"" << needle << "\" came; received (" << raw_.size()
+                                                        << " bytes): " << tail(raw_));
+      return false;
+    }
+    if (Clock::now() >= deadline) {
+      UNSCOPED_INFO("hang guard: \"" << needle << "\" did not come within " << seconds(guard) << " s; received ("
+                                      << raw_.size() << " bytes): " << tail(raw_));
+      return false;
+    }
     read_some(std::chrono::milliseconds(remaining_ms(deadline)));
   }
   return true;
 }
 
-bool HttpStream::read_to_close(std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+bool HttpStream::read_to_close(std::chrono::milliseconds guard) {
+  const Clock::time_point deadline = Clock::now() + guard;
   while (!closed_ && fd_ >= 0 && Clock::now() < deadline) read_some(std::chrono::milliseconds(remaining_ms(deadline)));
+  if (!closed_)
+    UNSCOPED_INFO("hang guard: the server did not close the connection within " << seconds(guard) << " s; received ("
+                                                                                 << raw_.size() << " bytes): " << tail(raw_));
   return closed_;
 }
 
@@ -325,11 +354,17 @@ NotifySocket::~NotifySocket() {
   ::unlink(path_.c_str());
 }
 
-std::string NotifySocket::wait_for(const std::string& needle, std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+std::string NotifySocket::wait_for(const std::string& needle, std::chrono::milliseconds guard) {
+  const Clock::time_point deadline = Clock::now() + guard;
   while (fd_ >= 0) {
     pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, remaining_ms(deadline)) <= 0) return "";
+    if (::poll(&p, 1, remaining_ms(deadline)) <= 0) {
+      std::string got;
+      for (const std::string& m : messages_) got += "\n  " + m;
+      UNSCOPED_INFO("hang guard: no notify message with \"" << needle << "\" within " << seconds(guard)
+                                                               << " s; received:" << (got.empty() ? " none" : got));
+      return "";
+    }
     char buf[4096];
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n <= 0) continue;

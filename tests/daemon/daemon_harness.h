@@ -13,9 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace hearth::test {
 
 using namespace std::chrono_literals;
+
+// Every wait below defaults to kHangGuard (tests/test_util.h): minutes, a guard against a
+// hang and not a performance bound. When a wait expires it adds a message saying what it
+// waited for (and what it got) to the failing check that follows (Catch's UNSCOPED_INFO).
 
 // A fresh directory under /tmp (short paths: Unix socket paths hold ~107 bytes), removed
 // with everything in it when the object goes.
@@ -37,8 +43,8 @@ std::string write_synthetic_model(const std::string& dir, const std::string& nam
 
 std::string read_file(const std::string& path);
 
-// Polls pred every 10 ms until it is true or timeout passes; returns the last result.
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+// Polls pred every 10 ms until it is true or `guard` passes; returns the last result.
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds guard = kHangGuard);
 
 struct SpawnOptions {
   std::vector<std::string> args;                          // after argv[0]
@@ -61,11 +67,12 @@ class Process {
   pid_t pid() const { return pid_; }
   void signal(int sig);
   // The exit code (or 128 + signal) once the process ended, nullopt when still running
-  // after timeout.
-  std::optional<int> wait_exit(std::chrono::milliseconds timeout);
+  // after `guard`.
+  std::optional<int> wait_exit(std::chrono::milliseconds guard = kHangGuard);
   bool running();
 
  private:
+  std::optional<int> poll_exit();  // without waiting
   pid_t pid_ = -1;
   std::optional<int> status_;
 };
@@ -93,9 +100,9 @@ struct HttpResponse {
 };
 
 // One HTTP/1.1 request over a Unix socket with "Connection: close"; reads until the server
-// closes (or timeout).
+// closes (or `guard` passes).
 HttpResponse http_request(const std::string& socket_path, const std::string& method, const std::string& target,
-                          const std::string& body = "", std::chrono::milliseconds timeout = 10s);
+                          const std::string& body = "", std::chrono::milliseconds guard = kHangGuard);
 
 // A request whose response is read incrementally (streams).
 class HttpStream {
@@ -107,10 +114,11 @@ class HttpStream {
   HttpStream(const HttpStream&) = delete;
   HttpStream& operator=(const HttpStream&) = delete;
   bool ok() const { return fd_ >= 0; }
-  // Reads until the raw bytes received so far contain needle, or timeout; returns whether found.
-  bool read_until(const std::string& needle, std::chrono::milliseconds timeout);
-  // Reads until the server closes the connection (or timeout); returns whether it closed.
-  bool read_to_close(std::chrono::milliseconds timeout);
+  // Reads until the raw bytes received so far contain needle (true), the server closes or
+  // `guard` passes (false).
+  bool read_until(const std::string& needle, std::chrono::milliseconds guard = kHangGuard);
+  // Reads until the server closes the connection (true) or `guard` passes (false).
+  bool read_to_close(std::chrono::milliseconds guard = kHangGuard);
   const std::string& raw() const { return raw_; }
   HttpResponse response() const;  // parsed from raw()
 
@@ -131,9 +139,9 @@ class NotifySocket {
   NotifySocket(const NotifySocket&) = delete;
   NotifySocket& operator=(const NotifySocket&) = delete;
   const std::string& path() const { return path_; }
-  // Receives datagrams until one contains needle (returned), or "" after timeout. Every
+  // Receives datagrams until one contains needle (returned), or "" after `guard`. Every
   // datagram received is also kept in messages().
-  std::string wait_for(const std::string& needle, std::chrono::milliseconds timeout);
+  std::string wait_for(const std::string& needle, std::chrono::milliseconds guard = kHangGuard);
   const std::vector<std::string>& messages() const { return messages_; }
 
  private:

@@ -35,14 +35,14 @@ Served serve(const std::vector<std::string>& backend_args) {
   Served s;
   {
     Process p(o);
-    auto health = [&] { return http_request(socket, "GET", "/health", "", 2s).status == 200; };
-    s.healthy = wait_until([&] { return health() || !p.running(); }, 60s) && p.running();
+    auto health = [&] { return http_request(socket, "GET", "/health").status == 200; };
+    s.healthy = wait_until([&] { return health() || !p.running(); }) && p.running();
     if (s.healthy)
       s.completion_status = http_request(socket, "POST", "/v1/completions",
-                                         "{\"prompt\": \"hello\", \"max_tokens\": 4, \"temperature\": 0}", 60s)
+                                         "{\"prompt\": \"hello\", \"max_tokens\": 4, \"temperature\": 0}")
                                 .status;
     p.signal(SIGTERM);
-    p.wait_exit(30s);
+    p.wait_exit();
   }
   s.log = read_file(o.stderr_path);
   return s;

@@ -4,10 +4,11 @@ streams lets them finish and exits 0."""
 import argparse
 import json
 import signal
+import subprocess
 import threading
 import time
 
-from hearthd_process import Hearthd, default_model_or_skip, sse_events
+from hearthd_process import HANG_GUARD_S, Hearthd, default_model_or_skip, sse_events
 
 MESSAGES = [{"role": "user", "content": "Name three colours of the rainbow."}]
 
@@ -77,15 +78,16 @@ def check_disconnect(d):
     assert running == 1, running
     c.sock.close()  # the client goes away mid-stream
     c.close()
-    deadline = time.time() + 10
-    while time.time() < deadline:
+    deadline = time.monotonic() + HANG_GUARD_S
+    while time.monotonic() < deadline:
         m = d.metrics()
         if metric(m, "hearth_running_sequences") == 0 and \
                 metric(m, "hearth_cancelled_total") > metric(before, "hearth_cancelled_total"):
             break
         time.sleep(0.02)
     else:
-        raise AssertionError("the sequence was not freed after the disconnect: %r" % d.metrics())
+        raise AssertionError("hang guard: the sequence was not cancelled and freed within %d s of the disconnect: %r"
+                             % (HANG_GUARD_S, d.metrics()))
     assert metric(m, "hearth_kv_blocks_used") == 0, m
     print("disconnect ok")
 
@@ -107,19 +109,25 @@ def check_sigterm_during_streams(d):
     for t in threads:
         t.start()
     # SIGTERM once both streams run and have produced tokens (counters are cumulative).
-    deadline = time.time() + 60
-    while time.time() < deadline:
+    deadline = time.monotonic() + HANG_GUARD_S
+    while time.monotonic() < deadline:
         m = d.metrics()
         if metric(m, "hearth_running_sequences") == 2 and \
                 metric(m, "hearth_generated_tokens_total") >= generated_before + 4:
             break
         time.sleep(0.01)
     else:
-        raise AssertionError("the two streams did not start: %r" % d.metrics())
+        raise AssertionError("hang guard: the two streams were not both running within %d s: %r"
+                             % (HANG_GUARD_S, d.metrics()))
     d.proc.send_signal(signal.SIGTERM)
     for t in threads:
-        t.join(60)
-    rc = d.proc.wait(60)
+        t.join(HANG_GUARD_S)
+        assert not t.is_alive(), "hang guard: a stream did not end within %d s of SIGTERM" % HANG_GUARD_S
+    try:
+        rc = d.proc.wait(HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("hang guard: hearthd did not exit within %d s of SIGTERM:\n%s"
+                             % (HANG_GUARD_S, d.log_text())) from None
     assert rc == 0, (rc, d.log_text())
     for events in results:
         assert events and events[-1] == "[DONE]", events

@@ -12,6 +12,12 @@ import time
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE for these tests
 
+# How long any wait in these tests lasts before it is called a hang and fails, saying what it
+# waited for: a hang guard, not a performance bound. Minutes, far past what a slow machine
+# needs (CI: 2 cores, tests in parallel, ASan builds 3-10x slower, other processes beside
+# them); the same as kHangGuard in tests/test_util.h. No test asserts how long anything took.
+HANG_GUARD_S = 600
+
 # Extra hearthd arguments for every daemon a test starts, space-separated: ctest runs the
 # daemon test a second time with HEARTH_E2E_HEARTHD_ARGS="--backend vulkan".
 EXTRA_ARGS_ENV = "HEARTH_E2E_HEARTHD_ARGS"
@@ -22,7 +28,8 @@ def extra_args_or_skip(hearthd):
     hearthd --list-devices shows no Vulkan device it can use."""
     args = os.environ.get(EXTRA_ARGS_ENV, "").split()
     if "vulkan" in args:
-        out = subprocess.run([hearthd, "--list-devices"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run([hearthd, "--list-devices"], capture_output=True, text=True,
+                             timeout=HANG_GUARD_S).stdout
         if not any(line.startswith("vulkan ") and "; usable" in line for line in out.splitlines()):
             print("SKIP: no usable Vulkan device:\n" + out)
             raise SystemExit(SKIP)
@@ -30,7 +37,7 @@ def extra_args_or_skip(hearthd):
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=120):
+    def __init__(self, path, timeout=HANG_GUARD_S):
         super().__init__("localhost", timeout=timeout)
         self.unix_path = path
 
@@ -65,9 +72,9 @@ class Hearthd:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_ready()
 
-    def wait_ready(self, limit_s=120):
-        deadline = time.time() + limit_s
-        while time.time() < deadline:
+    def wait_ready(self, limit_s=HANG_GUARD_S):
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError("hearthd exited with %d:\n%s" % (self.proc.returncode, self.log_text()))
             try:
@@ -77,13 +84,14 @@ class Hearthd:
             except OSError:
                 pass
             time.sleep(0.05)
-        raise AssertionError("hearthd did not become ready:\n" + self.log_text())
+        raise AssertionError("hang guard: hearthd did not answer GET /health with 200 within %d s:\n%s" %
+                             (limit_s, self.log_text()))
 
     def log_text(self):
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
-    def connection(self, timeout=300):
+    def connection(self, timeout=HANG_GUARD_S):
         return UnixHTTPConnection(self.socket, timeout)
 
     def request(self, method, path, body=None, headers=None):
@@ -113,8 +121,8 @@ class Hearthd:
                 out[key] = float(value)
         return out
 
-    def close(self, grace_s=60):
-        """SIGTERM; returns hearthd's exit code."""
+    def close(self, grace_s=HANG_GUARD_S):
+        """SIGTERM; returns hearthd's exit code. grace_s is a hang guard."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -122,7 +130,8 @@ class Hearthd:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise AssertionError("hearthd did not exit within %d s of SIGTERM" % grace_s)
+                raise AssertionError("hang guard: hearthd did not exit within %d s of SIGTERM:\n%s" %
+                                     (grace_s, self.log_text()))
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         return self.proc.returncode

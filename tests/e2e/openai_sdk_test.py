@@ -4,7 +4,7 @@ stream carries usage when asked for it."""
 import argparse
 import sys
 
-from hearthd_process import SKIP, Hearthd, default_model_or_skip
+from hearthd_process import HANG_GUARD_S, SKIP, Hearthd, default_model_or_skip
 
 try:
     import httpx
@@ -21,7 +21,8 @@ def main():
     model_path = default_model_or_skip()
     d = Hearthd(args.hearthd, model_path, "--parallel", "2", "--ctx", "1024")
     try:
-        client = openai.OpenAI(base_url="http://localhost/v1", api_key="unused",
+        # timeout: a hang guard (the SDK's own default is 10 minutes for reads but 5 s to connect).
+        client = openai.OpenAI(base_url="http://localhost/v1", api_key="unused", timeout=HANG_GUARD_S,
                                http_client=httpx.Client(transport=httpx.HTTPTransport(uds=d.socket)))
         models = client.models.list()
         ids = [m.id for m in models.data]

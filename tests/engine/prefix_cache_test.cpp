@@ -169,6 +169,8 @@ TEST_CASE("eight requests sharing a long prefix prefill it once") {
   }
   int32_t prefilled = 0;
   for (size_t i = 0; i < cs.size(); ++i) {
+    INFO("request " << i << " of " << cs.size() << ": " << reqs[i].prompt.size() << " prompt tokens, "
+                    << reqs[i].max_tokens << " to generate");
     REQUIRE(cs[i]->wait());
     CHECK(cs[i]->text == expected[i]);
     prefilled += cs[i]->end.usage.prefilled_tokens;
@@ -198,7 +200,7 @@ TEST_CASE("warming a prompt persists it without generating; a restart restores i
     const Run w2 = run_one(*sched, warm);
     CHECK(w2.usage.cached_memory_tokens == 300);
     CHECK(w2.usage.chunks_written == 0);
-    CHECK(sched->close_cache(std::chrono::seconds(10)) == 0);
+    CHECK(sched->close_cache(kHangGuard) == 0);
     CHECK(sched->cache_stats().disk.model_entries == 18);
   }
   {

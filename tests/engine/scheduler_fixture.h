@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "engine/scheduler/generate.h"
 #include "engine/scheduler/scheduler.h"
+#include "tests/test_util.h"
 #include "tests/tools/synthetic_model.h"
 
 namespace hearth::test {
@@ -49,9 +50,11 @@ struct Collector {
   std::function<void()> callback() {
     return [this] { cv.notify_all(); };
   }
-  // Returns false on timeout.
-  bool wait(std::chrono::seconds limit = std::chrono::seconds(60)) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
+  // Returns false when no Finished or Failed event came within `guard` (a hang guard, see
+  // kHangGuard), after adding a message to the failing check that follows: how long it
+  // waited and what the request had produced so far.
+  bool wait(std::chrono::milliseconds guard = kHangGuard) {
+    const auto deadline = std::chrono::steady_clock::now() + guard;
     std::unique_lock<std::mutex> lock(m);
     for (;;) {
       for (RequestEvent& ev : handle->take_events()) {
@@ -64,8 +67,12 @@ struct Collector {
         }
       }
       if (done) return true;
-      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && std::chrono::steady_clock::now() >= deadline)
+      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && std::chrono::steady_clock::now() >= deadline) {
+        UNSCOPED_INFO("hang guard: the request did not finish or fail within "
+                      << std::chrono::duration_cast<std::chrono::seconds>(guard).count() << " s; it had sent "
+                      << n_text_events << " text events so far (" << text.size() << " bytes: \"" << text << "\")");
         return false;
+      }
     }
   }
 };

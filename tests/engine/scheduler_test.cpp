@@ -65,17 +65,39 @@ TEST_CASE("a cancelled request ends with cancelled and gives its KV blocks back"
   GenerationRequest r = greedy(prompt_of(*f.tok, 1, 4), -1);
   r.sampling.temperature = 1.0f;  // sample: avoid an early end-of-generation token
   r.sampling.seed = 7;
-  Submitted a = sched->submit(r, running.callback());
+  // The engine thread calls on_event; from the 5th event on it waits there until this
+  // thread has cancelled, so the request cannot reach its length limit first however slowly
+  // this thread runs.
+  std::mutex gate_m;
+  std::condition_variable gate_cv;
+  int n_events = 0;
+  bool cancelled = false;
+  auto on_event = [&] {
+    running.cv.notify_all();
+    std::unique_lock<std::mutex> lock(gate_m);
+    if (++n_events == 5) gate_cv.notify_all();
+    gate_cv.wait(lock, [&] { return cancelled || n_events < 5; });
+  };
+  Submitted a = sched->submit(r, on_event);
   REQUIRE(a.status == SubmitStatus::Accepted);
   running.handle = a.handle;
-  // Wait for some tokens, then cancel from this thread.
-  for (int i = 0; i < 2000 && sched->stats().generated_tokens_total < 5; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    std::unique_lock<std::mutex> lock(gate_m);
+    const bool generating = gate_cv.wait_for(lock, kHangGuard, [&] { return n_events >= 5; });
+    INFO("hang guard: waited for 5 events of the running request; got " << n_events);
+    REQUIRE(generating);
+  }
   CHECK(sched->stats().kv_blocks_used > 0);
   a.handle->cancel();
+  {
+    std::lock_guard<std::mutex> lock(gate_m);
+    cancelled = true;
+  }
+  gate_cv.notify_all();
   REQUIRE(running.wait());
   CHECK(running.end.finish_reason == "cancelled");
-  for (int i = 0; i < 1000 && sched->stats().running != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The handle's Finished event may come just before the engine drops the sequence.
+  CHECK(eventually([&] { return sched->stats().running == 0; }));
   const SchedulerStats st = sched->stats();
   CHECK(st.running == 0);
   CHECK(st.kv_blocks_used == 0);

@@ -451,7 +451,7 @@ TEST_CASE("Concurrent streaming clients on two io threads all get whole, well-fo
         errors[i] = "send failed";
         return;
       }
-      auto r = c.read_reply(20000);
+      auto r = c.read_reply();
       if (!r || r->status != 200) {
         errors[i] = "no 200";
         return;

@@ -7,11 +7,30 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace hearth::test {
+namespace {
+
+// Catch's messages are for the test's main thread only (Catch is not thread-safe); reads on
+// other threads (api_test's concurrent clients) write the message to stderr instead.
+const std::thread::id kMainThread = std::this_thread::get_id();
+
+void hang_message(const std::string& text) {
+  if (std::this_thread::get_id() == kMainThread) {
+    UNSCOPED_INFO(text);
+  } else {
+    std::fprintf(stderr, "%s\n", text.c_str());
+  }
+}
+
+}  // namespace
+
 
 namespace {
 
@@ -113,7 +132,12 @@ bool HttpConn::read_until(std::string_view marker, int timeout_ms, size_t* pos) 
     }
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || !fill(static_cast<int>(left.count()))) return false;
+    if (left.count() <= 0 || !fill(static_cast<int>(left.count()))) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        hang_message("hang guard: no \"" + std::string(marker) + "\" from the server within " +
+                     std::to_string(timeout_ms) + " ms; buffered: \"" + buf_ + "\"");
+      return false;
+    }
   }
 }
 
@@ -122,7 +146,12 @@ bool HttpConn::read_exact(size_t n, int timeout_ms) {
   while (buf_.size() < n) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || !fill(static_cast<int>(left.count()))) return false;
+    if (left.count() <= 0 || !fill(static_cast<int>(left.count()))) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        hang_message("hang guard: " + std::to_string(n) + " bytes of body did not come within " +
+                     std::to_string(timeout_ms) + " ms; got " + std::to_string(buf_.size()));
+      return false;
+    }
   }
   return true;
 }
@@ -187,11 +216,13 @@ bool HttpConn::wait_closed(int timeout_ms) {
   for (;;) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
-    const int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    const int rc = left.count() <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left.count()));
     if (rc < 0 && errno == EINTR) continue;
-    if (rc == 0) return false;
+    if (rc == 0) {
+      hang_message("hang guard: the server did not close the connection within " + std::to_string(timeout_ms) + " ms");
+      return false;
+    }
     char tmp[4096];
     const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
     if (n <= 0) return true;

@@ -10,7 +10,14 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace hearth::test {
+
+// Every read below waits at most this long by default: kHangGuard, a guard against a hang
+// and not a performance bound. When it expires the read adds a message saying what it
+// waited for to the failing check that follows.
+inline constexpr int kHangGuardMs = static_cast<int>(kHangGuard.count());
 
 struct HttpReply {
   int status = 0;
@@ -31,11 +38,11 @@ class HttpConn {
   // False when the peer closed or reset (no SIGPIPE).
   bool send(std::string_view data);
   // One whole response; nullopt on a timeout or a close before a complete response.
-  std::optional<HttpReply> read_reply(int timeout_ms = 10000);
+  std::optional<HttpReply> read_reply(int timeout_ms = kHangGuardMs);
   // Reads until the status line and headers are in; the rest stays buffered.
-  std::optional<HttpReply> read_head(int timeout_ms = 10000);
+  std::optional<HttpReply> read_head(int timeout_ms = kHangGuardMs);
   // True when the peer closes (EOF or reset) within timeout_ms, discarding anything sent.
-  bool wait_closed(int timeout_ms);
+  bool wait_closed(int timeout_ms = kHangGuardMs);
   void close();
 
  private:

@@ -23,17 +23,6 @@ using namespace hearth::test;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-// Polls cond every 10 ms for up to limit.
-template <class F>
-bool eventually(F cond, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return cond();
-}
-
 // A generation long enough to be interrupted: no max_tokens, so it runs to the context.
 const char* kLongStream = R"({"prompt":"Tell me a long story","stream":true,"temperature":1,"seed":3})";
 const char* kLongWhole = R"({"prompt":"Tell me a long story","temperature":1,"seed":3})";
@@ -118,23 +107,26 @@ TEST_CASE("After stop_accepting generation gets 503 with Connection: close and t
   REQUIRE(r->status == 503);
   REQUIRE(r->header("connection") == "close");
   REQUIRE(json::parse(r->body)["error"]["code"] == "shutting_down");
-  REQUIRE(c.wait_closed(2000));
+  REQUIRE(c.wait_closed());
   REQUIRE(!HttpConn::unix_socket(s.socket_path()).connected());
 }
 
 TEST_CASE("stop() closes open connections and run() returns") {
-  TestServer* s = new TestServer();
+  // A context far longer than the test needs: the generation is still running when stop()
+  // comes, however slowly this thread gets there.
+  TestServerOptions o;
+  o.scheduler.n_ctx = 8192;
+  TestServer* s = new TestServer(o);
   HttpConn idle = HttpConn::unix_socket(s->socket_path());
   HttpConn streaming = HttpConn::unix_socket(s->socket_path());
   REQUIRE(idle.send(http_request("GET", "/health")));
   REQUIRE(idle.read_reply()->status == 200);
   REQUIRE(streaming.send(http_request("POST", "/v1/completions", kLongWhole)));
   REQUIRE(eventually([&] { return s->scheduler().stats().running == 1; }));
-  const auto start = std::chrono::steady_clock::now();
   delete s;  // stop(), join run()
-  REQUIRE(std::chrono::steady_clock::now() - start < 1500ms);
-  REQUIRE(idle.wait_closed(1000));
-  REQUIRE(streaming.wait_closed(1000));
+  REQUIRE(idle.wait_closed());
+  // Closed before the whole answer: stop() did not wait for the generation to end.
+  REQUIRE_FALSE(streaming.read_reply());
 }
 
 TEST_CASE("A stale socket file is replaced, and a live one and other files are reported and left alone") {
@@ -219,7 +211,8 @@ TEST_CASE("An adopted Unix socket is served, and its file is not unlinked by sto
     REQUIRE(c.read_reply()->status == 200);
   }
   s.stop_accepting();
-  std::this_thread::sleep_for(50ms);
+  // Once the listener is closed (connections refused), stop_accepting has done all it does.
+  REQUIRE(eventually([&] { return !HttpConn::unix_socket(path).connected(); }));
   REQUIRE(is_socket(path));
   s.stop();
   t.join();
@@ -246,6 +239,7 @@ TEST_CASE("listen_tcp takes loopback addresses unless allow_remote and rejects m
 TEST_CASE("More connections than max_connections are closed at once") {
   TestServerOptions o;
   o.server.max_connections = 2;
+  o.server.header_timeout = kHangGuard;  // only the limit can close the third connection
   TestServer s(o);
   HttpConn a = HttpConn::unix_socket(s.socket_path());
   HttpConn b = HttpConn::unix_socket(s.socket_path());
@@ -254,7 +248,7 @@ TEST_CASE("More connections than max_connections are closed at once") {
   REQUIRE(a.read_reply()->status == 200);
   REQUIRE(b.read_reply()->status == 200);
   HttpConn c = HttpConn::unix_socket(s.socket_path());
-  REQUIRE(c.wait_closed(2000));
+  REQUIRE(c.wait_closed());
   a.close();
   REQUIRE(eventually([&] { return s.server().open_connections() == 1; }));
   auto r = http_call(s.socket_path(), "GET", "/health");
@@ -267,9 +261,11 @@ TEST_CASE("An idle keep-alive connection is closed after idle_timeout") {
   o.server.idle_timeout = 300ms;
   TestServer s(o);
   HttpConn c = HttpConn::unix_socket(s.socket_path());
+  // Measured from before the request, so the server's idle time (from its response) lies
+  // within it: closed eventually, and not before idle_timeout, however slow this thread is.
+  const auto start = std::chrono::steady_clock::now();
   REQUIRE(c.send(http_request("GET", "/health")));
   REQUIRE(c.read_reply()->status == 200);
-  const auto start = std::chrono::steady_clock::now();
-  REQUIRE(c.wait_closed(3000));
-  REQUIRE(std::chrono::steady_clock::now() - start >= 250ms);
+  REQUIRE(c.wait_closed());
+  REQUIRE(std::chrono::steady_clock::now() - start >= o.server.idle_timeout);
 }

@@ -365,13 +365,17 @@ TEST_CASE("Hundreds of malformed requests each get the right status and an error
       "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"prompt\":",
       "GET /hea",
   };
+  // Only the header or body timeout (400 ms here) can close them: the connections are new,
+  // so idle_timeout does not apply, and the hang guard of wait_closed() is minutes.
+  TestServerOptions short_timeouts;
+  short_timeouts.server.header_timeout = std::chrono::milliseconds(400);
+  short_timeouts.server.body_timeout = std::chrono::milliseconds(400);
+  TestServer timing_out(short_timeouts);
   for (const std::string& partial : stuck) {
     INFO("partial: " << partial);
-    HttpConn c = HttpConn::unix_socket(s.socket_path());
-    const auto start = std::chrono::steady_clock::now();
+    HttpConn c = HttpConn::unix_socket(timing_out.socket_path());
     REQUIRE(c.send(partial));
-    REQUIRE(c.wait_closed(5000));
-    REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+    REQUIRE(c.wait_closed());
   }
 
   const size_t total = cases.size() + n_host_cases + stuck.size();

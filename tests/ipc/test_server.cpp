@@ -9,6 +9,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/test_util.h"
 #include "tests/tools/synthetic_model.h"
 
 namespace hearth::test {
@@ -59,9 +60,12 @@ const SyntheticEngine& synthetic_engine() {
 
 TestServerOptions::TestServerOptions() {
   server.body_limit_bytes = 16 * 1024;
-  server.header_timeout = std::chrono::milliseconds(400);
-  server.body_timeout = std::chrono::milliseconds(400);
-  server.idle_timeout = std::chrono::milliseconds(5000);
+  // Hang guards, not the product's timeouts: a test's connection is never closed because the
+  // test (or the server) was descheduled between accept and the request on a busy machine.
+  // Tests of the timeouts themselves set short ones.
+  server.header_timeout = kHangGuard;
+  server.body_timeout = kHangGuard;
+  server.idle_timeout = kHangGuard;
   scheduler.n_parallel = 2;
   scheduler.n_ctx = 512;
   scheduler.prefill_chunk = 64;

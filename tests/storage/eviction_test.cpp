@@ -89,7 +89,7 @@ TEST_CASE("prompt cache: the budget covers every model in the directory", "[stor
     auto a = open_store(tmp.path, fa, 10 * one);
     REQUIRE(a);
     for (uint64_t h = 1; h <= 3; ++h) REQUIRE(a->enqueue(make_chunk(h, 0, fa)));
-    a->close(std::chrono::seconds(10));
+    a->close(kHangGuard);
   }
   auto b = open_store(tmp.path, fb, 4 * one);
   REQUIRE(b);

@@ -2,6 +2,8 @@
 // run of chunk writes, for N = 1, 2, 3, ... until the run no longer reaches the Nth call.
 // Each time the failure must be reported, the other chunks written, and a reopened store
 // consistent: every indexed chunk loads, every file is indexed.
+#include <poll.h>
+
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -61,7 +63,7 @@ void run_faults(FaultyFileOps::Op op, int err) {
       auto s = open_store(tmp.path, f, 1 << 30, ops);
       REQUIRE(s);
       for (ChunkWrite& c : workload(f)) s->enqueue(std::move(c));  // refused once writing stopped
-      REQUIRE(s->close(std::chrono::seconds(20)) == 0);
+      REQUIRE(s->close(kHangGuard) == 0);
       st = s->stats();
     }
     const bool fired = ops->failures > 0;
@@ -157,15 +159,29 @@ TEST_CASE("prompt cache: a writer killed with SIGKILL at any moment leaves a con
       const char one = 1;
       if (::write(ready[1], &one, 1) != 1) ::_exit(3);  // open() is done: kill from now on
       uint64_t parent = 0;
+      bool told_written = false;
       for (uint64_t i = 1;; ++i) {
         const uint64_t h = (uint64_t(round + 1) << 32) | i;
         while (!s->enqueue(make_chunk(h, parent, f))) std::this_thread::sleep_for(std::chrono::microseconds(200));
         parent = i % 5 == 0 ? 0 : h;
+        if (!told_written && s->stats().written_chunks > 0) {  // a row is in the index
+          told_written = true;
+          if (::write(ready[1], &one, 1) != 1) ::_exit(4);
+        }
       }
     }
     ::close(ready[1]);
     char byte = 0;
     const bool opened = ::read(ready[0], &byte, 1) == 1;
+    // In the first round the kill waits for the first written chunk, so that however slowly
+    // the child writes, the check at the end sees chunks that survived a kill; the other
+    // rounds kill at a random moment, wherever the writer is.
+    if (round == 0 && opened) {
+      pollfd p{ready[0], POLLIN, 0};
+      const bool written = ::poll(&p, 1, static_cast<int>(kHangGuard.count())) == 1 && ::read(ready[0], &byte, 1) == 1;
+      INFO("hang guard: the child wrote no chunk within " << kHangGuard.count() / 1000 << " s");
+      CHECK(written);
+    }
     ::close(ready[0]);
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 60));
     ::kill(pid, SIGKILL);

@@ -51,7 +51,7 @@ struct Fixture {
     auto s = open_store(tmp.path, f);
     REQUIRE(s);
     REQUIRE(s->enqueue(chunk));
-    s->close(std::chrono::seconds(10));
+    s->close(kHangGuard);
     path = chunk_path(tmp.path, chunk.hash);
     original = read_bytes(path);
     REQUIRE(original.size() == 208);

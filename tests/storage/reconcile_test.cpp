@@ -17,7 +17,7 @@ void write_chunks(const fs::path& dir, const KvFormat& f, std::initializer_list<
     REQUIRE(s->enqueue(make_chunk(h, parent, f)));
     parent = h;
   }
-  REQUIRE(s->close(std::chrono::seconds(10)) == 0);
+  REQUIRE(s->close(kHangGuard) == 0);
 }
 
 }  // namespace

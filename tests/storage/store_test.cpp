@@ -19,7 +19,7 @@ TEST_CASE("prompt cache: a chunk written, closed and reopened loads back byte fo
     REQUIRE(s->enqueue(b));
     CHECK(s->contains(0x1111));  // queued counts as present
     CHECK_FALSE(s->enqueue(a));  // already present: refused, not a dropped write
-    CHECK(s->close(std::chrono::seconds(10)) == 0);
+    CHECK(s->close(kHangGuard) == 0);
     const StoreStats st = s->stats();
     CHECK(st.written_chunks == 2);
     CHECK(st.dropped_writes == 0);
@@ -127,7 +127,7 @@ std::vector<uint8_t> foreign_file(const KvFormat& other) {
   auto s = open_store(tmp.path, other);
   REQUIRE(s);
   REQUIRE(s->enqueue(make_chunk(0xabcdef0123456789ull, 0, other)));
-  s->close(std::chrono::seconds(10));
+  s->close(kHangGuard);
   return read_bytes(chunk_path(tmp.path, 0xabcdef0123456789ull));
 }
 
@@ -187,9 +187,7 @@ TEST_CASE("prompt cache: a full queue refuses chunks and counts them dropped", "
   REQUIRE(s);
   REQUIRE(s->enqueue(make_chunk(1, 0, f)));
   // Wait until the writer holds chunk 1, so the queue is empty again.
-  for (int i = 0; i < 5000 && ops->calls[FaultyFileOps::kCreate] == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  REQUIRE(eventually([&] { return ops->calls[FaultyFileOps::kCreate] > 0; }));
   REQUIRE(s->enqueue(make_chunk(2, 1, f)));
   REQUIRE(s->enqueue(make_chunk(3, 2, f)));
   CHECK_FALSE(s->enqueue(make_chunk(4, 3, f)));
@@ -197,7 +195,7 @@ TEST_CASE("prompt cache: a full queue refuses chunks and counts them dropped", "
   CHECK(s->stats().queue_depth == 3);
   CHECK_FALSE(s->contains(4));
   ops->release();
-  CHECK(s->close(std::chrono::seconds(10)) == 0);
+  CHECK(s->close(kHangGuard) == 0);
   CHECK(s->stats().written_chunks == 3);
   CHECK_FALSE(s->enqueue(make_chunk(5, 0, f)));  // closed
   CHECK(s->stats().dropped_writes == 2);
@@ -212,8 +210,12 @@ TEST_CASE("prompt cache: close() gives up on queued chunks after its timeout", "
   auto s = open_store(tmp.path, f, 1 << 30, ops);
   REQUIRE(s);
   for (uint64_t h = 1; h <= 4; ++h) REQUIRE(s->enqueue(make_chunk(h, 0, f)));
+  // The writer holds chunk 1 (blocked in its write) before close() starts its 50 ms.
+  REQUIRE(eventually([&] { return ops->calls[FaultyFileOps::kCreate] > 0; }));
+  // Released only once close() has given up: it dropped the 3 queued chunks, and only the
+  // one in flight is left. (close() then waits for that one, so it returns after this.)
   std::thread opener([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    eventually([&] { return s->stats().queue_depth <= 1; });
     ops->release();
   });
   const size_t left = s->close(std::chrono::milliseconds(50));
@@ -233,7 +235,7 @@ TEST_CASE("prompt cache: a disk that refuses writes stops writing with one log l
     auto s = open_store(tmp.path, f);
     REQUIRE(s);
     REQUIRE(s->enqueue(a));
-    s->close(std::chrono::seconds(10));
+    s->close(kHangGuard);
   }
   auto errno_value = GENERATE(ENOSPC, EROFS, EDQUOT, EACCES);
   auto ops = std::make_shared<FaultyFileOps>();
@@ -248,7 +250,7 @@ TEST_CASE("prompt cache: a disk that refuses writes stops writing with one log l
   REQUIRE(wait_idle(*s));
   for (uint64_t h = 0x30; h < 0x33; ++h) CHECK_FALSE(s->enqueue(make_chunk(h, 0, f)));
   auto got = s->load(a.hash, a.tokens);
-  s->close(std::chrono::seconds(10));
+  s->close(kHangGuard);
   const std::string log = capture.text();
   INFO(log);
   CHECK(StderrCapture::count(log, "stopped writing") == 1);
@@ -276,7 +278,7 @@ TEST_CASE("prompt cache: a read-only cache directory is served without writing",
     auto s = open_store(tmp.path, f);
     REQUIRE(s);
     REQUIRE(s->enqueue(a));
-    s->close(std::chrono::seconds(10));
+    s->close(kHangGuard);
   }
   for (auto it = fs::recursive_directory_iterator(tmp.path); it != fs::recursive_directory_iterator(); ++it) {
     if (it->is_directory()) ::chmod(it->path().c_str(), 0500);
@@ -288,7 +290,7 @@ TEST_CASE("prompt cache: a read-only cache directory is served without writing",
   s->enqueue(make_chunk(0x20, 0, f));
   REQUIRE(wait_idle(*s));
   auto got = s->load(a.hash, a.tokens);
-  s->close(std::chrono::seconds(10));
+  s->close(kHangGuard);
   const std::string log = capture.text();
   INFO(log);
   REQUIRE(got);
@@ -305,7 +307,7 @@ TEST_CASE("prompt cache: clear() deletes this model's chunks, or every model's",
     auto b = open_store(tmp.path, fb);
     REQUIRE(b);
     for (uint64_t h = 100; h < 103; ++h) REQUIRE(b->enqueue(make_chunk(h, 0, fb)));
-    b->close(std::chrono::seconds(10));
+    b->close(kHangGuard);
   }
   auto a = open_store(tmp.path, fa);
   REQUIRE(a);

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +23,7 @@
 
 #include "storage/chunk_file.h"
 #include "storage/chunk_store.h"
+#include "tests/test_util.h"
 
 namespace hearth::storage::test {
 
@@ -100,12 +103,15 @@ inline std::unique_ptr<ChunkStore> open_store(const fs::path& dir, const KvForma
   return std::move(*s);
 }
 
-// Waits until the writer has nothing queued or in flight (at most 10 s).
+using hearth::test::eventually;
+using hearth::test::kHangGuard;
+
+// Waits until the writer has nothing queued or in flight; false (with a message for the
+// failing check that follows) after the hang guard.
 inline bool wait_idle(ChunkStore& s) {
-  for (int i = 0; i < 10000; ++i) {
-    if (s.stats().queue_depth == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  if (eventually([&] { return s.stats().queue_depth == 0; })) return true;
+  UNSCOPED_INFO("hang guard: the chunk writer still had " << s.stats().queue_depth << " chunks queued or in flight after "
+                                                          << kHangGuard.count() / 1000 << " s");
   return false;
 }
 
