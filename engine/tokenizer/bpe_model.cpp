@@ -116,6 +116,7 @@ class BpeModel final : public VocabModel {
     auto merges = f.get_string_array("tokenizer.ggml.merges");
     if (!merges.ok()) return make_error("tokenizer: " + merges.error().message);
     merges_.reserve(merges->size());  // sized once, before any insert
+    std::string joined;
     for (size_t rank = 0; rank < merges->size(); ++rank) {
       std::string_view m = (*merges)[rank];
       auto where = [&] { return "tokenizer: merge " + std::to_string(rank) + " '" + std::string(m) + "'"; };
@@ -126,15 +127,13 @@ class BpeModel final : public VocabModel {
                           " (tokenizer.ggml.merges is malformed or truncated)");
       }
       std::string_view left = m.substr(0, sp), right = m.substr(sp + 1);
-      const int32_t l = vocab_.find(left), r = vocab_.find(right);
-      const int32_t merged = vocab_.find(std::string(left) + std::string(right));
-      for (auto [id, text] : {std::pair{l, std::string(left)}, {r, std::string(right)},
-                              {merged, std::string(left) + std::string(right)}}) {
-        if (id < 0) {
-          return make_error(where() + " needs the token '" + text +
-                            "', which is not in the vocabulary (tokenizer.ggml.merges does not"
-                            " belong to tokenizer.ggml.tokens, or is truncated)");
-        }
+      joined.assign(left).append(right);
+      const int32_t l = vocab_.find(left), r = vocab_.find(right), merged = vocab_.find(joined);
+      if (l < 0 || r < 0 || merged < 0) {
+        const std::string missing(l < 0 ? left : r < 0 ? right : std::string_view(joined));
+        return make_error(where() + " needs the token '" + missing +
+                          "', which is not in the vocabulary (tokenizer.ggml.merges does not"
+                          " belong to tokenizer.ggml.tokens, or is truncated)");
       }
       // A repeated pair keeps its first (lowest) rank, as in llama.cpp.
       merges_.insert(pair_key(l, r), Merge{static_cast<int32_t>(rank), merged});
