@@ -3,8 +3,9 @@
 
 Makes the ~1 MB benchmark text (README, docs/ and engine/ sources of this repository, in
 sorted order, repeated and cut to 1,000,000 bytes at a character boundary), then times
-llama.cpp's tokenizer on it through llama-cpp-python (special tokens parsed, no BOS; best
-of N calls, timed in Python around the call) and, when given, hearth's bench/tokenize_bench.
+llama.cpp's tokenizer on it from Python (llama-cpp-python, or llama-cpp-py-sync's libllama:
+see tests/reference/make_bpe_fixtures.py; special tokens parsed, no BOS; best of N calls,
+timed around the call) and, when given, hearth's bench/tokenize_bench.
 
     /tmp/llvenv/bin/python bench/tokenize_bench.py MODEL.gguf [--text OUT.txt]
         [--hearth build/engine/tokenizer/tokenize_bench] [--runs 5]
@@ -12,7 +13,9 @@ of N calls, timed in Python around the call) and, when given, hearth's bench/tok
 
 import argparse
 import glob
+import os
 import subprocess
+import sys
 import time
 
 
@@ -43,23 +46,26 @@ def main():
     data = make_text(args.text)
     mb = len(data) / 1e6
 
-    from llama_cpp import Llama
-    llm = Llama(model_path=args.model, vocab_only=True, verbose=False)
+    # llama-cpp-python, or llama-cpp-py-sync's libllama (see make_bpe_fixtures.py).
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "reference"))
+    from make_bpe_fixtures import oracle
+    llama = oracle()
+    tokenize = llama.load(args.model)
     best = 1e30
     n = 0
     for _ in range(args.runs):
         t0 = time.perf_counter()
-        n = len(llm.tokenize(data, add_bos=False, special=True))
+        n = len(tokenize(data))
         best = min(best, time.perf_counter() - t0)
-    print(f"llama.cpp: {mb:.2f} MB -> {n} tokens; best of {args.runs}: {best * 1e3:.1f} ms = "
-          f"{mb / best:.2f} MB/s")
+    print(f"llama.cpp ({llama.info['binding']} {llama.info['version']}): {mb:.2f} MB -> {n} tokens; "
+          f"best of {args.runs}: {best * 1e3:.1f} ms = {mb / best:.2f} MB/s")
     if args.hearth:
         out = subprocess.run([args.hearth, args.model, args.text, "--runs", str(args.runs)],
                              capture_output=True, text=True, check=True).stdout.strip()
         print(f"hearth:    {out}")
         ids = subprocess.run([args.hearth, args.model, args.text, "--ids"],
                              capture_output=True, text=True, check=True).stdout.split()
-        ref = llm.tokenize(data, add_bos=False, special=True)
+        ref = tokenize(data)
         print("same ids as llama.cpp:", [int(i) for i in ids] == ref)
 
 

@@ -103,8 +103,10 @@ bool normalize(std::string_view text, std::string& normalized, std::string& subj
       cp = ((b & 0x07u) << 18) | ((text[i + 1] & 0x3Fu) << 12) | ((text[i + 2] & 0x3Fu) << 6) |
            (text[i + 3] & 0x3F);
       len = 4;
-      if (cp > 0x10FFFF) cp = kReplacement;
     }
+    // An overlong form or a code point above U+10FFFF: only the lead byte is U+FFFD.
+    static constexpr uint32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (len > 1 && (cp < kMinOfLength[len] || cp > 0x10FFFF)) cp = kReplacement, len = 1;
     i += len;
     const size_t at = normalized.size();
     put_utf8(cp, normalized);

@@ -8,11 +8,12 @@
 // Unicode classes (\p{L}, \p{N}, \s) come from PCRE2 in UTF + UCP mode; \s is Unicode's
 // White_Space property, which is llama.cpp's whitespace set (PCRE2's own \s adds U+180E).
 //
-// Invalid UTF-8 is read as llama.cpp reads it (unicode_cpts_from_utf8): a lead byte and the
-// continuation bytes it announces form one code point, without checks for overlong forms or
-// surrogates; any other byte becomes U+FFFD. The words are the UTF-8 of those code points, so
-// they may differ from the input bytes where it was not valid UTF-8. (A 4-byte form above
-// U+10FFFF, which makes llama.cpp throw, becomes one U+FFFD here.)
+// Invalid UTF-8 is read as llama.cpp reads it (unicode_cpts_from_utf8, as of its build
+// b11739, which made tests/fixtures/bpe_tokenizer.json): a lead byte and the continuation
+// bytes it announces form one code point unless that is an overlong form or above U+10FFFF;
+// surrogates pass. Any other byte — a stray continuation byte, a lead byte whose sequence is
+// cut short, overlong or too large, F8..FF — becomes U+FFFD on its own. The words are the
+// UTF-8 of those code points, so they differ from the input where it was not valid UTF-8.
 //
 // PCRE2 stays private to bpe_pretokenizer.cpp. Immutable after construction; split() may run
 // on many threads at once.

@@ -23,6 +23,28 @@ using tok::kTypeUserDefined;
 constexpr std::string_view kEogTexts[] = {"<end_of_turn>", "<|eot_id|>", "<|eom_id|>",
                                           "<|im_end|>",    "<|end|>",    "<|endoftext|>",
                                           "<EOT>",         "<|end_of_text|>"};
+// The rest of llama.cpp's list (llama-vocab.cpp, as of llama-cpp-python 0.3.36), applied to
+// byte-level BPE vocabularies only, so SentencePiece (Gemma) behaviour stays as it was. It
+// matters: Qwen2.5 has a normal token "</s>" that llama.cpp makes control, so "</s>" in text
+// parsed for special tokens is that one id there.
+constexpr std::string_view kBpeEogTexts[] = {
+    "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "</s>", "_<EOT>", "[EOT]", "[EOS]",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence" "\xEF\xBD\x9C>", "[e~["};
+
+// The end-of-turn texts llama.cpp applies to this vocabulary, with its two exceptions:
+// "</s>" is a normal token where "<|tool_response>" or "<|plamo:eos|>" exist, and "<|end|>"
+// is not end of turn where "<|return|>" and "<|call|>" (or "<|calls|>" and "<|flush|>") exist.
+std::vector<std::string_view> eog_texts(const tok::Vocab& v, bool bpe) {
+  std::vector<std::string_view> texts(std::begin(kEogTexts), std::end(kEogTexts));
+  if (!bpe) return texts;
+  texts.insert(texts.end(), std::begin(kBpeEogTexts), std::end(kBpeEogTexts));
+  auto has = [&](std::string_view t) { return v.find(t) >= 0; };
+  auto drop = [&](std::string_view t) { std::erase(texts, t); };
+  if (has("<|tool_response>") || has("<|plamo:eos|>")) drop("</s>");
+  if ((has("<|return|>") && has("<|call|>")) || (has("<|calls|>") && has("<|flush|>"))) drop("<|end|>");
+  return texts;
+}
 
 }  // namespace
 
@@ -130,19 +152,20 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   for (int32_t id : {vocab.eos, vocab.eot, vocab.eom}) {
     if (id >= 0) impl->eog.insert(id);
   }
-  for (std::string_view text : kEogTexts) {
-    if (int32_t id = vocab.find(text); id >= 0) impl->eog.insert(id);
+  const std::vector<std::string_view> eog_text = eog_texts(vocab, *model == "gpt2");
+  std::unordered_set<int32_t> eog_by_text;
+  for (std::string_view text : eog_text) {
+    if (int32_t id = vocab.find(text); id >= 0) impl->eog.insert(id), eog_by_text.insert(id);
   }
 
   std::vector<tok::SpecialSplitter::Special> specials;
   for (size_t i = 0; i < n; ++i) {
-    int t = vocab.types[i];
-    if (t == kTypeControl || t == kTypeUnknown || t == kTypeUserDefined) {
-      const auto id = static_cast<int32_t>(i);
-      bool control = t != kTypeUserDefined ||
-                     std::find(std::begin(kEogTexts), std::end(kEogTexts), vocab.pieces[i]) !=
-                         std::end(kEogTexts);
-      specials.push_back({id, vocab.pieces[i], control});
+    const auto id = static_cast<int32_t>(i);
+    const int t = vocab.types[i];
+    if (eog_by_text.count(id)) {
+      specials.push_back({id, vocab.pieces[i], /*control=*/true});  // whatever its type
+    } else if (t == kTypeControl || t == kTypeUnknown || t == kTypeUserDefined) {
+      specials.push_back({id, vocab.pieces[i], t != kTypeUserDefined});
     }
   }
   impl->splitter = std::make_unique<tok::SpecialSplitter>(std::move(specials));

@@ -115,10 +115,10 @@ const Tokenizer& must(const Loaded& l) {
   return **l.tok;
 }
 
-// llama.cpp's reading of bytes as text (unicode_cpts_from_utf8), written out as its spec says:
-// a lead byte with the continuation bytes it announces is one code point, overlong forms and
-// surrogates included; any other byte is U+FFFD. The result is those code points' UTF-8.
-// (Above U+10FFFF, where llama.cpp throws, hearth uses U+FFFD.)
+// llama.cpp's reading of bytes as text (unicode_cpts_from_utf8), written out from what it
+// does (tests/fixtures/bpe_tokenizer.json): a lead byte with the continuation bytes it
+// announces is one code point, surrogates included, unless overlong or above U+10FFFF; any
+// other byte is U+FFFD. The result is those code points' UTF-8.
 std::string llama_cpp_reading(const std::string& in) {
   std::string out;
   auto put = [&](uint32_t cp) {
@@ -146,7 +146,13 @@ std::string llama_cpp_reading(const std::string& in) {
     }
     uint32_t cp = need == 0 ? b : b & (0x3F >> need);
     for (size_t k = 1; k <= need; ++k) cp = (cp << 6) | (in[i + k] & 0x3F);
-    put(cp > 0x10FFFF ? 0xFFFD : cp);
+    const uint32_t shortest[] = {0, 0x80, 0x800, 0x10000};  // smallest code point per length
+    if (cp < shortest[need] || cp > 0x10FFFF) {
+      put(0xFFFD);
+      ++i;
+      continue;
+    }
+    put(cp);
     i += need + 1;
   }
   return out;
@@ -275,7 +281,9 @@ TEST_CASE("text that is not UTF-8 is read as llama.cpp reads it: each bad byte i
   CHECK(tok.encode("q\x80r", false, false) == cat({{'q'}, fffd, {'r'}}));
   CHECK(tok.encode("q\xC3", false, false) == cat({{'q'}, fffd}));       // truncated
   CHECK(tok.encode("\xE4\xBD!", false, false) == cat({fffd, fffd, {'!'}}));
-  CHECK(tok.encode("A\xC0\x80", false, false) == Ids{'A', 0});          // overlong NUL
+  CHECK(tok.encode("A\xC0\x80", false, false) == cat({{'A'}, fffd, fffd}));  // overlong NUL
+  CHECK(tok.encode("\xF4\x90\x80\x80", false, false) ==                  // above U+10FFFF
+        cat({fffd, fffd, fffd, fffd}));
   CHECK(tok.encode("\xED\xA0\x80", false, false) == bytes_of("\xED\xA0\x80"));  // surrogate
 }
 
