@@ -215,7 +215,7 @@ TEST_CASE("the pre-tokenizer decides what BPE may merge") {
   }
 }
 
-TEST_CASE("special tokens split out before BPE; control ones only when parsing specials") {
+TEST_CASE("special tokens split out before BPE, control ones only when parsing specials") {
   TinyBpe v;
   Loaded l = load(v);
   const Tokenizer& tok = must(l);
