@@ -165,6 +165,64 @@ INVALID = [
 ]
 
 
+# The other pre-tokenizers on a real vocabulary: Qwen2.5's vocabulary and merges with
+# tokenizer.ggml.pre replaced (a metadata-only copy of its file, arch renamed to llama so
+# llama.cpp loads it vocab-only). tests/tokenizer/bpe_reference_test.cpp builds the same
+# vocabulary with hearth's GGUF writer.
+VARIANTS = ["llama-bpe", "gpt-2", "default"]
+VARIANT_OF = "qwen2.5-coder-0.5b"
+
+
+def write_variant(src, dst, pre):
+    import struct
+    f = open(src, "rb")
+
+    def rd(n):
+        return f.read(n)
+
+    def u32():
+        return struct.unpack("<I", rd(4))[0]
+
+    def u64():
+        return struct.unpack("<Q", rd(8))[0]
+
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def rval(t):
+        if t == 8:
+            return rd(u64())
+        if t == 9:
+            at, n = u32(), u64()
+            return (at, [rval(at) for _ in range(n)])
+        return rd(sizes[t])
+
+    def wval(t, v):
+        if t == 8:
+            return struct.pack("<Q", len(v)) + v
+        if t == 9:
+            at, items = v
+            return struct.pack("<IQ", at, len(items)) + b"".join(wval(at, x) for x in items)
+        return v
+
+    assert rd(4) == b"GGUF"
+    u32(), u64()
+    kvs = []
+    for _ in range(u64()):
+        k = rd(u64())
+        t = u32()
+        kvs.append((k, t, rval(t)))
+    out = [b"GGUF", struct.pack("<IQQ", 3, 0, len(kvs))]
+    for k, t, v in kvs:
+        if k == b"tokenizer.ggml.pre":
+            v = pre.encode()
+        elif k == b"general.architecture":
+            v = b"llama"
+        elif k.startswith(b"qwen2."):
+            k = b"llama." + k[len(b"qwen2."):]
+        out.append(struct.pack("<Q", len(k)) + k + struct.pack("<I", t) + wval(t, v))
+    open(dst, "wb").write(b"".join(out))
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -187,6 +245,13 @@ def main():
         tokenizers[key] = llama.load(path)
         models[key] = {"file": name, "sha256": sha256(path)}
 
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        for pre in VARIANTS:
+            dst = os.path.join(tmp, pre + ".gguf")
+            write_variant(os.path.join(args.models, MODELS[VARIANT_OF]), dst, pre)
+            tokenizers[VARIANT_OF + "+" + pre] = llama.load(dst)
+
     def ids_of(data):
         return {k: tok(data) for k, tok in tokenizers.items()}
 
@@ -196,6 +261,7 @@ def main():
         "generator": "tests/reference/make_bpe_fixtures.py",
         "oracle": llama.info,
         "models": models,
+        "variants": {"of": VARIANT_OF, "pre": VARIANTS},
         "cases": cases,
         "invalid_utf8": invalid,
     }

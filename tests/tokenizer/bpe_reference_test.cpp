@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/gguf/gguf.h"
+#include "engine/gguf/writer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "test_util.h"
 
@@ -67,6 +68,49 @@ const Tokenizer* model_tokenizer(const std::string& key) {
   return it->second.tok.get();
 }
 
+// Qwen2.5's vocabulary and merges with another tokenizer.ggml.pre, written with our GGUF
+// writer (the fixture script gives llama.cpp the same vocabulary); nullptr without the file.
+const Tokenizer* variant_tokenizer(const std::string& pre) {
+  struct Slot {
+    std::vector<uint8_t> bytes;
+    std::unique_ptr<hearth::gguf::File> file;
+    std::unique_ptr<Tokenizer> tok;
+  };
+  static std::map<std::string, Slot> slots;
+  auto [it, fresh] = slots.try_emplace(pre);
+  if (fresh) {
+    const std::string of = fixture()["variants"]["of"].get<std::string>();
+    std::string path = model_file(fixture()["models"][of]["file"].get<std::string>());
+    if (path.empty()) return nullptr;
+    auto src = hearth::gguf::File::open(path);
+    REQUIRE(src.ok());
+    auto tokens = (*src)->get_string_array("tokenizer.ggml.tokens");
+    auto types = (*src)->get_int_array("tokenizer.ggml.token_type");
+    auto merges = (*src)->get_string_array("tokenizer.ggml.merges");
+    REQUIRE((tokens.ok() && types.ok() && merges.ok()));
+    hearth::gguf::Writer w;
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", pre);
+    w.set_string_array("tokenizer.ggml.tokens", {tokens->begin(), tokens->end()});
+    w.set_i32_array("tokenizer.ggml.token_type", {types->begin(), types->end()});
+    w.set_string_array("tokenizer.ggml.merges", {merges->begin(), merges->end()});
+    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}) {
+      w.set_u32(key, static_cast<uint32_t>(*(*src)->get_uint(key)));
+    }
+    w.set_bool("tokenizer.ggml.add_bos_token", false);
+    Slot& slot = it->second;
+    slot.bytes = w.serialize();
+    auto f = hearth::gguf::File::from_memory(slot.bytes.data(), slot.bytes.size());
+    REQUIRE(f.ok());
+    slot.file = std::move(*f);
+    auto t = Tokenizer::from_gguf(*slot.file);
+    INFO((t.ok() ? std::string() : t.error().message));
+    REQUIRE(t.ok());
+    slot.tok = std::move(*t);
+  }
+  return it->second.tok.get();
+}
+
 std::string from_hex(const std::string& hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size();) {
@@ -80,8 +124,7 @@ std::string from_hex(const std::string& hex) {
   return out;
 }
 
-void check_model(const std::string& key) {
-  const Tokenizer* tok = model_tokenizer(key);
+void check_model(const std::string& key, const Tokenizer* tok) {
   if (!tok) {
     WARN(key + " model not installed; test skipped");
     return;
@@ -111,11 +154,19 @@ void check_model(const std::string& key) {
 }  // namespace
 
 TEST_CASE("Qwen2.5's tokenizer (pre qwen2) gives llama.cpp's ids for the fixture corpus") {
-  check_model("qwen2.5-coder-0.5b");
+  check_model("qwen2.5-coder-0.5b", model_tokenizer("qwen2.5-coder-0.5b"));
 }
 
 TEST_CASE("SmolLM2's tokenizer (pre smollm) gives llama.cpp's ids for the fixture corpus") {
-  check_model("smollm2-135m");
+  check_model("smollm2-135m", model_tokenizer("smollm2-135m"));
+}
+
+TEST_CASE("pre llama-bpe, gpt-2 and default on Qwen2.5's vocabulary give llama.cpp's ids") {
+  for (const json& pre : fixture()["variants"]["pre"]) {
+    const std::string p = pre.get<std::string>();
+    INFO("pre " << p);
+    check_model(fixture()["variants"]["of"].get<std::string>() + "+" + p, variant_tokenizer(p));
+  }
 }
 
 TEST_CASE("the chat models' tokenizer metadata") {
