@@ -222,6 +222,7 @@ class BpeModel final : public VocabModel {
 
   void merge_word(std::string_view word, Scratch& s, std::vector<int32_t>& out) const {
     const auto n = static_cast<int32_t>(word.size());
+    if (n == 0) return;  // the pre-tokenizer makes no empty words; nothing to do if it did
     if (n == 1) {
       emit(static_cast<uint8_t>(word[0]), out);
       return;
