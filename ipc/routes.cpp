@@ -123,7 +123,9 @@ HttpResponse tokenize(const EngineRef& engine, const std::string& body) {
   if (content == j.end() || !content->is_string()) {
     return error_response(bad_request("'content' must be a string", "content", "invalid_type"));
   }
-  bool add_special = false, parse_special = false;
+  // Defaults as llama.cpp's /tokenize: no BOS/EOS added, special-token text parsed into its
+  // ids ("<|im_start|>" -> one id); "parse_special": false tokenizes it as plain text.
+  bool add_special = false, parse_special = true;
   for (auto [key, out] : {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special}}) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;

@@ -1,97 +1,75 @@
 #include "engine/tokenizer/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-
 #include <algorithm>
 #include <limits>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/special_split.h"
-#include "engine/tokenizer/spm_proto.h"
+#include "engine/tokenizer/vocab_model.h"
 
 namespace hearth {
 namespace {
 
-// tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
-constexpr int kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefined = 4,
-              kTypeUnused = 5, kTypeByte = 6;
+using tok::kTypeByte;
+using tok::kTypeControl;
+using tok::kTypeNormal;
+using tok::kTypeUnknown;
+using tok::kTypeUserDefined;
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, sentencepiece's space
-
-// Text of end-of-turn tokens llama.cpp treats as end of generation when present.
+// Text of end-of-turn tokens llama.cpp treats as end of generation when present. llama.cpp
+// also makes them control tokens when the file says otherwise, so they split out of text
+// only with parse_special.
 constexpr std::string_view kEogTexts[] = {"<end_of_turn>", "<|eot_id|>", "<|eom_id|>",
                                           "<|im_end|>",    "<|end|>",    "<|endoftext|>",
                                           "<EOT>",         "<|end_of_text|>"};
+// The rest of llama.cpp's list (llama-vocab.cpp, as of llama-cpp-python 0.3.36), applied to
+// byte-level BPE vocabularies only, so SentencePiece (Gemma) behaviour stays as it was. It
+// matters: Qwen2.5 has a normal token "</s>" that llama.cpp makes control, so "</s>" in text
+// parsed for special tokens is that one id there.
+constexpr std::string_view kBpeEogTexts[] = {
+    "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "</s>", "_<EOT>", "[EOT]", "[EOS]",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence" "\xEF\xBD\x9C>", "[e~["};
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
-    s.replace(p, from.size(), to);
-  }
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// "<0xAB>" -> 0xAB, or -1.
-int byte_of_piece(std::string_view p) {
-  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
-  int hi = hex_digit(p[3]), lo = hex_digit(p[4]);
-  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+// The end-of-turn texts llama.cpp applies to this vocabulary, with its two exceptions:
+// "</s>" is a normal token where "<|tool_response>" or "<|plamo:eos|>" exist, and "<|end|>"
+// is not end of turn where "<|return|>" and "<|call|>" (or "<|calls|>" and "<|flush|>") exist.
+std::vector<std::string_view> eog_texts(const tok::Vocab& v, bool bpe) {
+  std::vector<std::string_view> texts(std::begin(kEogTexts), std::end(kEogTexts));
+  if (!bpe) return texts;
+  texts.insert(texts.end(), std::begin(kBpeEogTexts), std::end(kBpeEogTexts));
+  auto has = [&](std::string_view t) { return v.find(t) >= 0; };
+  auto drop = [&](std::string_view t) { std::erase(texts, t); };
+  if (has("<|tool_response>") || has("<|plamo:eos|>")) drop("</s>");
+  if ((has("<|return|>") && has("<|call|>")) || (has("<|calls|>") && has("<|flush|>"))) drop("<|end|>");
+  return texts;
 }
 
 }  // namespace
 
 struct Tokenizer::Impl {
-  sentencepiece::SentencePieceProcessor sp;
-  std::vector<std::string> pieces;
-  std::vector<uint8_t> types;
-  std::unordered_map<std::string_view, int32_t> index;  // views into `pieces`
+  tok::Vocab vocab;
+  std::unique_ptr<tok::VocabModel> model;  // refers to `vocab`
   std::unordered_set<int32_t> eog;
   std::unique_ptr<tok::SpecialSplitter> splitter;
-  int32_t byte_ids[256];  // id of <0xXX>, or -1
-  int32_t bos = -1, eos = -1;
-  bool add_bos = true, add_eos = false, add_space_prefix = true;
-
-  int32_t size() const { return static_cast<int32_t>(pieces.size()); }
-  bool valid(int32_t id) const { return id >= 0 && id < size(); }
-
-  void encode_raw(std::string_view raw, bool prefix_space, std::vector<int32_t>& out) const {
-    std::string text;
-    if (prefix_space) text.push_back(' ');
-    text.append(raw);
-    replace_all(text, " ", kSpaceMark);
-    std::vector<int> ids;
-    if (sp.Encode(text, &ids).ok()) {
-      out.insert(out.end(), ids.begin(), ids.end());
-      return;
-    }
-    // Not expected after a successful load; keep the bytes rather than lose the text.
-    for (unsigned char c : text) {
-      if (byte_ids[c] >= 0) out.push_back(byte_ids[c]);
-    }
-  }
+  bool add_bos = true, add_eos = false;
 
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
                               const std::vector<uint8_t>& markup) const {
     std::vector<int32_t> out;
-    if (add_special && add_bos && bos >= 0) out.push_back(bos);
-    bool prev_special = true;  // llama.cpp: the space prefix goes at the start and after specials
+    if (add_special && add_bos && vocab.bos >= 0) out.push_back(vocab.bos);
+    bool after_special = true;  // the start counts as following a special token
     for (const tok::Fragment& f : splitter->split(text, parse_special, markup)) {
       if (f.token >= 0) {
         out.push_back(f.token);
-        prev_special = true;
+        after_special = true;
       } else {
-        encode_raw(text.substr(f.offset, f.length), add_space_prefix && prev_special, out);
-        prev_special = false;
+        model->encode_raw(text.substr(f.offset, f.length), after_special, out);
+        after_special = false;
       }
     }
-    if (add_special && add_eos && eos >= 0) out.push_back(eos);
+    if (add_special && add_eos && vocab.eos >= 0) out.push_back(vocab.eos);
     return out;
   }
 };
@@ -102,9 +80,9 @@ Tokenizer::~Tokenizer() = default;
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   auto model = f.get_string("tokenizer.ggml.model");
   if (!model.ok()) return make_error("tokenizer: " + model.error().message);
-  if (*model != "llama") {
+  if (*model != "llama" && *model != "gpt2") {
     return make_error("tokenizer: unsupported tokenizer.ggml.model '" + std::string(*model) +
-                      "' (hearth supports 'llama', SentencePiece)");
+                      "' (hearth supports 'llama', SentencePiece, and 'gpt2', byte-level BPE)");
   }
   auto tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (!tokens.ok()) return make_error("tokenizer: " + tokens.error().message);
@@ -113,15 +91,6 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
     return make_error("tokenizer: tokenizer.ggml.tokens has " + std::to_string(n) + " entries");
   }
 
-  std::vector<float> scores(n, 0.0f);
-  if (f.has("tokenizer.ggml.scores")) {
-    auto s = f.get_f32_array("tokenizer.ggml.scores");
-    if (!s.ok()) return make_error("tokenizer: " + s.error().message);
-    if (s->size() != n) return make_error("tokenizer: tokenizer.ggml.scores has " +
-                                          std::to_string(s->size()) + " entries, tokens " +
-                                          std::to_string(n));
-    scores = std::move(*s);
-  }
   std::vector<uint8_t> types(n, kTypeNormal);
   if (f.has("tokenizer.ggml.token_type")) {
     auto t = f.get_int_array("tokenizer.ggml.token_type");
@@ -139,6 +108,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
     }
   }
 
+  auto impl = std::make_unique<Impl>();
+  tok::Vocab& vocab = impl->vocab;
   auto read_id = [&](const char* key, int32_t& out) -> Status {
     out = -1;
     if (!f.has(key)) return {};
@@ -151,104 +122,53 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
     out = static_cast<int32_t>(*v);
     return {};
   };
-  int32_t bos, eos, unk, pad, eot, eom;
-  for (auto [key, out] : {std::pair{"tokenizer.ggml.bos_token_id", &bos},
-                          {"tokenizer.ggml.eos_token_id", &eos},
-                          {"tokenizer.ggml.unknown_token_id", &unk},
-                          {"tokenizer.ggml.padding_token_id", &pad},
-                          {"tokenizer.ggml.eot_token_id", &eot},
-                          {"tokenizer.ggml.eom_token_id", &eom}}) {
+  for (auto [key, out] : {std::pair{"tokenizer.ggml.bos_token_id", &vocab.bos},
+                          {"tokenizer.ggml.eos_token_id", &vocab.eos},
+                          {"tokenizer.ggml.unknown_token_id", &vocab.unk},
+                          {"tokenizer.ggml.padding_token_id", &vocab.pad},
+                          {"tokenizer.ggml.eot_token_id", &vocab.eot},
+                          {"tokenizer.ggml.eom_token_id", &vocab.eom}}) {
     if (Status s = read_id(key, *out); !s.ok()) return s.error();
   }
 
-  auto impl = std::make_unique<Impl>();
-  impl->bos = bos;
-  impl->eos = eos;
-  auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", true);
+  vocab.pieces.reserve(n);
+  for (std::string_view t : *tokens) vocab.pieces.emplace_back(t);
+  vocab.types = std::move(types);
+  vocab.index.reserve(n);
+  for (size_t i = 0; i < n; ++i) vocab.index[vocab.pieces[i]] = static_cast<int32_t>(i);
+
+  auto vm = *model == "gpt2" ? tok::make_bpe_model(f, vocab) : tok::make_spm_model(f, vocab);
+  if (!vm.ok()) return vm.error();
+  impl->model = std::move(*vm);
+
+  auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", impl->model->default_add_bos());
   auto add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  // A missing key means a space prefix, as llama.cpp reads SentencePiece vocabularies
-  // (Gemma's converters write false explicitly).
-  auto space = f.get_bool_or("tokenizer.ggml.add_space_prefix", true);
-  for (const auto* r : {&add_bos, &add_eos, &space}) {
+  for (const auto* r : {&add_bos, &add_eos}) {
     if (!r->ok()) return make_error("tokenizer: " + r->error().message);
   }
   impl->add_bos = *add_bos;
   impl->add_eos = *add_eos;
-  impl->add_space_prefix = *space;
 
-  impl->pieces.reserve(n);
-  for (std::string_view t : *tokens) impl->pieces.emplace_back(t);
-  impl->types = types;
-  std::fill(std::begin(impl->byte_ids), std::end(impl->byte_ids), -1);
-  impl->index.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    impl->index.emplace(impl->pieces[i], static_cast<int32_t>(i));
-    if (types[i] == kTypeByte) {
-      int b = byte_of_piece(impl->pieces[i]);
-      if (b < 0) {
-        return make_error("tokenizer: byte token " + std::to_string(i) + " is '" +
-                          impl->pieces[i] + "', not <0xXX>");
-      }
-      impl->byte_ids[b] = static_cast<int32_t>(i);
-    }
+  for (int32_t id : {vocab.eos, vocab.eot, vocab.eom}) {
+    if (id >= 0) impl->eog.insert(id);
   }
-
-  // Sentencepiece needs exactly one UNKNOWN piece; GGUF files mark <unk> as control
-  // (Gemma 3) or as unknown. Our own type table keeps what the file says.
-  int32_t spm_unk = -1;
-  for (size_t i = 0; i < n && spm_unk < 0; ++i) {
-    if (types[i] == kTypeUnknown) spm_unk = static_cast<int32_t>(i);
+  const std::vector<std::string_view> eog_text = eog_texts(vocab, *model == "gpt2");
+  std::unordered_set<int32_t> eog_by_text;
+  for (std::string_view text : eog_text) {
+    if (int32_t id = vocab.find(text); id >= 0) impl->eog.insert(id), eog_by_text.insert(id);
   }
-  if (spm_unk < 0) spm_unk = unk;
-  if (spm_unk < 0) return make_error("tokenizer: the vocabulary has no unknown token");
-
-  std::vector<spm::Piece> sp_pieces(n);
-  bool has_bytes = false;
-  for (size_t i = 0; i < n; ++i) {
-    spm::PieceType t = spm::PieceType::Normal;
-    switch (types[i]) {
-      case kTypeUnknown: t = spm::PieceType::Control; break;
-      case kTypeControl: t = spm::PieceType::Control; break;
-      case kTypeUserDefined: t = spm::PieceType::UserDefined; break;
-      case kTypeUnused: t = spm::PieceType::Unused; break;
-      case kTypeByte: t = spm::PieceType::Byte, has_bytes = true; break;
-      default: break;
-    }
-    if (static_cast<int32_t>(i) == spm_unk) t = spm::PieceType::Unknown;
-    if (impl->pieces[i].empty()) {
-      return make_error("tokenizer: token " + std::to_string(i) + " is empty");
-    }
-    sp_pieces[i] = {impl->pieces[i], scores[i], t};
-  }
-  spm::ModelSpec spec;
-  spec.model_type = spm::ModelType::Bpe;  // llama.cpp's SPM tokenizer: BPE merges by score
-  spec.byte_fallback = has_bytes;
-  spec.unk_id = spm_unk;
-  spec.bos_id = bos;
-  spec.eos_id = eos;
-  spec.pad_id = pad;
-  // Spaces are escaped to U+2581 by us (as llama.cpp does) and no other normalization runs.
-  spec.add_dummy_prefix = false;
-  spec.remove_extra_whitespaces = false;
-  spec.escape_whitespaces = false;
-  auto status = impl->sp.LoadFromSerializedProto(spm::serialize_model_proto(sp_pieces, spec));
-  if (!status.ok()) return make_error("tokenizer: sentencepiece: " + status.ToString());
 
   std::vector<tok::SpecialSplitter::Special> specials;
   for (size_t i = 0; i < n; ++i) {
-    int t = types[i];
-    if (t == kTypeControl || t == kTypeUnknown || t == kTypeUserDefined) {
-      specials.push_back({static_cast<int32_t>(i), impl->pieces[i], t != kTypeUserDefined});
+    const auto id = static_cast<int32_t>(i);
+    const int t = vocab.types[i];
+    if (eog_by_text.count(id)) {
+      specials.push_back({id, vocab.pieces[i], /*control=*/true});  // whatever its type
+    } else if (t == kTypeControl || t == kTypeUnknown || t == kTypeUserDefined) {
+      specials.push_back({id, vocab.pieces[i], t != kTypeUserDefined});
     }
   }
   impl->splitter = std::make_unique<tok::SpecialSplitter>(std::move(specials));
-
-  for (int32_t id : {eos, eot, eom}) {
-    if (id >= 0) impl->eog.insert(id);
-  }
-  for (std::string_view text : kEogTexts) {
-    if (auto it = impl->index.find(text); it != impl->index.end()) impl->eog.insert(it->second);
-  }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
@@ -269,18 +189,14 @@ std::vector<int32_t> Tokenizer::encode_segments(const std::vector<ChatSegment>& 
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
-  if (!impl_->valid(id)) return {};
-  const std::string& p = impl_->pieces[static_cast<size_t>(id)];
-  switch (impl_->types[static_cast<size_t>(id)]) {
-    case kTypeNormal: {
-      std::string s = p;
-      replace_all(s, kSpaceMark, " ");
-      return s;
-    }
-    case kTypeUserDefined:
-      return p;
+  const tok::Vocab& v = impl_->vocab;
+  if (!v.valid(id)) return {};
+  switch (v.types[static_cast<size_t>(id)]) {
+    case kTypeNormal:
     case kTypeByte:
-      return std::string(1, static_cast<char>(byte_of_piece(p)));
+      return impl_->model->normal_bytes(id);
+    case kTypeUserDefined:
+      return v.pieces[static_cast<size_t>(id)];
     default:
       return {};
   }
@@ -293,13 +209,13 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::string_view Tokenizer::piece(int32_t id) const {
-  return impl_->valid(id) ? std::string_view(impl_->pieces[static_cast<size_t>(id)])
-                          : std::string_view();
+  return impl_->vocab.valid(id) ? std::string_view(impl_->vocab.pieces[static_cast<size_t>(id)])
+                                : std::string_view();
 }
 
-int32_t Tokenizer::n_vocab() const { return impl_->size(); }
-int32_t Tokenizer::bos_id() const { return impl_->bos; }
-int32_t Tokenizer::eos_id() const { return impl_->eos; }
+int32_t Tokenizer::n_vocab() const { return impl_->vocab.size(); }
+int32_t Tokenizer::bos_id() const { return impl_->vocab.bos; }
+int32_t Tokenizer::eos_id() const { return impl_->vocab.eos; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::is_eog(int32_t id) const { return impl_->eog.count(id) != 0; }
 
@@ -310,15 +226,15 @@ std::vector<int32_t> Tokenizer::eog_ids() const {
 }
 
 bool Tokenizer::is_control(int32_t id) const {
-  if (!impl_->valid(id)) return false;
-  int t = impl_->types[static_cast<size_t>(id)];
+  if (!impl_->vocab.valid(id)) return false;
+  int t = impl_->vocab.types[static_cast<size_t>(id)];
   return t == kTypeControl || t == kTypeUnknown;
 }
 
 std::optional<int32_t> Tokenizer::find_token(std::string_view piece) const {
-  auto it = impl_->index.find(piece);
-  if (it == impl_->index.end()) return std::nullopt;
-  return it->second;
+  int32_t id = impl_->vocab.find(piece);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 }  // namespace hearth

@@ -1,13 +1,12 @@
-// Text <-> token ids for GGUF models with a SentencePiece vocabulary (tokenizer.ggml.model =
-// "llama"; Gemma 3 uses it). Encoding reproduces llama.cpp's "SPM" tokenizer:
-//   1. split at special-token strings (see special_split.h);
-//   2. each raw fragment: optional leading space (tokenizer.ggml.add_space_prefix, after the
-//      start and after every special token), ' ' -> U+2581, then BPE merges by piece score
-//      with byte fallback — done by sentencepiece's BPE model, built in memory from the GGUF
-//      vocabulary (same algorithm, same tie-breaking: higher score first, then leftmost);
-//   3. BOS (and EOS) when asked for and the model's metadata wants them.
-// Sentencepiece is hidden behind a pimpl. A Tokenizer is immutable after from_gguf and safe
-// to use from many threads at once.
+// Text <-> token ids for GGUF models, as llama.cpp tokenizes them:
+//   tokenizer.ggml.model = "llama": SentencePiece BPE with scores and byte fallback (Gemma 3);
+//   tokenizer.ggml.model = "gpt2":  byte-level BPE with merges and a pre-tokenizer chosen by
+//                                   tokenizer.ggml.pre (Qwen2.5, SmolLM2, Llama 3).
+// Encoding: 1. split at special-token strings (see special_split.h); 2. each raw fragment goes
+// to the vocabulary's model (spm_model.cpp or bpe_model.cpp, behind vocab_model.h);
+// 3. BOS (and EOS) when asked for and the model's metadata wants them.
+// Sentencepiece and PCRE2 stay inside engine/tokenizer. A Tokenizer is immutable after
+// from_gguf and safe to use from many threads at once.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +42,8 @@ class Tokenizer {
   // the user content holds no control-token strings. Adds no BOS (templates carry their own).
   std::vector<int32_t> encode_segments(const std::vector<ChatSegment>& segments) const;
 
-  // The bytes a token stands for in output: byte tokens <0xAB> -> that byte, U+2581 -> ' ',
+  // The bytes a token stands for in output: SentencePiece byte tokens <0xAB> -> that byte and
+  // U+2581 -> ' '; byte-level BPE characters -> their bytes (GPT-2's table reversed);
   // user-defined tokens as written, control/unknown/unused tokens -> "". May be part of a
   // UTF-8 character (for streaming, join bytes before showing them). Bad id -> "".
   std::string token_bytes(int32_t id) const;
