@@ -91,6 +91,9 @@ enum class OpKind : uint8_t {
   // theta_j = pos * f1 * f0^(-2j / i1).
   Rope,
   Add,      // dst = src0 + src1 (F32, same shape; dst may alias either)
+  // dst[t, :] = src0[t, :] + src1[0, :]: one row added to every row (a bias, e.g. Qwen2's
+  // Q/K/V biases). src0, dst F32 [n, d]; src1 F32 [1, d]. dst may alias src0.
+  AddRow,
   Scale,    // dst = src0 * f0
   GeluMul,  // dst = gelu_tanh(src0) * src1
   SiluMul,  // dst = silu(src0) * src1

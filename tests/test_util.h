@@ -38,10 +38,9 @@ bool eventually(F cond, std::chrono::milliseconds guard = kHangGuard) {
   return true;
 }
 
-// The default model file, or "" when it is not installed (tests that need it then SKIP;
-// scripts/test always fetches it first, so in CI they run).
-inline std::string default_model_path() {
-  if (const char* p = std::getenv("HEARTH_TEST_MODEL"); p && *p) return p;
+// The models folder: $HEARTH_MODELS, else $XDG_DATA_HOME/hearth/models, else
+// ~/.local/share/hearth/models.
+inline std::string models_dir() {
   std::string dir;
   if (const char* m = std::getenv("HEARTH_MODELS"); m && *m) {
     dir = m;
@@ -50,8 +49,20 @@ inline std::string default_model_path() {
   } else if (const char* h = std::getenv("HOME"); h && *h) {
     dir = std::string(h) + "/.local/share/hearth/models";
   }
-  std::string path = dir + "/gemma-3-270m-q4_k_m.gguf";
+  return dir;
+}
+
+// `file_name` in the models folder, or "" when it is not installed.
+inline std::string installed_model_path(const std::string& file_name) {
+  std::string path = models_dir() + "/" + file_name;
   return std::filesystem::exists(path) ? path : std::string();
+}
+
+// The default model file, or "" when it is not installed (tests that need it then SKIP;
+// scripts/test always fetches it first, so in CI they run).
+inline std::string default_model_path() {
+  if (const char* p = std::getenv("HEARTH_TEST_MODEL"); p && *p) return p;
+  return installed_model_path("gemma-3-270m-q4_k_m.gguf");
 }
 
 inline std::string source_dir() {

@@ -85,6 +85,7 @@ class CpuBackend final : public Backend {
         case OpKind::MatMul: op_matmul(op, ctx_); break;
         case OpKind::Rope: op_rope(op, g, ctx_); break;
         case OpKind::Add:
+        case OpKind::AddRow:
         case OpKind::Scale:
         case OpKind::GeluMul:
         case OpKind::SiluMul:

@@ -44,7 +44,7 @@ void op_get_rows(const Op& op, const Graph& g, ExecContext& ctx);
 void op_rms_norm(const Op& op, ExecContext& ctx);
 void op_matmul(const Op& op, ExecContext& ctx);
 void op_rope(const Op& op, const Graph& g, ExecContext& ctx);
-void op_elementwise(const Op& op, ExecContext& ctx);  // Add, Scale, GeluMul, SiluMul, Softcap
+void op_elementwise(const Op& op, ExecContext& ctx);  // Add, AddRow, Scale, GeluMul, SiluMul, Softcap
 void op_store_kv(const Op& op, const Graph& g, ExecContext& ctx);
 void op_attention(const Op& op, const Graph& g, ExecContext& ctx);
 void op_copy_rows(const Op& op, const Graph& g, ExecContext& ctx);

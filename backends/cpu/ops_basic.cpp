@@ -169,6 +169,11 @@ void op_elementwise(const Op& op, ExecContext& ctx) {
           for (int64_t k = 0; k < n; ++k) y[k] = a[k] + c[k];
           break;
         }
+        case OpKind::AddRow: {
+          const float* c = row_f32(op.src1, 0);
+          for (int64_t k = 0; k < n; ++k) y[k] = a[k] + c[k];
+          break;
+        }
         case OpKind::Scale:
           for (int64_t k = 0; k < n; ++k) y[k] = a[k] * op.f0;
           break;

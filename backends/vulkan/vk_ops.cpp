@@ -31,6 +31,7 @@ const char* op_name(OpKind k) {
     case OpKind::MatMul: return "MatMul";
     case OpKind::Rope: return "Rope";
     case OpKind::Add: return "Add";
+    case OpKind::AddRow: return "AddRow";
     case OpKind::Scale: return "Scale";
     case OpKind::GeluMul: return "GeluMul";
     case OpKind::SiluMul: return "SiluMul";
@@ -116,6 +117,7 @@ Status OpPlanner::plan(const Op& op, const Graph& g, std::vector<Dispatch>* out)
     case OpKind::MatMul: st = matmul(op, out); break;
     case OpKind::Rope: st = rope(op, out); break;
     case OpKind::Add:
+    case OpKind::AddRow:
     case OpKind::Scale:
     case OpKind::GeluMul:
     case OpKind::SiluMul:
@@ -293,6 +295,7 @@ Status OpPlanner::elementwise(const Op& op, std::vector<Dispatch>* out) {
   bool binary = true;
   switch (op.kind) {
     case OpKind::Add: code = 0; break;
+    case OpKind::AddRow: code = 5; break;
     case OpKind::Scale: code = 1; binary = false; break;
     case OpKind::GeluMul: code = 2; break;
     case OpKind::SiluMul: code = 3; break;
@@ -300,9 +303,11 @@ Status OpPlanner::elementwise(const Op& op, std::vector<Dispatch>* out) {
   }
   if (Status st = need_f32(op.dst, "dst"); !st) return st;
   if (Status st = need_f32(op.src0, "src0"); !st) return st;
+  // AddRow reads row 0 of src1 for every row of dst.
+  const int64_t src1_rows = op.kind == OpKind::AddRow ? 1 : op.dst.rows;
   if (binary) {
     if (Status st = need_f32(op.src1, "src1"); !st) return st;
-    if (op.src1.ne0 != op.dst.ne0 || op.src1.rows < op.dst.rows) return make_error("src1's shape differs from dst's");
+    if (op.src1.ne0 != op.dst.ne0 || op.src1.rows < src1_rows) return make_error("src1's shape differs from dst's");
   }
   if (op.src0.ne0 != op.dst.ne0 || op.src0.rows < op.dst.rows) return make_error("src0's shape differs from dst's");
   const int64_t rows = op.dst.rows;
@@ -317,7 +322,7 @@ Status OpPlanner::elementwise(const Op& op, std::vector<Dispatch>* out) {
   bind(&d, 1, a);
   d.reads[0] = a.range;
   if (binary) {
-    HEARTH_TRY_VIEW(b, view(op.src1, 0, rows, 4));
+    HEARTH_TRY_VIEW(b, view(op.src1, 0, src1_rows, 4));
     bind(&d, 2, b);
     d.reads[1] = b.range;
   }

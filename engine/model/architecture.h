@@ -22,6 +22,9 @@ class WeightBinder {
   // Binds the tensors every decoder block has (blk.N.attn_norm, attn_q/k/v/output,
   // ffn_norm, ffn_gate/up/down) of every layer, sizing w.layers.
   Status bind_blocks(const ModelConfig& c, ModelWeights& w) const;
+  // Binds blk.N.attn_q/k/v.bias (F32) of every layer; when !required, a layer without
+  // them keeps invalid tensors (no bias), but a layer with only some is an error.
+  Status bind_qkv_biases(const ModelConfig& c, ModelWeights& w, bool required) const;
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
  private:
@@ -42,6 +45,14 @@ class Architecture {
 const Architecture* find_architecture(const std::string& name);  // null when unknown
 const Architecture& gemma3_architecture();
 const Architecture& llama_architecture();
+const Architecture& qwen2_architecture();
+
+// The Llama block, shared by the architectures built on it (llama, qwen2): RMSNorm ->
+// Q, K, V (+ biases when the layer has them) -> RoPE (c.rope_layout, c.rope_base) ->
+// attention -> output projection -> residual add -> RMSNorm -> SiLU(gate) x up -> down ->
+// residual add.
+void build_llama_block(Graph& g, const ModelConfig& c, const LayerWeights& w, const BatchLayout& b,
+                       const Activations& a, const Tensor& k_cache, const Tensor& v_cache);
 
 // Reads the hyper-parameters every decoder shares ("{arch}.block_count" etc.).
 Status read_common_config(const gguf::File& f, ModelConfig& c);
@@ -54,6 +65,7 @@ void matmul(Graph& g, const Tensor& dst, const Tensor& w, const Tensor& x);
 void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_t n_rot, int32_t layout,
           float base, float pos_scale);
 void add(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& b);
+void add_row(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& row);  // dst[t] = a[t] + row[0]
 void gated(Graph& g, OpKind kind, const Tensor& dst, const Tensor& gate, const Tensor& up);
 void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
               IntSpan slots);

@@ -129,9 +129,31 @@ Status WeightBinder::bind_blocks(const ModelConfig& c, ModelWeights& w) const {
   return {};
 }
 
+Status WeightBinder::bind_qkv_biases(const ModelConfig& c, ModelWeights& w, bool required) const {
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[il];
+    const std::pair<const char*, int32_t> names[] = {{"attn_q.bias", c.q_dim()}, {"attn_k.bias", c.kv_dim()},
+                                                     {"attn_v.bias", c.kv_dim()}};
+    Tensor* dst[] = {&l.bq, &l.bk, &l.bv};
+    int n_present = 0;
+    for (const auto& [name, n] : names) n_present += has(p + name) ? 1 : 0;
+    if (n_present == 0 && !required) continue;
+    for (int i = 0; i < 3; ++i) {
+      if (Status s = bind(p + names[i].first, names[i].second, 1, *dst[i]); !s) return s;
+      // AddRow reads F32 rows; converters always store biases so.
+      if (dst[i]->type != DType::F32)
+        return make_error("model: tensor " + p + names[i].first + " is " + dtype_name(dst[i]->type) +
+                          "; biases must be F32");
+    }
+  }
+  return {};
+}
+
 const Architecture* find_architecture(const std::string& name) {
   if (name == "gemma3") return &gemma3_architecture();
   if (name == "llama") return &llama_architecture();
+  if (name == "qwen2") return &qwen2_architecture();
   return nullptr;
 }
 
@@ -146,7 +168,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   m->config_.arch = std::string(*arch);
   m->arch_ = find_architecture(m->config_.arch);
   if (m->arch_ == nullptr)
-    return make_error("model: architecture '" + m->config_.arch + "' is not supported (supported: gemma3, llama)");
+    return make_error("model: architecture '" + m->config_.arch + "' is not supported (supported: gemma3, llama, qwen2)");
   Result<std::string_view> name = f.get_string("general.name");
   m->config_.name = name ? std::string(*name) : std::filesystem::path(f.path()).stem().string();
   if (Status s = m->arch_->read_config(f, m->config_); !s) return s.error();
@@ -270,6 +292,14 @@ void add(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& b) {
   op.dst = dst;
   op.src0 = a;
   op.src1 = b;
+  g.ops.push_back(op);
+}
+
+void add_row(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& row) {
+  Op op{OpKind::AddRow};
+  op.dst = dst;
+  op.src0 = a;
+  op.src1 = row;
   g.ops.push_back(op);
 }
 

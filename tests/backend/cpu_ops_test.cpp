@@ -157,6 +157,22 @@ TEST_CASE("Elementwise ops follow their formulas") {
   }
 }
 
+TEST_CASE("AddRow adds row 0 of src1 to every row of src0, in place too") {
+  Fixture f;
+  const int64_t width = 37, rows = 5;
+  const std::vector<float> a = f.random(rows * width), bias = f.random(2 * width);
+  for (bool in_place : {false, true}) {
+    Op op{OpKind::AddRow};
+    op.src0 = f.make_f32(width, rows, a);
+    op.src1 = f.make_f32(width, 2, bias);  // a second row that must be ignored
+    op.dst = in_place ? op.src0 : f.make(DType::F32, width, rows);
+    f.run(op);
+    const std::vector<float> y = f.read(op.dst);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < width; ++k) REQUIRE(y[r * width + k] == a[r * width + k] + bias[k]);  // one f32 add
+  }
+}
+
 TEST_CASE("GetRows dequantizes the selected rows and scales them") {
   Fixture f;
   const int64_t d = 64, n = 10;

@@ -156,6 +156,31 @@ TEST_CASE("Vulkan elementwise ops equal the CPU's, on strided views and in place
   f.finish();
 }
 
+TEST_CASE("Vulkan AddRow adds the same bias row as the CPU, on strided views and in place", "[vulkan]") {
+  NEED_VULKAN(f);
+  // Qwen2.5-0.5B's bias widths (q 896, k/v 128) and an odd one; 1 and 7 rows (decode, batch).
+  for (int64_t width : {int64_t{896}, int64_t{128}, int64_t{37}}) {
+    for (int64_t rows : {int64_t{1}, int64_t{7}}) {
+      for (bool strided : {false, true}) {
+        const size_t stride = strided ? width * 4 + 64 : 0, offset = strided ? 256 : 0;
+        const std::vector<float> a = f.random(width * rows, 3.0f), bias = f.random(width);
+        Op op{OpKind::AddRow};
+        op.src0 = f.f32(width, rows, a, stride, offset);
+        op.src1 = f.f32(width, 1, bias, 0, strided ? 128 : 0);
+        op.dst = strided ? op.src0 : f.tensor(DType::F32, width, rows);  // strided also in place
+        f.run(op);
+        // One rounded f32 add on both sides (as for Add); every row got the bias.
+        const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+        for (int64_t r = 0; r < rows; ++r) CHECK(c[r * width + 5] == a[r * width + 5] + bias[5]);
+        expect_close(c, v, [&](size_t i) { return 1.2e-7 * std::fabs(c[i]); },
+                     "AddRow width " + std::to_string(width) + " rows " + std::to_string(rows) +
+                         (strided ? " strided" : ""));
+      }
+    }
+  }
+  f.finish();
+}
+
 TEST_CASE("Vulkan StoreKv writes the same F32 and F16 cache rows as the CPU", "[vulkan]") {
   NEED_VULKAN(f);
   const int64_t width = 256, n_slots = 40;

@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "engine/model/context.h"
 #include "test_util.h"
+#include "tests/tools/synthetic_model.h"
 
 namespace {
 
@@ -32,29 +33,18 @@ std::vector<float> row(const std::vector<float>& all, size_t i, size_t v) {
   return {all.begin() + i * v, all.begin() + (i + 1) * v};
 }
 
-}  // namespace
-
-TEST_CASE("a sequence's logits are bitwise the same alone and batched with another, in any slots") {
-  const std::string path = test::default_model_path();
-  if (path.empty()) {
-    WARN("default model not installed; skipped");
-    return;
-  }
-  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
-  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-  std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
-  const size_t v = static_cast<size_t>(model->config().n_vocab);
-
-  const std::vector<int32_t> a{2, 818, 5279, 529, 7001, 563, 506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030};
-  const std::vector<int32_t> b{2, 9259, 1902, 236764, 1217, 659, 611, 236881, 107, 105};
-  const int32_t a_next = 563, b_next = 2364;
+// Runs prompts a and b (then one decode step each: a_next, b_next) alone, each in its own
+// pool with slots = positions, and together in one pool with scattered slots, and requires
+// bitwise equal logits.
+void check_batched_equals_alone(const Model& model, Backend& backend, const std::vector<int32_t>& a,
+                                const std::vector<int32_t>& b, int32_t a_next, int32_t b_next) {
+  const size_t v = static_cast<size_t>(model.config().n_vocab);
   constexpr int kSlots = 64;
-
   // Alone: each sequence in its own pool, slots = positions.
   std::vector<int32_t> identity(kSlots);
   std::iota(identity.begin(), identity.end(), 0);
   auto alone = [&](const std::vector<int32_t>& prompt, int32_t next) {
-    Runner r{*model, *backend, std::move(*allocate_forward_buffers(model->config(), *backend, kSlots, 32, 4, DType::F16))};
+    Runner r{model, backend, std::move(*allocate_forward_buffers(model.config(), backend, kSlots, 32, 4, DType::F16))};
     ForwardBatch p;
     p.seqs.push_back({prompt, 0, identity});
     p.logit_rows = {static_cast<int32_t>(prompt.size() - 1)};
@@ -74,7 +64,7 @@ TEST_CASE("a sequence's logits are bitwise the same alone and batched with anoth
     slots_a[i] = kSlots + i;
     slots_b[i] = kSlots - 1 - i;
   }
-  Runner r{*model, *backend, std::move(*allocate_forward_buffers(model->config(), *backend, 2 * kSlots, 32, 4, DType::F16))};
+  Runner r{model, backend, std::move(*allocate_forward_buffers(model.config(), backend, 2 * kSlots, 32, 4, DType::F16))};
   ForwardBatch p;
   p.seqs.push_back({b, 0, slots_b});
   p.seqs.push_back({a, 0, slots_a});
@@ -92,4 +82,34 @@ TEST_CASE("a sequence's logits are bitwise the same alone and batched with anoth
   const std::vector<float> step = r.run(d);
   REQUIRE(row(step, 0, v) == a_decode);
   REQUIRE(row(step, 1, v) == b_decode);
+}
+
+}  // namespace
+
+TEST_CASE("a sequence's logits are bitwise the same alone and batched with another, in any slots") {
+  const std::string path = test::default_model_path();
+  if (path.empty()) {
+    WARN("default model not installed; skipped");
+    return;
+  }
+  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
+  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+  std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
+  check_batched_equals_alone(*model, *backend,
+                             {2, 818, 5279, 529, 7001, 563, 506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030},
+                             {2, 9259, 1902, 236764, 1217, 659, 611, 236881, 107, 105}, 563, 2364);
+}
+
+TEST_CASE("a qwen2 sequence's logits are bitwise the same alone and batched with another, in any slots") {
+  // A synthetic qwen2 model: the Q/K/V biases are added row by row like everything else.
+  test::SyntheticOptions o;
+  o.arch = "qwen2";
+  o.type = DType::Q8_0;
+  const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
+  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
+  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+  auto model = Model::load(file, *backend);
+  REQUIRE(model.ok());
+  check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
+                             {1, 250, 33, 61, 62, 63, 19}, 99, 123);
 }

@@ -1,4 +1,5 @@
-// The prompt cache's promises, on synthetic models (gemma3's has a 4-token sliding window):
+// The prompt cache's promises, on synthetic models (gemma3's has a 4-token sliding window,
+// qwen2's has Q/K/V biases):
 // output with a cached prefix — attached in memory, copied from a partial block, restored
 // from disk after a restart — is exactly the output computed cold; a chat's second turn
 // prefills only what is new; sequences that share a prompt prefill it once; KV of another
@@ -96,7 +97,7 @@ TEST_CASE("block pool: named blocks are shared, cached after release and reused 
 }
 
 TEST_CASE("a prompt cached in memory gives the cold output and prefills only what is new") {
-  for (const char* arch : {"gemma3", "llama"}) {
+  for (const char* arch : {"gemma3", "llama", "qwen2"}) {
     INFO(arch);
     Fixture f(arch);
     auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));
@@ -148,37 +149,40 @@ TEST_CASE("a chat's second turn prefills only the new message") {
 }
 
 TEST_CASE("eight requests sharing a long prefix prefill it once") {
-  Fixture f("llama");
-  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));
-  const std::vector<int32_t> system = random_prompt(200, 4);
-  std::vector<GenerationRequest> reqs;
-  std::vector<std::unique_ptr<Collector>> cs;
-  for (int i = 0; i < 8; ++i) {
-    GenerationRequest r = greedy(system, 6);
-    const std::vector<int32_t> q = random_prompt(11, 10 + static_cast<uint32_t>(i));
-    r.prompt.insert(r.prompt.end(), q.begin() + 1, q.end());
-    reqs.push_back(r);
+  for (const char* arch : {"llama", "qwen2"}) {
+    INFO(arch);
+    Fixture f(arch);
+    auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));
+    const std::vector<int32_t> system = random_prompt(200, 4);
+    std::vector<GenerationRequest> reqs;
+    std::vector<std::unique_ptr<Collector>> cs;
+    for (int i = 0; i < 8; ++i) {
+      GenerationRequest r = greedy(system, 6);
+      const std::vector<int32_t> q = random_prompt(11, 10 + static_cast<uint32_t>(i));
+      r.prompt.insert(r.prompt.end(), q.begin() + 1, q.end());
+      reqs.push_back(r);
+    }
+    std::vector<std::string> expected;
+    for (const GenerationRequest& r : reqs) expected.push_back(alone(f, r));
+    for (const GenerationRequest& r : reqs) {
+      cs.push_back(std::make_unique<Collector>());
+      Submitted s = sched->submit(r, cs.back()->callback());
+      REQUIRE(s.status == SubmitStatus::Accepted);
+      cs.back()->handle = s.handle;
+    }
+    int32_t prefilled = 0;
+    for (size_t i = 0; i < cs.size(); ++i) {
+      INFO("request " << i << " of " << cs.size() << ": " << reqs[i].prompt.size() << " prompt tokens, "
+                      << reqs[i].max_tokens << " to generate");
+      REQUIRE(cs[i]->wait());
+      CHECK(cs[i]->text == expected[i]);
+      prefilled += cs[i]->end.usage.prefilled_tokens;
+    }
+    // One sequence computes the 200 shared tokens; each of the others computes at most its
+    // own 10 plus the shared tokens of the last, partly shared block (200 = 12 * 16 + 8).
+    CHECK(prefilled <= 210 + 7 * (10 + 8));
+    CHECK(sched->cache_stats().prefilled_tokens == static_cast<uint64_t>(prefilled));
   }
-  std::vector<std::string> expected;
-  for (const GenerationRequest& r : reqs) expected.push_back(alone(f, r));
-  for (const GenerationRequest& r : reqs) {
-    cs.push_back(std::make_unique<Collector>());
-    Submitted s = sched->submit(r, cs.back()->callback());
-    REQUIRE(s.status == SubmitStatus::Accepted);
-    cs.back()->handle = s.handle;
-  }
-  int32_t prefilled = 0;
-  for (size_t i = 0; i < cs.size(); ++i) {
-    INFO("request " << i << " of " << cs.size() << ": " << reqs[i].prompt.size() << " prompt tokens, "
-                    << reqs[i].max_tokens << " to generate");
-    REQUIRE(cs[i]->wait());
-    CHECK(cs[i]->text == expected[i]);
-    prefilled += cs[i]->end.usage.prefilled_tokens;
-  }
-  // One sequence computes the 200 shared tokens; each of the others computes at most its
-  // own 10 plus the shared tokens of the last, partly shared block (200 = 12 * 16 + 8).
-  CHECK(prefilled <= 210 + 7 * (10 + 8));
-  CHECK(sched->cache_stats().prefilled_tokens == static_cast<uint64_t>(prefilled));
 }
 
 TEST_CASE("warming a prompt persists it without generating; a restart restores it from disk") {

@@ -1,6 +1,7 @@
 // The prompt cache on the Vulkan backend (Mesa's lavapipe in CI, with the validation
 // layer): KV attached from memory and KV restored from chunk files into device memory
-// give exactly the output the same Vulkan engine computes cold. Skips without a device.
+// give exactly the output the same Vulkan engine computes cold, on synthetic gemma3
+// (sliding-window layers) and qwen2 (Q/K/V biases) models. Skips without a device.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -21,7 +22,7 @@ struct VulkanFixture {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
 
-  bool init() {
+  bool init(const std::string& arch) {
     vulkan::VulkanOptions vo;
     vo.validation = true;
     Result<std::unique_ptr<Backend>> b = vulkan::make_vulkan_backend(vo);
@@ -31,7 +32,7 @@ struct VulkanFixture {
     }
     backend = std::move(*b);
     test::SyntheticOptions o;
-    o.arch = "gemma3";  // sliding-window layers
+    o.arch = arch;
     o.type = DType::Q8_0;
     bytes = std::move(*test::make_synthetic_model(o));
     file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
@@ -52,11 +53,10 @@ std::string run(Scheduler& s, const GenerationRequest& r, RequestUsage* usage) {
   return c.text;
 }
 
-}  // namespace
-
-TEST_CASE("vulkan: a prompt cache hit, from memory and from disk, gives the cold output") {
+void check_cache_hit_equals_cold(const std::string& arch) {
+  INFO(arch);
   VulkanFixture f;
-  if (!f.init()) return;
+  if (!f.init(arch)) return;
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("hearth-vk-cache-" + std::to_string(std::random_device{}()));
   std::mt19937 rng(9);
@@ -95,4 +95,14 @@ TEST_CASE("vulkan: a prompt cache hit, from memory and from disk, gives the cold
   }
   std::filesystem::remove_all(dir);
   CHECK(vulkan::validation_message_count() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("vulkan: a prompt cache hit, from memory and from disk, gives the cold output") {
+  check_cache_hit_equals_cold("gemma3");
+}
+
+TEST_CASE("vulkan: a prompt cache hit gives the cold output on a qwen2 model (Q/K/V biases)") {
+  check_cache_hit_equals_cold("qwen2");
 }

@@ -12,7 +12,7 @@ Needs llama-cpp-python (a test oracle only: never a dependency of hearth or of C
     ninja -C build hearth-make-synthetic
     /tmp/llvenv/bin/python tests/reference/make_synthetic_fixtures.py build/tests/tools/hearth-make-synthetic
 
-Writes tests/fixtures/synthetic_llama_reference.json and synthetic_gemma3_reference.json.
+Writes tests/fixtures/synthetic_{llama,gemma3,qwen2}_reference.json (--arch: only those named).
 """
 
 import argparse
@@ -30,6 +30,7 @@ N_GEN = 16
 MODELS = {
     "llama": [("f32", 1), ("f16", 2), ("q8_0", 3), ("q4_0", 4)],
     "gemma3": [("f32", 1), ("q8_0", 2)],
+    "qwen2": [("f32", 1), ("q8_0", 2)],
 }
 TEXT = "the cat sat on the mat, and it is the end of it. Ünïcode ok?"
 
@@ -86,9 +87,12 @@ def main():
     ap.add_argument("tool", help="path of the hearth-make-synthetic executable")
     ap.add_argument("--out-dir", default=os.path.join(here, "..", "fixtures"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--arch", action="append", choices=sorted(MODELS), help="only this architecture (repeatable)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for arch, variants in MODELS.items():
+            if args.arch and arch not in args.arch:
+                continue
             out = {
                 "generator": "tests/reference/make_synthetic_fixtures.py",
                 "oracle": f"llama-cpp-python {llama_cpp.__version__}",

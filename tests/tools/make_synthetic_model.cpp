@@ -1,5 +1,5 @@
 // hearth-make-synthetic: writes a tiny deterministic model (see synthetic_model.h).
-//   hearth-make-synthetic --arch llama|gemma3 --out FILE [--seed N] [--type f32|f16|q8_0|q4_0]
+//   hearth-make-synthetic --arch llama|gemma3|qwen2 --out FILE [--seed N] [--type f32|f16|q8_0|q4_0]
 // Prints "xxh3_128 <hex>": the hash of the bytes written.
 #include <CLI/CLI.hpp>
 
@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes a tiny deterministic GGUF model with random weights, for tests."};
   std::string arch = "llama", out, type = "f32";
   uint64_t seed = 1;
-  app.add_option("--arch", arch, "llama or gemma3")->check(CLI::IsMember({"llama", "gemma3"}));
+  app.add_option("--arch", arch, "llama, gemma3 or qwen2")->check(CLI::IsMember({"llama", "gemma3", "qwen2"}));
   app.add_option("--out", out, "output file")->required();
   app.add_option("--seed", seed, "random seed");
   app.add_option("--type", type, "matrix type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));

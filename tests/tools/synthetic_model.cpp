@@ -84,7 +84,7 @@ class Builder {
   void matrix(const std::string& name, int64_t cols, int64_t rows, float std) {
     add(name, type_, cols, rows, [&] { return std * rng_.normal(); });
   }
-  // A norm weight: offset + spread * N(0, 1), F32 (llama.cpp wants norms in F32).
+  // A norm weight or a bias: offset + spread * N(0, 1), F32 (llama.cpp wants them in F32).
   void norm(const std::string& name, int64_t n, float offset, float spread) {
     add(name, DType::F32, n, 1, [&] { return offset + spread * rng_.normal(); });
   }
@@ -125,12 +125,12 @@ bool parse_synthetic_type(const std::string& name, DType* out) {
 }
 
 Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
-  if (o.arch != "llama" && o.arch != "gemma3")
-    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama or gemma3)");
+  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2")
+    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama, gemma3 or qwen2)");
   if (o.type != DType::F32 && o.type != DType::F16 && o.type != DType::Q8_0 && o.type != DType::Q4_0)
     return make_error("synthetic model: weight type must be f32, f16, q8_0 or q4_0");
   const SyntheticShape s = synthetic_shape(o.arch);
-  const bool gemma = o.arch == "gemma3";
+  const bool gemma = o.arch == "gemma3", qwen = o.arch == "qwen2";
   const std::string a = o.arch + ".";
   Builder b(o.seed, o.type);
   gguf::Writer& w = b.w();
@@ -149,6 +149,8 @@ Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
   if (gemma) {
     w.set_f32(a + "rope.freq_base", 1000000.0f);  // global layers; sliding ones use 10000
     w.set_u32(a + "attention.sliding_window", 4);
+  } else if (qwen) {
+    w.set_f32(a + "rope.freq_base", 1000000.0f);
   } else {
     w.set_u32(a + "rope.dimension_count", s.head_dim);
     w.set_f32(a + "rope.freq_base", 10000.0f);
@@ -180,6 +182,13 @@ Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
     b.matrix(p + "attn_q.weight", s.n_embd, q_dim, in_std);
     b.matrix(p + "attn_k.weight", s.n_embd, kv_dim, in_std);
     b.matrix(p + "attn_v.weight", s.n_embd, kv_dim, in_std);
+    if (qwen) {
+      // Biases about half the size of the projections' outputs (~1): large enough that a
+      // forward pass without them is far off.
+      b.norm(p + "attn_q.bias", q_dim, 0.0f, 0.5f);
+      b.norm(p + "attn_k.bias", kv_dim, 0.0f, 0.5f);
+      b.norm(p + "attn_v.bias", kv_dim, 0.0f, 0.5f);
+    }
     if (gemma) {
       b.norm(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f);
       b.norm(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
@@ -193,8 +202,8 @@ Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
     if (gemma) b.norm(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f);
   }
   b.norm("output_norm.weight", s.n_embd, 1.0f, 0.1f);
-  // Gemma ties the output to the embeddings; llama gets its own projection.
-  if (!gemma) b.matrix("output.weight", s.n_embd, s.n_vocab, 2.0f * in_std);
+  // Gemma and the small Qwen2 tie the output to the embeddings; llama gets its own projection.
+  if (!gemma && !qwen) b.matrix("output.weight", s.n_embd, s.n_vocab, 2.0f * in_std);
   return w.serialize();
 }
 

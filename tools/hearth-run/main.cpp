@@ -100,15 +100,16 @@ int main(int argc, char** argv) {
   Result<std::unique_ptr<Model>> model = Model::load(l.file, *l.backend);
   if (!model) return fail(model.error().message);
   l.model = std::move(*model);
-  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*l.file);
-  if (!tok) return fail(tok.error().message);
-  l.tokenizer = std::move(*tok);
   LOG_INFO("model " + l.model->config().name + " on " + l.backend->info().name);
 
   if (bench) {
     bo.json = json;
     return run_bench(l, *path, bo);
   }
+
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*l.file);
+  if (!tok) return fail(tok.error().message);
+  l.tokenizer = std::move(*tok);
 
   std::vector<int32_t> ids;
   if (chat) {

@@ -15,7 +15,7 @@ struct Loaded {
   std::shared_ptr<const gguf::File> file;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;  // loaded for generation; the bench needs none
 };
 
 struct BenchOptions {

@@ -1,7 +1,8 @@
 #version 450
 // Add (u0 = 0): dst = src0 + src1; Scale (1): src0 * f0; GeluMul (2): gelu_tanh(src0) *
 // src1 with x and gelu(x) rounded through f16 as the CPU backend's table does; SiluMul (3):
-// silu(src0) * src1; Softcap (4): f0 * tanh(src0 / f0). dst may alias src0 or src1.
+// silu(src0) * src1; Softcap (4): f0 * tanh(src0 / f0); AddRow (5): dst[r] = src0[r] +
+// src1[0] (a bias row added to every row). dst may alias src0 or src1.
 // Grid: x = element within the row, y = row.
 #include "common.glsl"
 
@@ -32,8 +33,10 @@ void main() {
     y = gelu_f16(x) * b[pc.s1_off + r * pc.s1_stride + k];
   } else if (pc.u0 == 3u) {
     y = x / (1.0 + exp(-x)) * b[pc.s1_off + r * pc.s1_stride + k];
-  } else {
+  } else if (pc.u0 == 4u) {
     y = pc.f0 * safe_tanh(x / pc.f0);
+  } else {
+    y = x + b[pc.s1_off + k];
   }
   d[pc.d_off + r * pc.d_stride + k] = y;
 }
