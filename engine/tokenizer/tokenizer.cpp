@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,9 +22,23 @@ constexpr int kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefi
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, sentencepiece's space
 
 // Text of end-of-turn tokens llama.cpp treats as end of generation when present.
-constexpr std::string_view kEogTexts[] = {"<end_of_turn>", "<|eot_id|>", "<|eom_id|>",
-                                          "<|im_end|>",    "<|end|>",    "<|endoftext|>",
-                                          "<EOT>",         "<|end_of_text|>"};
+constexpr std::string_view kEogTexts[] = {"<end_of_turn>", "<|eot_id|>",      "<|eom_id|>", "<|im_end|>",
+                                          "<|end|>",       "<|endoftext|>",   "<EOT>",      "_<EOT>",
+                                          "<|end_of_text|>", "<|return|>",    "<|call|>"};
+
+// Fill-in-the-middle controls llama.cpp also ends generation on: the padding, repository and
+// file-separator tokens (a code model that writes one has left the answer). Each group: the
+// metadata key, then the token texts that name it when the key is absent (Qwen2.5-Coder has
+// <|fim_pad|>, <|repo_name|>, <|file_sep|>; SmolLM2 has <reponame>).
+struct FimEog {
+  const char* key;
+  std::initializer_list<std::string_view> texts;
+};
+const FimEog kFimEog[] = {
+    {"tokenizer.ggml.fim_pad_token_id", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+    {"tokenizer.ggml.fim_rep_token_id", {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {"tokenizer.ggml.fim_sep_token_id", {"<|file_sep|>"}},
+};
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
@@ -248,6 +263,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   }
   for (std::string_view text : kEogTexts) {
     if (auto it = impl->index.find(text); it != impl->index.end()) impl->eog.insert(it->second);
+  }
+  for (const FimEog& fim : kFimEog) {
+    int32_t id = -1;
+    if (Status s = read_id(fim.key, id); !s.ok()) return s.error();
+    for (std::string_view text : fim.texts) {
+      if (id >= 0) break;
+      if (auto it = impl->index.find(text); it != impl->index.end()) id = it->second;
+    }
+    if (id >= 0) impl->eog.insert(id);
   }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
