@@ -35,7 +35,7 @@ std::vector<float> row(const std::vector<float>& all, size_t i, size_t v) {
 }  // namespace
 
 TEST_CASE("a sequence's logits are bitwise the same alone and batched with another, in any slots") {
-  const std::string path = test::default_model_path();
+  const std::string path = test::gemma_model_path();
   if (path.empty()) {
     WARN("default model not installed; skipped");
     return;

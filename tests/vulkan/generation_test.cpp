@@ -100,7 +100,7 @@ double max_error_std(std::span<const float> cpu, std::span<const float> vk) {
 }  // namespace
 
 TEST_CASE("greedy generation on Vulkan equals the CPU's until a near-tie", "[model][vulkan]") {
-  const std::string path = test::default_model_path();
+  const std::string path = test::gemma_model_path();
   if (path.empty()) {
     WARN("default model not installed; test skipped");
     return;
