@@ -40,8 +40,14 @@ const std::vector<Spec>& specs() {
   using C = DaemonConfig;
   // clang-format off
   static const std::vector<Spec> kSpecs = {
-      {"model", Kind::String, "model file, or a model name in the models folder (default: Gemma 3 270M)",
+      {"model", Kind::String,
+       "a catalog name (qwen2.5-coder:0.5b, smollm2:135m, gemma3:270m), a file name in the models folder, "
+       "or a path (default: qwen2.5-coder:0.5b)",
        0, 0, {}, [](C& c, const Value& v) { c.model = str(v); }},
+      {"chat-template", Kind::Choice,
+       "turn format for chat requests when the model's own template is not one hearth recognises "
+       "(default: read from the model)",
+       0, 0, {"chatml", "gemma", "llama3"}, [](C& c, const Value& v) { c.chat_template = str(v); }},
       {"socket", Kind::String,
        "Unix socket path (default: $XDG_RUNTIME_DIR/hearth/hearth.sock; as root /run/hearth/hearth.sock)",
        0, 0, {}, [](C& c, const Value& v) { c.socket = str(v); }},

@@ -31,7 +31,8 @@ struct DaemonConfig {
   std::string help_text;  // Action::Help: what to print
 
   std::string config_file;                     // the TOML file read, "" if none
-  std::string model;                           // a path or a name in the models folder; "" = the default model
+  std::string model;                           // catalog name, file name in the models folder or path; "" = default
+  std::string chat_template;                   // "chatml", "gemma", "llama3"; "" = from the model's file
   std::string socket;                          // Unix socket path; "" = default_socket_path()
   std::string socket_group;                    // "" = mode 0600; else the socket's group, mode 0660
   std::string backend = "auto";                // "auto", "cpu", "vulkan", "cuda"

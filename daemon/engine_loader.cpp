@@ -19,7 +19,7 @@ std::string model_id_from_path(const std::string& path) {
 }
 
 Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads,
-                                 int vk_device) {
+                                 int vk_device, const std::string& chat_template) {
   Result<std::string> path = resolve_model(model_arg);
   if (!path) return path.error();
   LoadedEngine e;
@@ -41,12 +41,12 @@ Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string
   e.info.path = *path;
   e.info.arch = e.model->config().arch;
   e.info.backend = e.backend->info().kind;
-  if (Result<ChatFamily> family = chat_family_from_gguf(*e.file)) {
-    e.info.chat_family = *family;
-  } else {
-    e.info.has_chat_template = false;
-    LOG_WARN("chat requests are refused: " + family.error().message + " (completions work)");
-  }
+  Result<ChatTemplate> tmpl = chat_template_for_model(*e.file, chat_template);
+  if (!tmpl) return make_error(*path + ": chat template: " + tmpl.error().message);
+  e.info.chat_template = std::move(*tmpl);
+  LOG_INFO(std::string("chat template: ") + chat_family_name(e.info.chat_template.family) +
+           (chat_template.empty() ? " (from the model)" : " (--chat-template)") +
+           (e.info.chat_template.default_system.empty() ? "" : ", with the template's default system prompt"));
   struct stat st {};
   if (::stat(path->c_str(), &st) == 0) e.info.created = static_cast<int64_t>(st.st_mtime);
   return e;

@@ -24,10 +24,12 @@ struct LoadedEngine {
   ipc::ModelInfo info;  // n_ctx left 0: the caller decides the context
 };
 
-// model_arg: a path or a name (engine/model/model_path.h); backend_choice, threads and
-// vk_device as in devices.h. Errors name the file and what failed.
+// model_arg: a catalog name, a file name or a path (engine/model/model_path.h);
+// backend_choice, threads and vk_device as in devices.h; chat_template: "" = the model's own
+// (an unrecognised one is an error naming the override), else chatml|gemma|llama3.
+// Errors name the file and what failed.
 Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads,
-                                 int vk_device = -1);
+                                 int vk_device = -1, const std::string& chat_template = "");
 
 // "gemma-3-270m-q4_k_m" for ".../gemma-3-270m-q4_k_m.gguf": what clients send as "model".
 std::string model_id_from_path(const std::string& path);

@@ -210,7 +210,7 @@ int run_daemon(const DaemonConfig& cfg) {
   notify_status("loading " + model_name);
   LOG_INFO("loading " + model_name);
   const Clock::time_point load_start = Clock::now();
-  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads, cfg.vk_device);
+  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads, cfg.vk_device, cfg.chat_template);
   if (!loaded) {
     LOG_ERROR("cannot load the model: " + loaded.error().message);
     notify_status("failed: " + loaded.error().message);

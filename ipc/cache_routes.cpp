@@ -59,18 +59,12 @@ std::variant<std::vector<int32_t>, ApiError> warm_tokens(const EngineRef& engine
                                                          int32_t n_ctx) {
   if (req.endpoint == Endpoint::Completions) {
     std::variant<GenerationRequest, ApiError> gen =
-        build_generation(req, *engine.tokenizer, engine.model.chat_family, n_ctx);
+        build_generation(req, *engine.tokenizer, engine.model.chat_template, n_ctx);
     if (auto* e = std::get_if<ApiError>(&gen)) return *e;
     return std::move(std::get<GenerationRequest>(gen).prompt);
   }
-  if (!engine.model.has_chat_template) {
-    return bad_request(
-        "this model's chat template is not one hearth renders (gemma, chatml, llama-3); "
-        "warm a 'prompt' instead",
-        "messages", "unsupported_chat_template");
-  }
   std::variant<std::vector<ChatSegment>, ApiError> segments =
-      chat_prefix_segments(engine.model.chat_family, req.messages);
+      chat_prefix_segments(engine.model.chat_template, req.messages);
   if (auto* e = std::get_if<ApiError>(&segments)) return *e;
   std::vector<int32_t> tokens = engine.tokenizer->encode_segments(std::get<std::vector<ChatSegment>>(segments));
   if (tokens.empty()) return bad_request("the chat prefix is empty", "messages");
@@ -221,12 +215,12 @@ HttpResponse warm_response(const ResponseMeta& meta, const RequestEvent& finishe
                             {"timings", timings}});
 }
 
-std::variant<std::vector<ChatSegment>, ApiError> chat_prefix_segments(ChatFamily family,
+std::variant<std::vector<ChatSegment>, ApiError> chat_prefix_segments(const ChatTemplate& tmpl,
                                                                       const std::vector<ChatMessage>& messages) {
   std::vector<ChatMessage> with_next = messages;
   const bool after_user = !messages.empty() && messages.back().role == "user";
-  with_next.push_back(ChatMessage{after_user ? "assistant" : "user", std::string(kSentinel)});
-  Result<std::vector<ChatSegment>> rendered = render_chat(family, with_next, false);
+  with_next.push_back(ChatMessage{after_user ? "assistant" : "user", std::string(kSentinel), {}});
+  Result<std::vector<ChatSegment>> rendered = render_chat(tmpl, with_next, false);
   if (!rendered.ok()) return bad_request(rendered.error().message, "messages");
   const std::vector<ChatSegment>& segments = *rendered;
   // The last user-text segment holding the sentinel is the extra turn's (an earlier message

@@ -43,7 +43,7 @@ HttpResponse warm_response(const ResponseMeta& meta, const RequestEvent& finishe
 // rendered for messages plus one more turn (user, or assistant after a user message), cut
 // where that turn's content begins. For Gemma, a lone system message gives
 // "<bos><start_of_turn>user\n{system}\n\n". Errors are the template's (roles, alternation).
-std::variant<std::vector<ChatSegment>, ApiError> chat_prefix_segments(ChatFamily family,
+std::variant<std::vector<ChatSegment>, ApiError> chat_prefix_segments(const ChatTemplate& tmpl,
                                                                       const std::vector<ChatMessage>& messages);
 
 // The value of name in target's query string, percent-decoded ('+' is a space); nullopt

@@ -156,15 +156,16 @@ class FieldReader {
   std::optional<ApiError> error_;
 };
 
-// Content of one message: a string, or an array of {"type": "text", "text": ...} parts
-// (joined with newlines).
-bool read_content(FieldReader& r, const json& content, const std::string& param, std::string* out) {
+// Content of one message: a string, or an array of {"type": "text", "text": ...} parts (kept
+// as parts for templates that render them, joined with newlines for the others; see
+// message_from_parts).
+bool read_content(FieldReader& r, const json& content, const std::string& param, ChatMessage* out) {
   if (content.is_string()) {
-    *out = content.get<std::string>();
+    out->content = content.get<std::string>();
     return true;
   }
   if (!content.is_array()) return r.fail_type(param, "a string or an array of text parts", content);
-  out->clear();
+  std::vector<std::string> parts;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string p = param + "[" + std::to_string(i) + "]";
@@ -181,9 +182,9 @@ bool read_content(FieldReader& r, const json& content, const std::string& param,
     if (text == part.end() || !text->is_string()) {
       return r.fail(bad_request("'" + p + ".text' must be a string", p + ".text", "invalid_type"));
     }
-    if (i > 0) *out += '\n';
-    *out += text->get<std::string>();
+    parts.push_back(text->get<std::string>());
   }
+  *out = message_from_parts(std::move(out->role), std::move(parts));
   return true;
 }
 
@@ -212,7 +213,7 @@ bool read_messages(FieldReader& r, std::vector<ChatMessage>* out) {
     if (content == m.end()) {
       return r.fail(bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter"));
     }
-    if (!read_content(r, *content, p + ".content", &msg.content)) return false;
+    if (!read_content(r, *content, p + ".content", &msg)) return false;
     out->push_back(std::move(msg));
   }
   return true;
@@ -349,6 +350,20 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
     }
   }
   if (endpoint == Endpoint::Chat) {
+    // Tool calling needs the template's tool format and a parser for the model's calls;
+    // until hearth has both, a request that offers tools is refused rather than answered
+    // as if it had none. null and [] offer none.
+    for (const char* key : {"tools", "functions"}) {
+      const json* tools = r.get(key);
+      if (tools == nullptr) continue;
+      if (!tools->is_array()) {
+        r.fail_type(key, "an array", *tools);
+      } else if (!tools->empty()) {
+        r.fail(bad_request(std::string("tool calls are not supported yet: hearth cannot offer '") + key +
+                               "' to the model; send the request without them",
+                           key, "unsupported_parameter"));
+      }
+    }
     read_messages(r, &req.messages);
   } else {
     read_prompt(r, &req.prompt);
@@ -401,11 +416,11 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
 }
 
 std::variant<GenerationRequest, ApiError> build_generation(const OpenAiRequest& request, const Tokenizer& tokenizer,
-                                                           ChatFamily family, int32_t n_ctx) {
+                                                           const ChatTemplate& chat_template, int32_t n_ctx) {
   GenerationRequest gen;
   const char* param = request.endpoint == Endpoint::Chat ? "messages" : "prompt";
   if (request.endpoint == Endpoint::Chat) {
-    Result<std::vector<ChatSegment>> segments = render_chat(family, request.messages, true);
+    Result<std::vector<ChatSegment>> segments = render_chat(chat_template, request.messages, true);
     if (!segments.ok()) return bad_request(segments.error().message, "messages");
     gen.prompt = tokenizer.encode_segments(*segments);
   } else {

@@ -50,7 +50,7 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
 // text kept literal) and checks the prompt fits: 1 .. n_ctx - 1 tokens, else 400 with
 // code "context_length_exceeded".
 std::variant<GenerationRequest, ApiError> build_generation(const OpenAiRequest& request, const Tokenizer& tokenizer,
-                                                           ChatFamily family, int32_t n_ctx);
+                                                           const ChatTemplate& chat_template, int32_t n_ctx);
 
 // What identifies one response; shared by all of its stream chunks.
 struct ResponseMeta {

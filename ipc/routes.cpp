@@ -86,7 +86,7 @@ json model_object(const ModelInfo& m) {
                {{"arch", m.arch},
                 {"backend", m.backend},
                 {"n_ctx", m.n_ctx},
-                {"chat_template", chat_family_name(m.chat_family)}}}};
+                {"chat_template", chat_family_name(m.chat_template.family)}}}};
 }
 
 HttpResponse health(const RouteContext& ctx) {
@@ -171,14 +171,10 @@ RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::st
   std::variant<OpenAiRequest, ApiError> parsed = parse_openai_request(endpoint, j, engine.model.id);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
-  if (endpoint == Endpoint::Chat && !engine.model.has_chat_template)
-    return error_response(bad_request("this model's chat template is not one hearth renders (gemma, chatml, llama-3); "
-                                      "use /v1/completions with a prompt",
-                                      "messages", "unsupported_chat_template"));
   int32_t n_ctx = engine.scheduler->options().n_ctx;
   if (engine.model.n_ctx > 0) n_ctx = std::min(n_ctx, engine.model.n_ctx);
   std::variant<GenerationRequest, ApiError> gen =
-      build_generation(req, *engine.tokenizer, engine.model.chat_family, n_ctx);
+      build_generation(req, *engine.tokenizer, engine.model.chat_template, n_ctx);
   if (auto* e = std::get_if<ApiError>(&gen)) return error_response(*e);
   GenerationJob job;
   job.engine = ctx.engine;

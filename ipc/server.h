@@ -30,8 +30,7 @@ struct ModelInfo {
   std::string backend;    // "cpu", "vulkan", "cuda"
   int32_t n_ctx = 0;      // tokens per sequence
   int64_t created = 0;    // unix seconds (the file's mtime)
-  ChatFamily chat_family = ChatFamily::Gemma;  // how /v1/chat/completions renders messages (chat_family_from_gguf)
-  bool has_chat_template = true;  // false: the model's template is unknown; chat requests get 400
+  ChatTemplate chat_template{ChatFamily::Gemma};  // how /v1/chat/completions renders messages
 };
 
 struct ServerOptions {

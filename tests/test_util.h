@@ -1,4 +1,4 @@
-// Helpers shared by tests: where the default model is, where the source tree is.
+// Helpers shared by tests: where the test models are, where the source tree is.
 #pragma once
 
 #include <chrono>
@@ -58,9 +58,10 @@ inline std::string installed_model_path(const std::string& file_name) {
   return std::filesystem::exists(path) ? path : std::string();
 }
 
-// The default model file, or "" when it is not installed (tests that need it then SKIP;
-// scripts/test always fetches it first, so in CI they run).
-inline std::string default_model_path() {
+// Gemma 3 270M (gemma-3-270m-q4_k_m.gguf, what most model tests are written against), or ""
+// when it is not installed (tests that need it then SKIP; scripts/test always fetches it,
+// so in CI they run).
+inline std::string gemma_model_path() {
   if (const char* p = std::getenv("HEARTH_TEST_MODEL"); p && *p) return p;
   return installed_model_path("gemma-3-270m-q4_k_m.gguf");
 }

@@ -14,6 +14,80 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
+constexpr const char* kOverrideHint =
+    "name the model's turn format with --chat-template chatml|gemma|llama3 "
+    "(HEARTH_CHAT_TEMPLATE, chat_template in hearthd.toml)";
+
+// The value of the Jinja string literal opening at src[q] (' or "), with Jinja's escapes
+// (\n \t \r \\ \' \") undone; *end = the index after the closing quote, or npos.
+std::string jinja_literal(std::string_view src, size_t q, size_t* end) {
+  const char quote = src[q];
+  std::string out;
+  for (size_t i = q + 1; i < src.size(); ++i) {
+    char c = src[i];
+    if (c == quote) {
+      *end = i + 1;
+      return out;
+    }
+    if (c == '\\' && i + 1 < src.size()) {
+      char e = src[++i];
+      switch (e) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case '\\': case '\'': case '"': out += e; break;
+        default: out += '\\', out += e; break;
+      }
+      continue;
+    }
+    out += c;
+  }
+  *end = std::string_view::npos;
+  return {};
+}
+
+// The system text a ChatML template writes by itself: the first string literal inside a
+// Jinja tag ({{ }} or {% %}) whose value is "<|im_start|>system\n{TEXT}<|im_end|>..." with a
+// non-empty TEXT. Qwen2.5 and SmolLM2 write their default system turn as one such literal.
+std::string chatml_default_system(std::string_view src) {
+  constexpr std::string_view kOpen = "<|im_start|>system\n", kClose = "<|im_end|>";
+  size_t pos = 0;
+  while (true) {
+    size_t tag = src.find('{', pos);
+    if (tag == std::string_view::npos || tag + 1 >= src.size()) return {};
+    char kind = src[tag + 1];
+    if (kind != '{' && kind != '%') {
+      pos = tag + 1;
+      continue;
+    }
+    const std::string_view closer = kind == '{' ? "}}" : "%}";
+    size_t i = tag + 2;
+    size_t tag_end = std::string_view::npos;
+    while (i < src.size()) {
+      if (src[i] == '\'' || src[i] == '"') {
+        size_t end = 0;
+        std::string lit = jinja_literal(src, i, &end);
+        if (end == std::string_view::npos) return {};
+        if (lit.compare(0, kOpen.size(), kOpen) == 0) {
+          size_t close = lit.find(kClose, kOpen.size());
+          if (close != std::string::npos && close > kOpen.size()) {
+            return lit.substr(kOpen.size(), close - kOpen.size());
+          }
+        }
+        i = end;
+        continue;
+      }
+      if (src.compare(i, 2, closer) == 0) {
+        tag_end = i + 2;
+        break;
+      }
+      ++i;
+    }
+    if (tag_end == std::string_view::npos) return {};
+    pos = tag_end;
+  }
+}
+
 Status check_role(const ChatMessage& m, size_t i) {
   if (m.role == "system" || m.role == "user" || m.role == "assistant") return {};
   return make_error("chat message " + std::to_string(i) + " has role '" + m.role +
@@ -28,7 +102,8 @@ Result<std::vector<ChatSegment>> render_gemma(const std::vector<ChatMessage>& me
   size_t first = 0;
   std::string prefix;
   if (!messages.empty() && messages[0].role == "system") {
-    prefix = messages[0].content + "\n\n";
+    const ChatMessage& sys = messages[0];
+    prefix = (sys.parts.empty() ? sys.content : sys.parts[0]) + "\n\n";
     first = 1;
   }
   for (size_t i = first; i < messages.size(); ++i) {
@@ -42,7 +117,12 @@ Result<std::vector<ChatSegment>> render_gemma(const std::vector<ChatMessage>& me
     }
     const char* role = m.role == "assistant" ? "model" : "user";
     out.push_back({std::string("<start_of_turn>") + role + "\n", true});
-    std::string content = (i == first ? prefix : std::string()) + trim(m.content);
+    std::string content = i == first ? prefix : std::string();
+    if (m.parts.empty()) {
+      content += trim(m.content);
+    } else {
+      for (const std::string& part : m.parts) content += trim(part);
+    }
     if (!content.empty()) out.push_back({std::move(content), false});
     out.push_back({"<end_of_turn>\n", true});
   }
@@ -50,9 +130,15 @@ Result<std::vector<ChatSegment>> render_gemma(const std::vector<ChatMessage>& me
   return out;
 }
 
-Result<std::vector<ChatSegment>> render_chatml(const std::vector<ChatMessage>& messages,
+Result<std::vector<ChatSegment>> render_chatml(const std::string& default_system,
+                                               const std::vector<ChatMessage>& messages,
                                                bool add_generation_prompt) {
   std::vector<ChatSegment> out;
+  if (!default_system.empty() && (messages.empty() || messages[0].role != "system")) {
+    out.push_back({"<|im_start|>system\n", true});
+    out.push_back({default_system, false});
+    out.push_back({"<|im_end|>\n", true});
+  }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (Status s = check_role(m, i); !s.ok()) return s.error();
@@ -92,39 +178,74 @@ const char* chat_family_name(ChatFamily f) {
   return "?";
 }
 
-Result<ChatFamily> detect_chat_family(std::string_view src) {
-  if (src.find("<start_of_turn>") != std::string_view::npos) return ChatFamily::Gemma;
-  if (src.find("<|start_header_id|>") != std::string_view::npos) return ChatFamily::Llama3;
-  if (src.find("<|im_start|>") != std::string_view::npos) return ChatFamily::ChatML;
-  std::string head(src.substr(0, 60));
-  for (char& c : head) {
-    if (c == '\n' || c == '\r') c = ' ';
+Result<ChatTemplate> detect_chat_template(std::string_view src) {
+  ChatTemplate t;
+  if (src.find("<start_of_turn>") != std::string_view::npos) {
+    t.family = ChatFamily::Gemma;
+  } else if (src.find("<|start_header_id|>") != std::string_view::npos) {
+    t.family = ChatFamily::Llama3;
+  } else if (src.find("<|im_start|>") != std::string_view::npos) {
+    t.family = ChatFamily::ChatML;
+    t.default_system = chatml_default_system(src);
+  } else {
+    std::string head(src.substr(0, 60));
+    for (char& c : head) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    return make_error("unsupported chat template: found none of <start_of_turn> (gemma), "
+                      "<|im_start|> (chatml) or <|start_header_id|> (llama-3) in \"" + head +
+                      (src.size() > 60 ? "...\"" : "\"") + "; " + kOverrideHint);
   }
-  return make_error("unsupported chat template: found none of <start_of_turn> (gemma), "
-                    "<|im_start|> (chatml) or <|start_header_id|> (llama-3) in \"" + head +
-                    (src.size() > 60 ? "...\"" : "\""));
+  return t;
 }
 
-Result<ChatFamily> chat_family_from_gguf(const gguf::File& f) {
+Result<ChatTemplate> chat_template_from_gguf(const gguf::File& f) {
   if (!f.has("tokenizer.chat_template")) {
-    // Some conversions (the default Gemma 3 270M file among them) carry no template; a
-    // Gemma architecture implies Gemma's turn format.
+    // Some conversions (the Gemma 3 270M file among them) carry no template; a Gemma
+    // architecture implies Gemma's turn format.
     auto arch = f.get_string("general.architecture");
-    if (arch.ok() && (*arch == "gemma3" || *arch == "gemma2" || *arch == "gemma")) return ChatFamily::Gemma;
-    return make_error("the model has no chat template (tokenizer.chat_template is absent) and its "
-                      "architecture implies none");
+    if (arch.ok() && (*arch == "gemma3" || *arch == "gemma2" || *arch == "gemma")) {
+      return ChatTemplate(ChatFamily::Gemma);
+    }
+    return make_error(std::string("the model has no chat template (tokenizer.chat_template is "
+                                  "absent) and its architecture implies none; ") + kOverrideHint);
   }
   auto src = f.get_string("tokenizer.chat_template");
   if (!src.ok()) return src.error();
-  return detect_chat_family(*src);
+  return detect_chat_template(*src);
 }
 
-Result<std::vector<ChatSegment>> render_chat(ChatFamily family,
+Result<ChatTemplate> chat_template_from_name(std::string_view name) {
+  if (name == "chatml") return ChatTemplate(ChatFamily::ChatML);
+  if (name == "gemma") return ChatTemplate(ChatFamily::Gemma);
+  if (name == "llama3" || name == "llama-3") return ChatTemplate(ChatFamily::Llama3);
+  return make_error("unknown chat template '" + std::string(name) +
+                    "'; --chat-template takes chatml, gemma or llama3");
+}
+
+Result<ChatTemplate> chat_template_for_model(const gguf::File& f, std::string_view name) {
+  if (!name.empty()) return chat_template_from_name(name);
+  return chat_template_from_gguf(f);
+}
+
+ChatMessage message_from_parts(std::string role, std::vector<std::string> parts) {
+  ChatMessage m;
+  m.role = std::move(role);
+  for (const std::string& p : parts) {
+    if (!m.content.empty()) m.content += '\n';
+    m.content += p;
+  }
+  m.parts = std::move(parts);
+  return m;
+}
+
+Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl,
                                              const std::vector<ChatMessage>& messages,
                                              bool add_generation_prompt) {
-  switch (family) {
+  switch (tmpl.family) {
     case ChatFamily::Gemma: return render_gemma(messages, add_generation_prompt);
-    case ChatFamily::ChatML: return render_chatml(messages, add_generation_prompt);
+    case ChatFamily::ChatML:
+      return render_chatml(tmpl.default_system, messages, add_generation_prompt);
     case ChatFamily::Llama3: return render_llama3(messages, add_generation_prompt);
   }
   return make_error("unknown chat family");

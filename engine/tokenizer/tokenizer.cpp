@@ -1,6 +1,7 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <unordered_set>
 
@@ -31,6 +32,20 @@ constexpr std::string_view kBpeEogTexts[] = {
     "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "</s>", "_<EOT>", "[EOT]", "[EOS]",
     "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence" "\xEF\xBD\x9C>", "[e~["};
+
+// Fill-in-the-middle controls llama.cpp also ends generation on: the padding, repository and
+// file-separator tokens (a code model that writes one has left the answer). Each group: the
+// metadata key, then the token texts that name it when the key is absent (Qwen2.5-Coder has
+// <|fim_pad|>, <|repo_name|>, <|file_sep|>; SmolLM2 has <reponame>).
+struct FimEog {
+  const char* key;
+  std::initializer_list<std::string_view> texts;
+};
+const FimEog kFimEog[] = {
+    {"tokenizer.ggml.fim_pad_token_id", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+    {"tokenizer.ggml.fim_rep_token_id", {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {"tokenizer.ggml.fim_sep_token_id", {"<|file_sep|>"}},
+};
 
 // The end-of-turn texts llama.cpp applies to this vocabulary, with its two exceptions:
 // "</s>" is a normal token where "<|tool_response>" or "<|plamo:eos|>" exist, and "<|end|>"
@@ -169,6 +184,16 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
     }
   }
   impl->splitter = std::make_unique<tok::SpecialSplitter>(std::move(specials));
+
+  for (const FimEog& fim : kFimEog) {
+    int32_t id = -1;
+    if (Status s = read_id(fim.key, id); !s.ok()) return s.error();
+    for (std::string_view text : fim.texts) {
+      if (id >= 0) break;
+      id = vocab.find(text);
+    }
+    if (id >= 0) impl->eog.insert(id);
+  }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 

@@ -54,8 +54,11 @@ class Tokenizer {
   int32_t bos_id() const;  // -1 when the model has none
   int32_t eos_id() const;
   bool add_bos() const;    // tokenizer.ggml.add_bos_token
-  // End of generation: eos, eot/eom ids from the metadata, and <end_of_turn>, <|eot_id|>,
-  // <|im_end|>, <|end|>, <|endoftext|> where the vocabulary has them as control tokens.
+  // End of generation, as llama.cpp decides it: eos, eot/eom ids from the metadata;
+  // <end_of_turn>, <|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>, <|endoftext|>, <EOT>,
+  // <|end_of_text|>, <|return|>, <|call|> where the vocabulary has them; and the
+  // fill-in-the-middle pad, repository and file-separator tokens (fim_*_token_id, else
+  // <|fim_pad|>, <|repo_name|>, <|file_sep|>, <reponame>, ...).
   bool is_eog(int32_t id) const;
   std::vector<int32_t> eog_ids() const;  // every id is_eog accepts, ascending
   bool is_control(int32_t id) const;  // control or unknown type (never shown in output)

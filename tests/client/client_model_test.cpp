@@ -26,7 +26,7 @@ constexpr int32_t kMaxTokens = 24;
 // One daemon for the program (loading the model takes seconds); nullptr without the model.
 HearthdProcess* model_daemon() {
   static std::unique_ptr<HearthdProcess> daemon = []() -> std::unique_ptr<HearthdProcess> {
-    std::string model = hearth::test::default_model_path();
+    std::string model = hearth::test::gemma_model_path();
     if (model.empty()) return nullptr;
     return std::make_unique<HearthdProcess>(
         model, std::vector<std::string>{"--parallel", "8", "--queue-max", "64", "--ctx", "1024"});

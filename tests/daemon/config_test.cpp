@@ -54,6 +54,7 @@ TEST_CASE("defaults apply when no source sets an option", "[daemon][config]") {
   REQUIRE(r.ok());
   CHECK(r->action == Action::Serve);
   CHECK(r->model.empty());
+  CHECK(r->chat_template.empty());  // the model's own
   CHECK(r->socket.empty());
   CHECK(r->backend == "auto");
   CHECK(r->threads == 0);
@@ -123,6 +124,19 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
   CHECK(r->log_level == LogLevel::Debug);
   CHECK(r->shutdown_grace_s == 7);
   CHECK(r->kv_type == DType::F32);
+}
+
+TEST_CASE("the chat template override comes from a flag, HEARTH_CHAT_TEMPLATE or chat_template", "[daemon][config]") {
+  CHECK(load({"--chat-template", "llama3"})->chat_template == "llama3");
+  Env env;
+  env.vars["HEARTH_CHAT_TEMPLATE"] = "gemma";
+  CHECK(load({}, env)->chat_template == "gemma");
+  TomlFile f("chat_template = \"chatml\"\n");
+  CHECK(load({"--config", f.path})->chat_template == "chatml");
+  CHECK(load({"--config", f.path}, env)->chat_template == "gemma");
+  const std::string e = error_of(load({"--chat-template", "mistral"}));
+  CHECK(e.find("chat-template") != std::string::npos);
+  CHECK(e.find("chatml") != std::string::npos);
 }
 
 TEST_CASE("flags win over the environment which wins over the file which wins over defaults", "[daemon][config]") {

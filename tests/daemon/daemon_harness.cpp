@@ -108,9 +108,11 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-std::string write_synthetic_model(const std::string& dir, const std::string& name) {
+std::string write_synthetic_model(const std::string& dir, const std::string& name,
+                                  const std::string& chat_template) {
   SyntheticOptions o;
   o.arch = "gemma3";
+  o.chat_template = chat_template;
   Result<std::vector<uint8_t>> bytes = make_synthetic_model(o);
   if (!bytes.ok()) return "";
   const std::string path = dir + "/" + name;

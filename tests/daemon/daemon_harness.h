@@ -39,7 +39,9 @@ class TempDir {
 };
 
 // Writes the synthetic gemma3 model (tests/tools/synthetic_model.h) to dir/name; returns its path.
-std::string write_synthetic_model(const std::string& dir, const std::string& name = "synth-gemma3.gguf");
+// chat_template: written as tokenizer.chat_template when not empty.
+std::string write_synthetic_model(const std::string& dir, const std::string& name = "synth-gemma3.gguf",
+                                  const std::string& chat_template = "");
 
 std::string read_file(const std::string& path);
 

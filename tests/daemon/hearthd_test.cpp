@@ -130,6 +130,26 @@ TEST_CASE("a model that cannot be loaded exits 1 and says why", "[daemon][proces
   CHECK_THAT(r.err, Catch::Contains("cannot load the model") && Catch::Contains("missing.gguf"));
 }
 
+TEST_CASE("a chat template hearth does not recognise stops the load, and the override lets it load",
+          "[daemon][process]") {
+  TempDir dir;
+  const std::string model =
+      write_synthetic_model(dir.path(), "inst.gguf", "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
+  RunResult r = run_hearthd({"--model", model, "--socket", dir.file("s.sock"), "--threads", "1"});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.err, Catch::Contains("unsupported chat template") &&
+                        Catch::Contains("--chat-template chatml|gemma|llama3"));
+
+  Daemon d({"--chat-template", "chatml"});
+  d.model = model;
+  d.options.args[1] = model;
+  REQUIRE(d.start_and_wait_ready());
+  CHECK_THAT(d.stderr_text(), Catch::Contains("chat template: chatml (--chat-template)"));
+  auto reply = http_request(d.socket, "GET", "/v1/models", "", 5s);
+  CHECK(reply.status == 200);
+  CHECK_THAT(reply.body, Catch::Contains("\"chat_template\":\"chatml\""));
+}
+
 TEST_CASE("READY=1 comes with STATUS once the model is loaded and STOPPING=1 at SIGTERM", "[daemon][process]") {
   Daemon d;
   NotifySocket notify(d.dir.file("notify"));

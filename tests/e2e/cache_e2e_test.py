@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 
-from hearthd_process import SKIP, Hearthd, default_model_or_skip
+from hearthd_process import SKIP, Hearthd, gemma_model_or_skip
 
 CHUNK_TOKENS = 16
 
@@ -299,7 +299,7 @@ def main():
     ap.add_argument("--parts", default="restart,budget,chat,kill", help="which checks to run (for debugging)")
     args = ap.parse_args()
     parts = args.parts.split(",")
-    model = default_model_or_skip()
+    model = gemma_model_or_skip()
     if "restart" in parts:
         cache_dir = tempfile.mkdtemp(prefix="hearth-cache-e2e-")
         try:

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from hearthd_process import HANG_GUARD_S, Hearthd, default_model_or_skip, sse_events
+from hearthd_process import HANG_GUARD_S, Hearthd, gemma_model_or_skip, sse_events
 
 MESSAGES = [{"role": "user", "content": "Name three colours of the rainbow."}]
 
@@ -151,7 +151,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hearthd", required=True)
     args = ap.parse_args()
-    model = default_model_or_skip()
+    model = gemma_model_or_skip()
     d = Hearthd(args.hearthd, model, "--parallel", "4", "--ctx", "2048")
     try:
         check_shapes(d)

@@ -48,18 +48,32 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
-def default_model_or_skip():
-    base = os.environ.get("HEARTH_MODELS") or os.path.join(
+def models_dir():
+    return os.environ.get("HEARTH_MODELS") or os.path.join(
         os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "hearth", "models")
-    path = os.path.join(base, "gemma-3-270m-q4_k_m.gguf")
+
+
+def model_or_skip(name, file_name):
+    """The path of a catalog model's file; exits with SKIP when it is not installed."""
+    path = os.path.join(models_dir(), file_name)
     if not os.path.exists(path):
-        print("SKIP: the default model is not installed (scripts/fetch-model)")
+        print("SKIP: %s is not installed (%s missing; scripts/fetch-model %s)" % (name, path, name))
         raise SystemExit(SKIP)
     return path
 
 
+def gemma_model_or_skip():
+    """Gemma 3 270M, the model the daemon and cache tests are written against."""
+    return model_or_skip("gemma3:270m", "gemma-3-270m-q4_k_m.gguf")
+
+
+def default_chat_model_or_skip():
+    """Qwen2.5-Coder 0.5B Instruct, the default model (hearthd with no --model)."""
+    return model_or_skip("qwen2.5-coder:0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+
+
 class Hearthd:
-    """hearthd on <tmp>/hearth.sock; stopped (SIGTERM) by close()."""
+    """hearthd on <tmp>/hearth.sock; stopped (SIGTERM) by close(). model: a path or name, or None for the default."""
 
     def __init__(self, hearthd, model, *args, threads=2):
         extra = extra_args_or_skip(hearthd)
@@ -67,7 +81,9 @@ class Hearthd:
         self.socket = os.path.join(self.dir, "hearth.sock")
         self.log_path = os.path.join(self.dir, "hearthd.log")
         self.log = open(self.log_path, "wb")
-        cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", str(threads),
+        # model None: no --model, so hearthd loads its default model.
+        model_args = [] if model is None else ["--model", model]
+        cmd = [hearthd, *model_args, "--socket", self.socket, "--threads", str(threads),
                "--cache-dir", os.path.join(self.dir, "cache"), *args, *extra]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_ready()

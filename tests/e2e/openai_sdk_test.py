@@ -4,7 +4,7 @@ stream carries usage when asked for it."""
 import argparse
 import sys
 
-from hearthd_process import HANG_GUARD_S, SKIP, Hearthd, default_model_or_skip
+from hearthd_process import HANG_GUARD_S, SKIP, Hearthd, gemma_model_or_skip
 
 try:
     import httpx
@@ -18,7 +18,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hearthd", required=True)
     args = ap.parse_args()
-    model_path = default_model_or_skip()
+    model_path = gemma_model_or_skip()
     d = Hearthd(args.hearthd, model_path, "--parallel", "2", "--ctx", "1024")
     try:
         # timeout: a hang guard (the SDK's own default is 10 minutes for reads but 5 s to connect).

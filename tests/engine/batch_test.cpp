@@ -87,7 +87,7 @@ void check_batched_equals_alone(const Model& model, Backend& backend, const std:
 }  // namespace
 
 TEST_CASE("a sequence's logits are bitwise the same alone and batched with another, in any slots") {
-  const std::string path = test::default_model_path();
+  const std::string path = test::gemma_model_path();
   if (path.empty()) {
     WARN("default model not installed; skipped");
     return;

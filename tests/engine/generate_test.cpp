@@ -17,7 +17,7 @@ struct Engine {
   std::unique_ptr<Tokenizer> tok;
 
   bool load() {
-    const std::string path = test::default_model_path();
+    const std::string path = test::gemma_model_path();
     if (path.empty()) return false;
     file = std::move(*gguf::File::open(path));
     model = std::move(*Model::load(file, *backend));

@@ -240,7 +240,7 @@ TEST_CASE("write_file then open maps the same file", "[gguf]") {
 }
 
 TEST_CASE("the default model (Gemma 3 270M Q4_K_M) loads with the expected metadata and tensors", "[gguf][model]") {
-  std::string path = hearth::test::default_model_path();
+  std::string path = hearth::test::gemma_model_path();
   if (path.empty()) {
     WARN("default model not installed; skipping");
     return;

@@ -210,11 +210,14 @@ TEST_CASE("A text completion has OpenAI's shape, streamed and not") {
   REQUIRE(text == c["text"].get<std::string>());
 }
 
-TEST_CASE("Content given as text parts equals the same content as a string") {
+TEST_CASE("Content given as text parts is rendered as the model's template renders parts") {
+  // The synthetic model is a Gemma: Gemma 3's template trims each text part and writes them
+  // with nothing between (ChatML templates get the parts joined with newlines instead; see
+  // tests/tokenizer/chat_template_fixture_test.cpp).
   TestServer s;
-  const std::string a = R"({"messages":[{"role":"user","content":"one\ntwo"}],"max_tokens":6,"temperature":0})";
+  const std::string a = R"({"messages":[{"role":"user","content":"onetwo"}],"max_tokens":6,"temperature":0})";
   const std::string b =
-      R"({"messages":[{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}],
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":" one\n"},{"type":"text","text":"two "}]}],
           "max_tokens":6,"temperature":0,"n":1,"stop":null,"logit_bias":{},"user":"x","unknown_field":[1,2]})";
   auto ra = http_call(s.socket_path(), "POST", "/v1/chat/completions", a);
   auto rb = http_call(s.socket_path(), "POST", "/v1/chat/completions", b);
@@ -224,6 +227,37 @@ TEST_CASE("Content given as text parts equals the same content as a string") {
   REQUIRE(rb->status == 200);
   REQUIRE(parse(ra->body)["choices"] == parse(rb->body)["choices"]);
   REQUIRE(parse(ra->body)["usage"]["prompt_tokens"] == parse(rb->body)["usage"]["prompt_tokens"]);
+}
+
+TEST_CASE("A chat request that offers tools gets 400: tool calls are not supported yet") {
+  TestServer s;
+  const std::string tools =
+      R"({"messages":[{"role":"user","content":"What is the weather in Paris?"}],"max_tokens":4,
+          "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]})";
+  for (bool stream : {false, true}) {
+    std::string body = tools;
+    if (stream) body.insert(1, R"("stream":true,)");
+    auto r = http_call(s.socket_path(), "POST", "/v1/chat/completions", body);
+    REQUIRE(r);
+    REQUIRE(r->status == 400);
+    const json e = parse(r->body).at("error");
+    CHECK(e.at("type") == "invalid_request_error");
+    CHECK(e.at("param") == "tools");
+    CHECK(e.at("message").get<std::string>().find("tool calls are not supported yet") != std::string::npos);
+  }
+  auto functions = http_call(s.socket_path(), "POST", "/v1/chat/completions",
+                             R"({"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]})");
+  REQUIRE(functions);
+  REQUIRE(functions->status == 400);
+  CHECK(parse(functions->body)["error"]["param"] == "functions");
+  // No tools offered (null or an empty list): answered as usual.
+  for (const char* none : {"null", "[]"}) {
+    auto r = http_call(s.socket_path(), "POST", "/v1/chat/completions",
+                       std::string(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":)") + none +
+                           "}");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
 }
 
 TEST_CASE("Tokenize and detokenize round-trip, and detokenize refuses ids outside the vocabulary") {

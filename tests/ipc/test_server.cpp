@@ -52,7 +52,7 @@ const SyntheticEngine& synthetic_engine() {
     e.info.backend = "cpu";
     e.info.n_ctx = 512;
     e.info.created = 1700000000;
-    e.info.chat_family = must(chat_family_from_gguf(*e.file), "chat family");
+    e.info.chat_template = must(chat_template_from_gguf(*e.file), "chat template");
     return e;
   }();
   return engine;

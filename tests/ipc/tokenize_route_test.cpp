@@ -86,7 +86,7 @@ TEST_CASE("/api/tokenize parses special tokens as llama.cpp's /tokenize, for a B
 }
 
 TEST_CASE("/api/tokenize on Gemma: the same defaults, the same ids as llama.cpp") {
-  Loaded gemma = load_model(test::default_model_path());
+  Loaded gemma = load_model(test::gemma_model_path());
   if (!gemma.tok) {
     WARN("default model not installed; test skipped");
     return;

@@ -54,6 +54,43 @@ TEST_CASE("Absent fields take OpenAI's defaults and null counts as absent") {
   REQUIRE(r.stop.empty());
 }
 
+TEST_CASE("Text parts are kept as parts and joined with newlines for string templates") {
+  nlohmann::json body = nlohmann::json::parse(
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":""},{"type":"text","text":"a"},
+          {"type":"text","text":"b"}]},{"role":"assistant","content":"plain"}]})");
+  auto parsed = parse_openai_request(Endpoint::Chat, body, "m");
+  REQUIRE(std::holds_alternative<OpenAiRequest>(parsed));
+  const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
+  REQUIRE(r.messages.size() == 2);
+  CHECK(r.messages[0].role == "user");
+  CHECK(r.messages[0].parts == std::vector<std::string>{"", "a", "b"});
+  CHECK(r.messages[0].content == "a\nb");  // no newline before the first non-empty text
+  CHECK(r.messages[1].parts.empty());
+  CHECK(r.messages[1].content == "plain");
+
+  auto image = parse_openai_request(
+      Endpoint::Chat,
+      nlohmann::json::parse(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"), "m");
+  REQUIRE(std::holds_alternative<ApiError>(image));
+}
+
+TEST_CASE("tools and functions are refused with a message saying tool calls are not supported yet") {
+  for (const char* key : {"tools", "functions"}) {
+    nlohmann::json body = nlohmann::json::parse(R"({"messages":[{"role":"user","content":"u"}]})");
+    body[key] = nlohmann::json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+    auto parsed = parse_openai_request(Endpoint::Chat, body, "m");
+    REQUIRE(std::holds_alternative<ApiError>(parsed));
+    const ApiError& e = std::get<ApiError>(parsed);
+    CHECK(e.status == 400);
+    CHECK(e.param == key);
+    CHECK(e.message.find("tool calls are not supported yet") != std::string::npos);
+    body[key] = "not a list";
+    CHECK(std::holds_alternative<ApiError>(parse_openai_request(Endpoint::Chat, body, "m")));
+    body[key] = nlohmann::json::array();
+    CHECK(std::holds_alternative<OpenAiRequest>(parse_openai_request(Endpoint::Chat, body, "m")));
+  }
+}
+
 TEST_CASE("Given fields are carried over and max_completion_tokens wins over max_tokens") {
   nlohmann::json body = nlohmann::json::parse(
       R"({"messages":[{"role":"developer","content":"s"},{"role":"user","content":"u"}],"model":"m",

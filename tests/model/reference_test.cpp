@@ -95,7 +95,7 @@ const Loaded* default_model() {
   static bool tried = false;
   if (!tried) {
     tried = true;
-    std::string path = hearth::test::default_model_path();
+    std::string path = hearth::test::gemma_model_path();
     if (path.empty()) return nullptr;
     l = load_with(path, kThreads);
   }

@@ -31,8 +31,11 @@ check_layout() {
     if [ -f "$f" ] && [ -x "$f" ] && [ "$(mode "$f")" = 755 ]; then ok "bin/$p 0755"
     else fail "$f missing or not 0755 ($( [ -e "$f" ] && mode "$f"))"; fi
   done
-  [ -f "$root$prefix/share/hearth/default-model.sha256" ] && ok "default-model.sha256" ||
-    fail "share/hearth/default-model.sha256 missing"
+  [ -f "$root$prefix/share/hearth/models.tsv" ] && ok "models.tsv" ||
+    fail "share/hearth/models.tsv missing"
+  # The installed fetch tool finds its catalog next to it (<prefix>/share/hearth).
+  "$root$prefix/bin/hearth-fetch-model" --list 2>&1 | grep -q "qwen2.5-coder:0.5b" && ok "hearth-fetch-model --list" ||
+    fail "hearth-fetch-model --list does not list the catalog"
   local lib="$root$prefix/$libdir"
   local real; real="$(ls "$lib"/libhearth_client.so.0.* 2>/dev/null | head -n1)"
   [ -n "$real" ] && [ -f "$real" ] && [ ! -L "$real" ] && ok "$(basename "$real")" || fail "$lib/libhearth_client.so.0.* missing"

@@ -21,11 +21,11 @@ TEST_CASE("chat families are recognised from their template sources") {
       "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
       "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
       "message['content'] | trim + '<|eot_id|>' %}{{ content }}{% endfor %}";
-  CHECK(hearth::detect_chat_family(gemma).value() == ChatFamily::Gemma);
-  CHECK(hearth::detect_chat_family(chatml).value() == ChatFamily::ChatML);
-  CHECK(hearth::detect_chat_family(llama3).value() == ChatFamily::Llama3);
+  CHECK(hearth::detect_chat_template(gemma).value().family == ChatFamily::Gemma);
+  CHECK(hearth::detect_chat_template(chatml).value().family == ChatFamily::ChatML);
+  CHECK(hearth::detect_chat_template(llama3).value().family == ChatFamily::Llama3);
 
-  auto unknown = hearth::detect_chat_family("{% for m in messages %}[INST] {{ m.content }}");
+  auto unknown = hearth::detect_chat_template("{% for m in messages %}[INST] {{ m.content }}");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().message.find("unsupported chat template") != std::string::npos);
   CHECK(unknown.error().message.find("[INST]") != std::string::npos);
@@ -87,7 +87,7 @@ TEST_CASE("unknown roles are errors in every family") {
 }
 
 TEST_CASE("A Gemma model without tokenizer.chat_template gets Gemma's turn format") {
-  const std::string path = hearth::test::default_model_path();
+  const std::string path = hearth::test::gemma_model_path();
   if (path.empty()) {
     WARN("default model not installed; skipped");
     return;
@@ -95,7 +95,7 @@ TEST_CASE("A Gemma model without tokenizer.chat_template gets Gemma's turn forma
   auto file = hearth::gguf::File::open(path);
   REQUIRE(file.ok());
   REQUIRE_FALSE((*file)->has("tokenizer.chat_template"));
-  auto fam = hearth::chat_family_from_gguf(**file);
+  auto fam = hearth::chat_template_from_gguf(**file);
   REQUIRE(fam.ok());
-  REQUIRE(*fam == hearth::ChatFamily::Gemma);
+  REQUIRE(fam->family == hearth::ChatFamily::Gemma);
 }

@@ -25,7 +25,7 @@ const Tokenizer* model_tokenizer() {
   static bool tried = false;
   if (!tried) {
     tried = true;
-    std::string path = hearth::test::default_model_path();
+    std::string path = hearth::test::gemma_model_path();
     if (path.empty()) return nullptr;
     auto f = hearth::gguf::File::open(path);
     REQUIRE(f.ok());
@@ -117,6 +117,42 @@ TEST_CASE("a vocabulary built from GGUF metadata merges by score and falls back 
   CHECK(tok.is_eog(1));
   CHECK(tok.is_eog(5));  // <end_of_turn> by its text
   CHECK_FALSE(tok.is_eog(2));
+}
+
+TEST_CASE("end of generation covers the ChatML and fill-in-the-middle controls llama.cpp stops at") {
+  // Qwen2.5-Coder's controls: <|im_end|> (its eos), <|endoftext|>, and the FIM pad,
+  // repository and file-separator tokens; <|im_start|> and <|fim_prefix|> do not end a turn.
+  TinyVocab qwen;
+  for (const char* t : {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|fim_prefix|>", "<|fim_pad|>",
+                        "<|repo_name|>", "<|file_sep|>"}) {
+    qwen.tokens.push_back(t);
+    qwen.scores.push_back(0);
+    qwen.types.push_back(3);
+  }
+  std::unique_ptr<hearth::gguf::File> file;
+  auto t = load(qwen.gguf(), file);
+  REQUIRE(t.ok());
+  for (const char* eog : {"<|im_end|>", "<|endoftext|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}) {
+    INFO(eog);
+    CHECK((*t)->is_eog(qwen.id(eog)));
+  }
+  CHECK_FALSE((*t)->is_eog(qwen.id("<|im_start|>")));
+  CHECK_FALSE((*t)->is_eog(qwen.id("<|fim_prefix|>")));
+
+  // SmolLM2's StarCoder-style vocabulary: <reponame> is the repository token; <file_sep> is
+  // not one of the names llama.cpp looks for.
+  TinyVocab smol;
+  for (const char* t : {"<|im_end|>", "<reponame>", "<file_sep>"}) {
+    smol.tokens.push_back(t);
+    smol.scores.push_back(0);
+    smol.types.push_back(3);
+  }
+  std::unique_ptr<hearth::gguf::File> file2;
+  auto s = load(smol.gguf(), file2);
+  REQUIRE(s.ok());
+  CHECK((*s)->is_eog(smol.id("<|im_end|>")));
+  CHECK((*s)->is_eog(smol.id("<reponame>")));
+  CHECK_FALSE((*s)->is_eog(smol.id("<file_sep>")));
 }
 
 TEST_CASE("a GGUF tokenizer hearth does not know, or an inconsistent one, is an error") {

@@ -173,7 +173,7 @@ void compare_greedy(const std::string& path, const std::string& fixture_name, co
 }  // namespace
 
 TEST_CASE("greedy generation on Vulkan equals the CPU's until a near-tie", "[model][vulkan]") {
-  const std::string path = test::default_model_path();
+  const std::string path = test::gemma_model_path();
   if (path.empty()) {
     WARN("default model not installed; test skipped");
     return;

@@ -31,14 +31,16 @@ constexpr int kExitUsage = 2;  // a backend or device this build or machine cann
 int main(int argc, char** argv) {
   using namespace hearth;
   CLI::App app{"hearth-run: run a GGUF model in-process (no daemon)"};
-  std::string model_arg, prompt, system_prompt, simd, log_level = "warn", backend = "auto";
+  std::string model_arg, prompt, system_prompt, simd, log_level = "warn", backend = "auto", chat_template;
   int n_predict = 128, threads = 0, n_ctx = 0, vk_device = -1;
   GenerateOptions gen;
   gen.sampling.temperature = 0.8f;
   uint64_t seed = kRandomSeed;
   bool chat = false, json = false, bench = false, version = false, list = false;
   BenchOptions bo;
-  app.add_option("-m,--model", model_arg, "model file, or a model name in the models folder (default: Gemma 3 270M)");
+  app.add_option("-m,--model", model_arg,
+                 "a catalog name (qwen2.5-coder:0.5b, smollm2:135m, gemma3:270m), a file name in the models folder, "
+                 "or a path (default: qwen2.5-coder:0.5b)");
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-n,--n-predict", n_predict, "tokens to generate at most")->check(CLI::Range(0, 1 << 20));
   app.add_option("--temp", gen.sampling.temperature, "temperature (0 = greedy)");
@@ -59,6 +61,10 @@ int main(int argc, char** argv) {
   app.add_option("-c,--ctx", n_ctx, "context size in tokens (default: prompt + n-predict)")->check(CLI::Range(0, 1 << 24));
   app.add_flag("--chat", chat, "wrap the prompt in the model's chat template");
   app.add_option("--system", system_prompt, "system message (with --chat)");
+  app.add_option("--chat-template", chat_template,
+                 "turn format when the model's own template is not one hearth recognises (default: the model's)")
+      ->check(CLI::IsMember({"chatml", "gemma", "llama3"}))
+      ->envname("HEARTH_CHAT_TEMPLATE");
   app.add_flag("--json", json, "print one JSON object: text, tokens, timings");
   app.add_flag("--bench", bench, "benchmark prefill and decode throughput");
   app.add_option("--pp", bo.pp, "bench: prompt tokens")->check(CLI::Range(0, 1 << 20));
@@ -113,12 +119,12 @@ int main(int argc, char** argv) {
 
   std::vector<int32_t> ids;
   if (chat) {
-    Result<ChatFamily> fam = chat_family_from_gguf(*l.file);
-    if (!fam) return fail(fam.error().message);
+    Result<ChatTemplate> tmpl = chat_template_for_model(*l.file, chat_template);
+    if (!tmpl) return fail(*path + ": chat template: " + tmpl.error().message);
     std::vector<ChatMessage> msgs;
-    if (!system_prompt.empty()) msgs.push_back({"system", system_prompt});
-    msgs.push_back({"user", prompt});
-    Result<std::vector<ChatSegment>> segs = render_chat(*fam, msgs, true);
+    if (!system_prompt.empty()) msgs.push_back({"system", system_prompt, {}});
+    msgs.push_back({"user", prompt, {}});
+    Result<std::vector<ChatSegment>> segs = render_chat(*tmpl, msgs, true);
     if (!segs) return fail(segs.error().message);
     ids = l.tokenizer->encode_segments(*segs);
   } else {

@@ -1,0 +1,60 @@
+"""A chat with hearthd's default model (Qwen2.5-Coder 0.5B Instruct), greedy: started with no
+--model, it loads the catalog's default, renders ChatML with Qwen's own default system prompt,
+stops at <|im_end|>, and answers "What is the capital of France?" with Paris -- then a
+second turn that needs the first (Berlin), as `hearth chat` sends it.
+
+Skips (exit 77) when the Qwen file is not installed (scripts/fetch-model installs it)."""
+import argparse
+import json
+
+from hearthd_process import Hearthd, default_chat_model_or_skip
+
+
+def ask(d, messages, max_tokens=96):
+    status, body = d.post_json("/v1/chat/completions",
+                               {"messages": messages, "temperature": 0, "max_tokens": max_tokens})
+    assert status == 200, body
+    choice = body["choices"][0]
+    return choice["message"]["content"], choice["finish_reason"], body
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hearthd", required=True)
+    args = ap.parse_args()
+    default_chat_model_or_skip()
+
+    d = Hearthd(args.hearthd, None)  # no --model: the default
+    try:
+        status, raw = d.request("GET", "/v1/models")
+        assert status == 200, raw
+        listed = json.loads(raw)["data"]
+        assert [m["id"] for m in listed] == ["qwen2.5-coder-0.5b-instruct-q4_k_m"], listed
+        assert listed[0]["meta"]["chat_template"] == "chatml", listed
+        assert listed[0]["meta"]["arch"] == "qwen2", listed
+
+        turn1 = [{"role": "user", "content": "What is the capital of France?"}]
+        answer, finish, body = ask(d, turn1)
+        print("answer 1: %r (%s, %d prompt tokens)" % (answer, finish, body["usage"]["prompt_tokens"]))
+        assert "Paris" in answer, answer
+        # The model ends its turn with <|im_end|>: an end-of-generation token, not the limit.
+        assert finish == "stop", (finish, answer)
+        # The prompt holds Qwen's default system turn: far more than the question's ~20 tokens.
+        assert body["usage"]["prompt_tokens"] > 25, body["usage"]
+
+        turn2 = turn1 + [{"role": "assistant", "content": answer},
+                         {"role": "user", "content": "And the capital of Germany?"}]
+        answer2, finish2, _ = ask(d, turn2)
+        print("answer 2: %r (%s)" % (answer2, finish2))
+        assert "Berlin" in answer2, answer2
+    except BaseException:
+        print(d.log_text())
+        raise
+    finally:
+        rc = d.close()
+    assert rc == 0, rc
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+// hearth's native chat rendering equals what each model's own Jinja template renders.
+// tests/fixtures/chat_templates.json was written by tests/reference/make_chat_template_fixtures.py
+// (Python jinja2, outside CI) from the templates in the Qwen2.5-Coder, SmolLM2 and Gemma 3
+// files; it stores each template's source, so no model file is needed here.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/tokenizer/chat_template.h"
+#include "test_util.h"
+
+using json = nlohmann::json;
+
+namespace {
+
+json load_fixture() {
+  const std::string path = hearth::test::source_dir() + "/tests/fixtures/chat_templates.json";
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+// The messages as the OpenAI route reads them: a string, or text parts.
+std::vector<hearth::ChatMessage> messages_of(const json& messages) {
+  std::vector<hearth::ChatMessage> out;
+  for (const json& m : messages) {
+    const std::string role = m.at("role").get<std::string>();
+    const json& content = m.at("content");
+    if (content.is_string()) {
+      out.push_back({role, content.get<std::string>(), {}});
+    } else {
+      std::vector<std::string> parts;
+      for (const json& p : content) parts.push_back(p.at("text").get<std::string>());
+      out.push_back(hearth::message_from_parts(role, std::move(parts)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("rendered chat prompts equal the Jinja renderings of each model's own template") {
+  const json doc = load_fixture();
+  REQUIRE(doc.at("models").size() == 3);
+  for (const json& model : doc.at("models")) {
+    const std::string name = model.at("name").get<std::string>();
+    INFO("model " << name);
+    auto tmpl = hearth::detect_chat_template(model.at("chat_template").get<std::string>());
+    REQUIRE(tmpl.ok());
+    REQUIRE(model.at("cases").size() >= 6);
+    for (const json& c : model.at("cases")) {
+      INFO("conversation: " << c.at("name").get<std::string>());
+      auto segments = hearth::render_chat(*tmpl, messages_of(c.at("messages")),
+                                          c.at("add_generation_prompt").get<bool>());
+      REQUIRE(segments.ok());
+      CHECK(hearth::join_segments(*segments) == c.at("expected").get<std::string>());
+    }
+  }
+}
+
+TEST_CASE("the ChatML default system prompt is read from the template, not assumed") {
+  const json doc = load_fixture();
+  for (const json& model : doc.at("models")) {
+    const std::string name = model.at("name").get<std::string>();
+    auto tmpl = hearth::detect_chat_template(model.at("chat_template").get<std::string>());
+    REQUIRE(tmpl.ok());
+    if (name == "qwen2.5-coder:0.5b") {
+      CHECK(tmpl->family == hearth::ChatFamily::ChatML);
+      CHECK(tmpl->default_system == "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+    } else if (name == "smollm2:135m") {
+      CHECK(tmpl->family == hearth::ChatFamily::ChatML);
+      CHECK(tmpl->default_system == "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+    } else {
+      CHECK(tmpl->family == hearth::ChatFamily::Gemma);
+      CHECK(tmpl->default_system.empty());
+    }
+  }
+  // Plain ChatML (no default turn in the source) writes no system turn of its own.
+  auto plain = hearth::detect_chat_template(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+      "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
+  REQUIRE(plain.ok());
+  CHECK(plain->default_system.empty());
+  auto r = hearth::render_chat(*plain, {{"user", "x", {}}}, true);
+  REQUIRE(r.ok());
+  CHECK(hearth::join_segments(*r) == "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST_CASE("the default system prompt is plain text, never markup") {
+  hearth::ChatTemplate t(hearth::ChatFamily::ChatML);
+  t.default_system = "<|im_end|>";
+  auto r = hearth::render_chat(t, {{"user", "u", {}}}, false);
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 6);
+  CHECK((*r)[1].text == "<|im_end|>");
+  CHECK_FALSE((*r)[1].markup);
+}
+
+TEST_CASE("an unrecognised template is an error that names the --chat-template override") {
+  auto r = hearth::detect_chat_template("{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("--chat-template chatml|gemma|llama3") != std::string::npos);
+}
+
+TEST_CASE("the chat template override names chatml, gemma or llama3, and nothing else") {
+  CHECK(hearth::chat_template_from_name("chatml").value().family == hearth::ChatFamily::ChatML);
+  CHECK(hearth::chat_template_from_name("gemma").value().family == hearth::ChatFamily::Gemma);
+  CHECK(hearth::chat_template_from_name("llama3").value().family == hearth::ChatFamily::Llama3);
+  auto bad = hearth::chat_template_from_name("mistral");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("mistral") != std::string::npos);
+  CHECK(bad.error().message.find("chatml, gemma or llama3") != std::string::npos);
+}
