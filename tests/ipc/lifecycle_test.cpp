@@ -42,10 +42,19 @@ bool is_socket(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+// A server whose long streams (kLongStream runs to the context) last 8192 tokens, so that a
+// test sees them running even when this thread is descheduled for a while on a loaded
+// machine; with the default 512 the synthetic model can finish one in ~0.1 s.
+TestServerOptions long_streams() {
+  TestServerOptions o;
+  o.scheduler.n_ctx = 8192;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("A client that disconnects mid-stream has its sequence cancelled and freed") {
-  TestServer s;
+  TestServer s(long_streams());
   const uint64_t cancelled_before = s.scheduler().stats().cancelled_total;
   {
     HttpConn c = HttpConn::unix_socket(s.socket_path());
@@ -62,7 +71,7 @@ TEST_CASE("A client that disconnects mid-stream has its sequence cancelled and f
 }
 
 TEST_CASE("A client that disconnects while waiting for a whole answer is noticed without any write") {
-  TestServer s;
+  TestServer s(long_streams());
   const uint64_t cancelled_before = s.scheduler().stats().cancelled_total;
   {
     HttpConn c = HttpConn::unix_socket(s.socket_path());
@@ -75,21 +84,38 @@ TEST_CASE("A client that disconnects while waiting for a whole answer is noticed
 }
 
 TEST_CASE("A full queue answers 429 and the server keeps serving") {
-  TestServerOptions o;
+  TestServerOptions o = long_streams();
   o.scheduler.n_parallel = 1;
   o.scheduler.queue_max = 0;
   TestServer s(o);
-  HttpConn busy = HttpConn::unix_socket(s.socket_path());
-  REQUIRE(busy.send(http_request("POST", "/v1/completions", kLongStream)));
-  REQUIRE(busy.read_head()->status == 200);
-  REQUIRE(eventually([&] { return s.scheduler().stats().running == 1; }));
+  // The one sequence is taken by a stream of 8192 tokens; a second request must get 429.
+  // If this thread was descheduled until the stream had ended, the second request is
+  // served (200) and the round is tried again: a server that never answers 429 fails
+  // every round.
+  bool saw_429 = false;
+  for (int round = 0; round < 10 && !saw_429; ++round) {
+    const uint64_t generated_before = s.scheduler().stats().generated_tokens_total;
+    HttpConn busy = HttpConn::unix_socket(s.socket_path());
+    REQUIRE(busy.send(http_request("POST", "/v1/completions", kLongStream)));
+    REQUIRE(busy.read_head()->status == 200);
+    // Admitted (running), or already run to its end (nearly 8192 tokens generated).
+    REQUIRE(eventually([&] {
+      const SchedulerStats st = s.scheduler().stats();
+      return st.running == 1 || st.generated_tokens_total > generated_before + 8000;
+    }));
+    auto r = http_call(s.socket_path(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
+    REQUIRE(r);
+    INFO("round " << round << ": status " << r->status);
+    REQUIRE((r->status == 429 || r->status == 200));
+    if (r->status == 429) {
+      saw_429 = true;
+      CHECK(json::parse(r->body)["error"]["code"] == "queue_full");
+    }
+    busy.close();
+    REQUIRE(eventually([&] { return s.scheduler().stats().running == 0; }));
+  }
+  REQUIRE(saw_429);
   auto r = http_call(s.socket_path(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
-  REQUIRE(r);
-  REQUIRE(r->status == 429);
-  REQUIRE(json::parse(r->body)["error"]["code"] == "queue_full");
-  busy.close();
-  REQUIRE(eventually([&] { return s.scheduler().stats().running == 0; }));
-  r = http_call(s.socket_path(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
   REQUIRE(r);
   REQUIRE(r->status == 200);
 }

@@ -32,19 +32,8 @@ const json& fixture() {
   return j;
 }
 
-// The installed file of a fixture model (the folder the default model's lookup uses), or "".
-std::string model_file(const std::string& name) {
-  std::string dir;
-  if (const char* m = std::getenv("HEARTH_MODELS"); m && *m) {
-    dir = m;
-  } else if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
-    dir = std::string(x) + "/hearth/models";
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir = std::string(h) + "/.local/share/hearth/models";
-  }
-  std::string path = dir + "/" + name;
-  return std::filesystem::exists(path) ? path : std::string();
-}
+// The installed file of a fixture model, or "".
+std::string model_file(const std::string& name) { return hearth::test::installed_model_path(name); }
 
 // Loads a fixture model's tokenizer once; nullptr when the file is not installed.
 const Tokenizer* model_tokenizer(const std::string& key) {
