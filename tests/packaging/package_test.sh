@@ -34,15 +34,18 @@ check_layout() {
   [ -f "$root$prefix/share/hearth/models.tsv" ] && ok "models.tsv" ||
     fail "share/hearth/models.tsv missing"
   # The installed fetch tool finds its catalog next to it (<prefix>/share/hearth).
-  "$root$prefix/bin/hearth-fetch-model" --list 2>&1 | grep -q "qwen2.5-coder:0.5b" && ok "hearth-fetch-model --list" ||
-    fail "hearth-fetch-model --list does not list the catalog"
+  # Captured first: under pipefail, grep -q closing the pipe early would fail the check
+  # by chance (SIGPIPE in the writer).
+  local listing; listing="$("$root$prefix/bin/hearth-fetch-model" --list 2>&1)"
+  grep -q "qwen2.5-coder:0.5b" <<<"$listing" && ok "hearth-fetch-model --list" ||
+    fail "hearth-fetch-model --list does not list the catalog: $listing"
   local lib="$root$prefix/$libdir"
   local real; real="$(ls "$lib"/libhearth_client.so.0.* 2>/dev/null | head -n1)"
   [ -n "$real" ] && [ -f "$real" ] && [ ! -L "$real" ] && ok "$(basename "$real")" || fail "$lib/libhearth_client.so.0.* missing"
   [ -L "$lib/libhearth_client.so.0" ] && ok "libhearth_client.so.0 symlink" || fail "$lib/libhearth_client.so.0 not a symlink"
   [ -L "$lib/libhearth_client.so" ] && ok "libhearth_client.so symlink" || fail "$lib/libhearth_client.so not a symlink"
   if [ -n "$real" ] && command -v objdump >/dev/null; then
-    objdump -p "$real" | grep -q 'SONAME *libhearth_client\.so\.0$' && ok "SONAME libhearth_client.so.0" ||
+    objdump -p "$real" | grep 'SONAME *libhearth_client\.so\.0$' >/dev/null && ok "SONAME libhearth_client.so.0" ||
       fail "SONAME of $real is not libhearth_client.so.0"
   fi
   for p in client.h client_version.h; do
