@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -39,23 +40,37 @@ struct Fixture {
 
 // Collects one request's events; wait() blocks until Finished or Failed.
 struct Collector {
-  std::mutex m;
-  std::condition_variable cv;
+  // What the engine thread touches when it signals an event. Shared with the callback, so a
+  // signal that comes after wait() has returned (the engine calls the callback just after
+  // pushing the Finished event) never touches a Collector the test has already destroyed.
+  struct Signal {
+    std::mutex m;
+    std::condition_variable cv;
+    void notify() {
+      // Under the mutex: otherwise an event pushed between wait()'s look at the events and
+      // its sleep wakes nobody, and wait() sleeps until its hang guard (a lost wake-up; CI
+      // once failed here "after 61 s").
+      std::lock_guard<std::mutex> lock(m);
+      cv.notify_all();
+    }
+  };
+  std::shared_ptr<Signal> signal = std::make_shared<Signal>();
   std::shared_ptr<RequestHandle> handle;
   std::string text;
   RequestEvent end;
   bool done = false;
   int n_text_events = 0;
 
+  // Called on the engine thread after each event.
   std::function<void()> callback() {
-    return [this] { cv.notify_all(); };
+    return [s = signal] { s->notify(); };
   }
   // Returns false when no Finished or Failed event came within `guard` (a hang guard, see
   // kHangGuard), after adding a message to the failing check that follows: how long it
   // waited and what the request had produced so far.
   bool wait(std::chrono::milliseconds guard = kHangGuard) {
     const auto deadline = std::chrono::steady_clock::now() + guard;
-    std::unique_lock<std::mutex> lock(m);
+    std::unique_lock<std::mutex> lock(signal->m);
     for (;;) {
       for (RequestEvent& ev : handle->take_events()) {
         if (ev.kind == RequestEvent::Kind::Text) {
@@ -67,7 +82,8 @@ struct Collector {
         }
       }
       if (done) return true;
-      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && std::chrono::steady_clock::now() >= deadline) {
+      if (signal->cv.wait_until(lock, deadline) == std::cv_status::timeout &&
+          std::chrono::steady_clock::now() >= deadline) {
         UNSCOPED_INFO("hang guard: the request did not finish or fail within "
                       << std::chrono::duration_cast<std::chrono::seconds>(guard).count() << " s; it had sent "
                       << n_text_events << " text events so far (" << text.size() << " bytes: \"" << text << "\")");

@@ -73,7 +73,7 @@ TEST_CASE("a cancelled request ends with cancelled and gives its KV blocks back"
   int n_events = 0;
   bool cancelled = false;
   auto on_event = [&] {
-    running.cv.notify_all();
+    running.signal->notify();
     std::unique_lock<std::mutex> lock(gate_m);
     if (++n_events == 5) gate_cv.notify_all();
     gate_cv.wait(lock, [&] { return cancelled || n_events < 5; });
@@ -102,6 +102,9 @@ TEST_CASE("a cancelled request ends with cancelled and gives its KV blocks back"
   CHECK(st.running == 0);
   CHECK(st.kv_blocks_used == 0);
   CHECK(st.cancelled_total == 1);
+  // The engine thread may still be in on_event for the Finished event, which uses the
+  // locals above: stop it before they go.
+  sched.reset();
 }
 
 TEST_CASE("the wait queue is bounded and stop_accepting refuses new requests") {
