@@ -30,10 +30,15 @@
 #include "engine/model/context.h"
 #include "engine/model/model.h"
 #include "test_util.h"
+#include "tests/model/logit_compare.h"
 
 using hearth::InferenceContext;
 using hearth::Model;
 using json = nlohmann::json;
+using hearth::test::argmax;
+using hearth::test::eval_ok;
+using hearth::test::logit_error;
+using hearth::test::LogitError;
 using Ids = std::vector<int32_t>;
 
 namespace {
@@ -134,39 +139,6 @@ std::unique_ptr<InferenceContext> new_context(const Loaded& m) {
   auto ctx = InferenceContext::create(*m.model, *m.backend, o);
   REQUIRE(ctx.ok());
   return std::move(*ctx);
-}
-
-void eval_ok(InferenceContext& ctx, const Ids& tokens, bool all_logits = false) {
-  auto s = ctx.eval(tokens, all_logits);
-  INFO((s.ok() ? std::string() : s.error().message));
-  REQUIRE(s.ok());
-}
-
-int32_t argmax(std::span<const float> row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
-
-struct LogitError {
-  double max_std;  // max |ours - llama.cpp| over the stored entries / llama.cpp's std
-  double rms_std;  // root mean square of the difference over the every-97th sample / std
-};
-
-LogitError logit_error(const json& ref, std::span<const float> ours) {
-  const json& l = ref["last_logits"];
-  const double sd = l["std"].get<double>();
-  double max_diff = 0, sum_sq = 0;
-  const auto& top_ids = l["top_ids"];
-  const auto& top_values = l["top_values"];
-  for (size_t i = 0; i < top_ids.size(); ++i)
-    max_diff = std::max(max_diff, std::abs(ours[top_ids[i].get<int>()] - top_values[i].get<double>()));
-  const int stride = l["stride"].get<int>();
-  const auto& sv = l["stride_values"];
-  for (size_t i = 0; i < sv.size(); ++i) {
-    const double d = ours[i * stride] - sv[i].get<double>();
-    max_diff = std::max(max_diff, std::abs(d));
-    sum_sq += d * d;
-  }
-  return {max_diff / sd, std::sqrt(sum_sq / static_cast<double>(sv.size())) / sd};
 }
 
 std::vector<float> last_logits(const Loaded& m, const Ids& tokens) {
