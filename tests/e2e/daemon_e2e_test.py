@@ -114,21 +114,31 @@ def check_sigterm_during_streams(d):
         results[i] = list(sse_events(r))
         c.close()
 
-    generated_before = metric(d.metrics(), "hearth_generated_tokens_total")
-    threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    # SIGTERM once both streams run and have produced tokens (counters are cumulative).
+    # SIGTERM once both streams run and have produced tokens (counters are cumulative). On a
+    # loaded machine this poller can be descheduled until both streams have ended; then that
+    # round proves nothing about SIGTERM and is run again.
     deadline = time.monotonic() + HANG_GUARD_S
-    while time.monotonic() < deadline:
-        m = d.metrics()
-        if metric(m, "hearth_running_sequences") == 2 and \
-                metric(m, "hearth_generated_tokens_total") >= generated_before + 4:
+    while True:
+        generated_before = metric(d.metrics(), "hearth_generated_tokens_total")
+        threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        caught = False
+        while time.monotonic() < deadline and any(t.is_alive() for t in threads):
+            m = d.metrics()
+            if metric(m, "hearth_running_sequences") == 2 and \
+                    metric(m, "hearth_generated_tokens_total") >= generated_before + 4:
+                caught = True
+                break
+            time.sleep(0.01)
+        if caught:
             break
-        time.sleep(0.01)
-    else:
-        raise AssertionError("hang guard: the two streams were not both running within %d s: %r"
-                             % (HANG_GUARD_S, d.metrics()))
+        for t in threads:
+            t.join(HANG_GUARD_S)
+        if time.monotonic() >= deadline:
+            raise AssertionError("hang guard: the two streams were not both running within %d s: %r"
+                                 % (HANG_GUARD_S, d.metrics()))
+        print("both streams ended before the poll saw them running; again")
     d.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(HANG_GUARD_S)
