@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "daemon/devices.h"
+#include "engine/model/catalog.h"
 #include "engine/model/model_path.h"
 
 namespace hearth::daemon {
@@ -38,6 +39,9 @@ Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string
   e.tokenizer = std::move(*tok);
 
   e.info.id = model_id_from_path(*path);
+  const std::string file_name = std::filesystem::path(*path).filename().string();
+  for (const CatalogModel& m : catalog())
+    if (m.file == file_name) e.info.aliases.push_back(m.name);
   e.info.path = *path;
   e.info.arch = e.model->config().arch;
   e.info.backend = e.backend->info().kind;

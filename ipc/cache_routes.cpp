@@ -138,7 +138,7 @@ RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
       model = it->get<std::string>();
     }
   }
-  if (model && *model != engine.model.id) return error_response(unknown_model(*model));
+  if (model && !engine.model.answers_to(*model)) return error_response(unknown_model(*model));
   const bool all_models = !model.has_value();
   EngineCall call;
   call.engine = ctx.engine;
@@ -172,7 +172,8 @@ RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
   for (const char* key : {"model", "messages", "prompt"}) {
     if (present(key)) fields[key] = j[key];
   }
-  std::variant<OpenAiRequest, ApiError> parsed = parse_openai_request(endpoint, fields, engine.model.id);
+  std::variant<OpenAiRequest, ApiError> parsed =
+      parse_openai_request(endpoint, fields, engine.model.id, engine.model.aliases);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
   int32_t n_ctx = engine.scheduler->options().n_ctx;
   if (engine.model.n_ctx > 0) n_ctx = std::min(n_ctx, engine.model.n_ctx);

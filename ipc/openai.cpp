@@ -1,5 +1,6 @@
 #include "ipc/openai.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -330,7 +331,8 @@ std::optional<ApiError> parse_json(std::string_view body, json* out) {
 }
 
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const json& body,
-                                                           const std::string& model_id) {
+                                                           const std::string& model_id,
+                                                           const std::vector<std::string>& aliases) {
   OpenAiRequest req;
   req.endpoint = endpoint;
   // OpenAI's defaults, not llama.cpp's: no top-k or min-p unless the client asks.
@@ -343,7 +345,8 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
   if (const json* model = r.get("model")) {
     if (!model->is_string()) {
       r.fail_type("model", "a string", *model);
-    } else if (model->get<std::string>() != model_id) {
+    } else if (const std::string& name = model->get_ref<const std::string&>();
+               name != model_id && std::find(aliases.begin(), aliases.end(), name) == aliases.end()) {
       return not_found(
           "The model '" + model->get<std::string>() + "' does not exist; this server has '" + model_id + "'",
           "model_not_found");

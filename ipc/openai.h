@@ -42,9 +42,11 @@ struct OpenAiRequest {
 std::optional<ApiError> parse_json(std::string_view body, nlohmann::json* out);
 
 // Validates types and ranges of every field hearth reads; unknown fields are ignored and
-// null counts as absent. `model`, when present, must equal model_id (else 404).
+// null counts as absent. `model`, when present, must be model_id or one of its aliases
+// (else 404).
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const nlohmann::json& body,
-                                                           const std::string& model_id);
+                                                           const std::string& model_id,
+                                                           const std::vector<std::string>& aliases = {});
 
 // Renders the chat (family's template) or tokenizes the prompt (BOS added, special-token
 // text kept literal) and checks the prompt fits: 1 .. n_ctx - 1 tokens, else 400 with

@@ -86,7 +86,8 @@ json model_object(const ModelInfo& m) {
                {{"arch", m.arch},
                 {"backend", m.backend},
                 {"n_ctx", m.n_ctx},
-                {"chat_template", chat_family_name(m.chat_template.family)}}}};
+                {"chat_template", chat_family_name(m.chat_template.family)},
+                {"aliases", m.aliases}}}};
 }
 
 HttpResponse health(const RouteContext& ctx) {
@@ -168,7 +169,8 @@ RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::st
   const EngineRef& engine = *ctx.engine;
   json j;
   if (auto e = parse_json(body, &j)) return error_response(*e);
-  std::variant<OpenAiRequest, ApiError> parsed = parse_openai_request(endpoint, j, engine.model.id);
+  std::variant<OpenAiRequest, ApiError> parsed =
+      parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
   int32_t n_ctx = engine.scheduler->options().n_ctx;
@@ -266,7 +268,7 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
       return json_response(200, json{{"object", "list"}, {"data", json::array({model_object(engine.model)})}});
     case Route::Model: {
       const std::string_view id = path.substr(11);
-      if (id != engine.model.id) {
+      if (!engine.model.answers_to(id)) {
         return error_response(not_found("The model '" + std::string(id) + "' does not exist", "model_not_found"));
       }
       return json_response(200, model_object(engine.model));

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "engine/tokenizer/chat_template.h"
@@ -24,21 +26,30 @@ namespace hearth::ipc {
 
 // What /v1/models and the responses' "model" field report.
 struct ModelInfo {
-  std::string id;         // the file name without ".gguf"
-  std::string path;       // the weights file
-  std::string arch;       // general.architecture
-  std::string backend;    // "cpu", "vulkan", "cuda"
-  int32_t n_ctx = 0;      // tokens per sequence
-  int64_t created = 0;    // unix seconds (the file's mtime)
+  std::string id;                                 // the file name without ".gguf"
+  std::vector<std::string> aliases;               // catalog names of this file ("qwen2.5-coder:0.5b")
+  std::string path;                               // the weights file
+  std::string arch;                               // general.architecture
+  std::string backend;                            // "cpu", "vulkan", "cuda"
+  int32_t n_ctx = 0;                              // tokens per sequence
+  int64_t created = 0;                            // unix seconds (the file's mtime)
   ChatTemplate chat_template{ChatFamily::Gemma};  // how /v1/chat/completions renders messages
+
+  // Whether a request's "model" (or /v1/models/<name>) names this model: its id or an alias.
+  bool answers_to(std::string_view name) const {
+    if (name == id) return true;
+    for (const std::string& a : aliases)
+      if (name == a) return true;
+    return false;
+  }
 };
 
 struct ServerOptions {
   size_t body_limit_bytes = 8u << 20;                    // larger bodies: 413
-  std::chrono::milliseconds header_timeout{10'000};      // request line + headers must arrive within this
-  std::chrono::milliseconds body_timeout{60'000};        // the body, after the headers
-  std::chrono::milliseconds idle_timeout{120'000};       // keep-alive: between requests
-  size_t max_connections = 256;                          // more are accepted and closed at once
+  std::chrono::milliseconds header_timeout{10'000};  // request line + headers must arrive within this
+  std::chrono::milliseconds body_timeout{60'000};    // the body, after the headers
+  std::chrono::milliseconds idle_timeout{120'000};   // keep-alive: between requests
+  size_t max_connections = 256;                      // more are accepted and closed at once
   int io_threads = 1;
 };
 

@@ -10,9 +10,11 @@ import json
 from hearthd_process import Hearthd, default_chat_model_or_skip
 
 
-def ask(d, messages, max_tokens=96):
-    status, body = d.post_json("/v1/chat/completions",
-                               {"messages": messages, "temperature": 0, "max_tokens": max_tokens})
+def ask(d, messages, max_tokens=96, model=None):
+    request = {"messages": messages, "temperature": 0, "max_tokens": max_tokens}
+    if model is not None:
+        request["model"] = model
+    status, body = d.post_json("/v1/chat/completions", request)
     assert status == 200, body
     choice = body["choices"][0]
     return choice["message"]["content"], choice["finish_reason"], body
@@ -32,6 +34,10 @@ def main():
         assert [m["id"] for m in listed] == ["qwen2.5-coder-0.5b-instruct-q4_k_m"], listed
         assert listed[0]["meta"]["chat_template"] == "chatml", listed
         assert listed[0]["meta"]["arch"] == "qwen2", listed
+        # The catalog name a user passes to --model names it in requests too.
+        assert listed[0]["meta"]["aliases"] == ["qwen2.5-coder:0.5b"], listed
+        status, raw = d.request("GET", "/v1/models/qwen2.5-coder:0.5b")
+        assert status == 200 and json.loads(raw)["id"] == listed[0]["id"], (status, raw)
 
         turn1 = [{"role": "user", "content": "What is the capital of France?"}]
         answer, finish, body = ask(d, turn1)
@@ -44,7 +50,7 @@ def main():
 
         turn2 = turn1 + [{"role": "assistant", "content": answer},
                          {"role": "user", "content": "And the capital of Germany?"}]
-        answer2, finish2, _ = ask(d, turn2)
+        answer2, finish2, _ = ask(d, turn2, model="qwen2.5-coder:0.5b")
         print("answer 2: %r (%s)" % (answer2, finish2))
         assert "Berlin" in answer2, answer2
     except BaseException:

@@ -54,6 +54,19 @@ TEST_CASE("Absent fields take OpenAI's defaults and null counts as absent") {
   REQUIRE(r.stop.empty());
 }
 
+TEST_CASE("A request names the model by its id or an alias; any other name is 404") {
+  const std::vector<std::string> aliases{"qwen2.5-coder:0.5b"};
+  for (const char* name : {"m", "qwen2.5-coder:0.5b"}) {
+    INFO(name);
+    nlohmann::json body{{"prompt", "x"}, {"model", name}};
+    REQUIRE(std::holds_alternative<OpenAiRequest>(parse_openai_request(Endpoint::Completions, body, "m", aliases)));
+  }
+  nlohmann::json other{{"prompt", "x"}, {"model", "qwen2.5-coder:1.5b"}};
+  auto parsed = parse_openai_request(Endpoint::Completions, other, "m", aliases);
+  REQUIRE(std::holds_alternative<ApiError>(parsed));
+  REQUIRE(std::get<ApiError>(parsed).status == 404);
+}
+
 TEST_CASE("Text parts are kept as parts and joined with newlines for string templates") {
   nlohmann::json body = nlohmann::json::parse(
       R"({"messages":[{"role":"user","content":[{"type":"text","text":""},{"type":"text","text":"a"},
