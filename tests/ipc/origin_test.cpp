@@ -101,7 +101,7 @@ TEST_CASE("On TCP an allowed Origin gets CORS headers and its preflight is answe
   CHECK(plain.header("access-control-allow-origin").empty());
 }
 
-TEST_CASE("On TCP a POST body that is not application/json gets 415; the Unix socket keeps its rules",
+TEST_CASE("On TCP a POST body that is not application/json gets 415, and the Unix socket keeps its rules",
           "[ipc][origin]") {
   TcpServer t;
   for (const std::string& type : {std::string("Content-Type: text/plain\r\n"),
