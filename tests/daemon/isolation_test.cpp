@@ -166,22 +166,30 @@ TEST_CASE("Another user's prompt prefix is never served from the cache; the same
   const int alice_again = d.cached(kAlice, northwind);
   CHECK(alice_again >= bob.at("prompt_tokens").get<int>() - 16);
 
-  // Each sees only their own entries; root sees everyone's, per uid.
-  const json a = d.stats_as(kAlice);
+  // Each sees only their own entries; root sees everyone's, per uid. (The gauges are
+  // published by the engine thread after a response is sent: wait for them to settle.)
+  json a, all;
+  auto views_agree = [&] {
+    a = d.stats_as(kAlice);
+    all = d.stats_as_root();
+    int64_t owners_tokens = 0, alice_tokens = -1;
+    for (const json& o : all.at("owners")) {
+      owners_tokens += o.at("memory_tokens").get<int64_t>();
+      if (o.at("uid") == kAlice.uid) alice_tokens = o.at("memory_tokens").get<int64_t>();
+    }
+    return alice_tokens == a.at("memory").at("tokens").get<int64_t>() &&
+           owners_tokens == all.at("memory").at("tokens").get<int64_t>() && d.stats_as(kAlice) == a;
+  };
+  CHECK(wait_until(views_agree));
+  INFO(a.dump() << "\n" << all.dump());
   CHECK(a.at("caller").at("uid") == kAlice.uid);
   CHECK(a.at("caller").at("admin") == false);
   CHECK_FALSE(a.contains("owners"));
-  const json all = d.stats_as_root();
   CHECK(all.at("caller").at("admin") == true);
-  int64_t owners_tokens = 0;
   std::set<uint32_t> uids;
-  for (const json& o : all.at("owners")) {
-    uids.insert(o.at("uid").get<uint32_t>());
-    owners_tokens += o.at("memory_tokens").get<int64_t>();
-    if (o.at("uid") == kAlice.uid) CHECK(o.at("memory_tokens") == a.at("memory").at("tokens"));
-  }
+  for (const json& o : all.at("owners")) uids.insert(o.at("uid").get<uint32_t>());
   CHECK(uids == std::set<uint32_t>{kAlice.uid, kBob.uid});
-  CHECK(owners_tokens == all.at("memory").at("tokens").get<int64_t>());
+  CHECK(a.at("memory").at("tokens").get<int64_t>() > 0);
   CHECK(a.at("memory").at("tokens").get<int64_t>() < all.at("memory").at("tokens").get<int64_t>());
   // The debug log names the uid, never the prompt.
   CHECK(read_file(d.log).find("uid 40001") != std::string::npos);
@@ -282,13 +290,16 @@ TEST_CASE("After a restart the disk tier serves a prefix only within its scope, 
   const json again = d.usage(kAlice, prompt);
   CHECK(again.at("prompt_tokens_details").at("cached_tokens").get<int>() > 0);
   CHECK(d.cached(kAlice, salted) > 0);
-  bool alice_on_disk = false;
-  const json root_view = d.stats_as_root();
+  json root_view;
+  auto alice_on_disk = [&] {
+    root_view = d.stats_as_root();
+    for (const json& o : root_view.at("owners")) {
+      if (o.at("uid") == kAlice.uid) return o.at("disk_entries").get<int>() > 0;
+    }
+    return false;
+  };
+  CHECK(wait_until(alice_on_disk));  // the index remembers the owner across the restart
   INFO(root_view.dump());
-  for (const json& o : root_view.at("owners")) {
-    if (o.at("uid") == kAlice.uid) alice_on_disk = o.at("disk_entries").get<int>() > 0;
-  }
-  CHECK(alice_on_disk);  // the index remembers the owner across the restart
 
   // At rest: the folder is the daemon's alone, and so is every file in it.
   struct stat st{};
