@@ -34,6 +34,22 @@ struct Spec {
 };
 
 const std::string& str(const Value& v) { return std::get<std::string>(v); }
+
+// "a, b,,c" -> {"a", "b", "c"}: items trimmed, empty ones dropped.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
 int32_t i32(const Value& v) { return static_cast<int32_t>(std::get<int64_t>(v)); }
 
 const std::vector<Spec>& specs() {
@@ -80,6 +96,14 @@ const std::vector<Spec>& specs() {
        0, 0, {}, [](C& c, const Value& v) { c.listen_tcp = str(v); }},
       {"allow-remote", Kind::Flag, "allow a non-loopback --listen-tcp address",
        0, 0, {}, [](C& c, const Value& v) { c.allow_remote = std::get<bool>(v); }},
+      {"cache-scope", Kind::Choice,
+       "whose requests share prompt-cache entries: each user's own (default), a group's (the client's primary "
+       "group), or everyone's (shared: only for a single-user kiosk)",
+       0, 0, {"user", "group", "shared"}, [](C& c, const Value& v) { c.cache_scope = str(v); }},
+      {"allowed-origins", Kind::String,
+       "comma-separated browser origins (http://host:port) the TCP listener serves, with CORS headers; "
+       "requests from any other Origin get 403 (default: none)",
+       0, 0, {}, [](C& c, const Value& v) { c.allowed_origins = split_list(str(v)); }},
       {"log-level", Kind::Choice, "log level (default info)",
        0, 0, {"debug", "info", "warn", "error"}, [](C& c, const Value& v) { parse_log_level(str(v), &c.log_level); }},
       {"shutdown-grace", Kind::Int, "seconds in-flight requests get to finish after SIGTERM (default 30)",

@@ -48,6 +48,8 @@ struct DaemonConfig {
   bool no_disk_cache = false;
   std::string listen_tcp;     // "HOST:PORT"; "" = no TCP listener
   bool allow_remote = false;  // allow a non-loopback --listen-tcp host
+  std::string cache_scope = "user";          // whose prompts share cache entries: "user", "group", "shared"
+  std::vector<std::string> allowed_origins;  // browser origins the TCP listener serves (CORS); none by default
   LogLevel log_level = LogLevel::Info;
   int32_t shutdown_grace_s = 30;  // seconds in-flight requests get after SIGTERM
   DType kv_type = DType::F16;

@@ -186,13 +186,26 @@ sigset_t shutdown_signals() {
   return set;
 }
 
+// The server side of the configuration: cache scopes and browser origins.
+static ipc::ServerOptions server_options(const DaemonConfig& cfg) {
+  ipc::ServerOptions o;
+  o.cache_scope = cfg.cache_scope == "group"    ? ipc::CacheScopeMode::Group
+                  : cfg.cache_scope == "shared" ? ipc::CacheScopeMode::Shared
+                                                : ipc::CacheScopeMode::User;
+  o.allowed_origins = cfg.allowed_origins;
+  if (o.cache_scope == ipc::CacheScopeMode::Shared) {
+    LOG_WARN("prompt cache: cache_scope = shared: every client can tell from cached_tokens what others' prompts begin with");
+  }
+  return o;
+}
+
 int run_daemon(const DaemonConfig& cfg) {
   const sigset_t signals = shutdown_signals();
   Liveness liveness;
   Watchdog watchdog;
   watchdog.start([&liveness] { return liveness.alive(); });
 
-  ipc::Server server(ipc::ServerOptions{});
+  ipc::Server server(server_options(cfg));
   if (Status st = open_listeners(cfg, server); !st) {
     LOG_ERROR(st.error().message);
     notify_status("failed: " + st.error().message);

@@ -1,6 +1,7 @@
 #include "ipc/cache_routes.h"
 
 #include <algorithm>
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "engine/scheduler/scheduler.h"
@@ -76,9 +77,7 @@ std::variant<std::vector<int32_t>, ApiError> warm_tokens(const EngineRef& engine
   return tokens;
 }
 
-}  // namespace
-
-json cache_stats_json(const CacheStats& s, const std::string& model_id) {
+json stats_body(const CacheStats& s, const std::string& model_id) {
   const storage::StoreStats& d = s.disk;
   return json{{"model", model_id},
               {"fingerprint", s.model_fingerprint},
@@ -118,9 +117,50 @@ json cache_stats_json(const CacheStats& s, const std::string& model_id) {
               {"prefilled_tokens", s.prefilled_tokens}};
 }
 
+json owner_json(uint32_t uid, const OwnerCacheUsage& o) {
+  return json{{"uid", uid},
+              {"memory_blocks", o.memory_blocks},
+              {"memory_tokens", o.memory_tokens},
+              {"memory_bytes", o.memory_bytes},
+              {"disk_entries", o.disk_entries},
+              {"disk_bytes", o.disk_bytes}};
+}
+
+}  // namespace
+
+json cache_stats_json(const CacheStats& totals, const std::string& model_id, const PeerIdentity& peer,
+                      CacheScopeMode mode) {
+  const bool admin = is_cache_admin(peer);
+  const uint32_t uid = cache_owner(peer);
+  CacheStats s = totals;
+  storage::StoreStats& d = s.disk;
+  if (!admin) {
+    // Only the caller's own entries: another user's prompts are not even counted.
+    const auto it = s.owners.find(uid);
+    const OwnerCacheUsage own = it == s.owners.end() ? OwnerCacheUsage{} : it->second;
+    s.memory_blocks = own.memory_blocks;
+    s.memory_tokens = own.memory_tokens;
+    s.memory_bytes = own.memory_bytes;
+    d.entries = d.model_entries = own.disk_entries;
+    d.bytes = d.model_bytes = own.disk_bytes;
+  }
+  json caller{{"uid", uid}, {"scope", scope_mode_name(mode)}, {"admin", admin}};
+  if (peer.tcp) caller["uid"] = "tcp";
+  json body = stats_body(s, model_id);
+  body["caller"] = caller;
+  if (admin) {
+    json owners = json::array();
+    for (const auto& [owner, o] : s.owners) owners.push_back(owner_json(owner, o));
+    body["owners"] = owners;
+  }
+  return body;
+}
+
+
 HttpResponse cache_stats_response(const RouteContext& ctx) {
   const EngineRef& engine = *ctx.engine;
-  return json_response(200, cache_stats_json(engine.scheduler->cache_stats(), engine.model.id));
+  return json_response(200,
+                       cache_stats_json(engine.scheduler->cache_stats(), engine.model.id, ctx.peer, ctx.scope_mode));
 }
 
 RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
@@ -140,14 +180,30 @@ RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
   }
   if (model && !engine.model.answers_to(*model)) return error_response(unknown_model(*model));
   const bool all_models = !model.has_value();
+  // Whose entries: the caller's own; an admin's choice of one uid, or everyone's.
+  const bool admin = is_cache_admin(ctx.peer);
+  std::optional<uint32_t> owner;
+  if (!admin) owner = cache_owner(ctx.peer);
+  if (std::optional<std::string> uid = query_param(request.target, "uid")) {
+    uint32_t n = 0;
+    const auto [end, ec] = std::from_chars(uid->data(), uid->data() + uid->size(), n);
+    if (uid->empty() || ec != std::errc() || end != uid->data() + uid->size()) {
+      return error_response(bad_request("'uid' must be a user id (a non-negative integer)", "uid"));
+    }
+    if (!admin && n != *owner) {
+      return error_response(forbidden("only root or the daemon's own user may clear another user's cache entries"));
+    }
+    owner = n;
+  }
   EngineCall call;
   call.engine = ctx.engine;
-  call.run = [engine = ctx.engine, all_models] {
-    if (Status s = engine->scheduler->clear_cache(all_models); !s.ok()) {
+  call.run = [engine = ctx.engine, all_models, owner, peer = ctx.peer, mode = ctx.scope_mode] {
+    if (Status s = engine->scheduler->clear_cache(all_models, owner); !s.ok()) {
       return error_response(internal_error("clearing the prompt cache failed: " + s.error().message));
     }
-    json body = cache_stats_json(engine->scheduler->cache_stats(), engine->model.id);
+    json body = cache_stats_json(engine->scheduler->cache_stats(), engine->model.id, peer, mode);
     body["cleared"] = all_models ? "all" : "model";
+    body["cleared_uid"] = owner ? json(*owner) : json("all");
     return json_response(200, body);
   };
   return call;
@@ -169,7 +225,7 @@ RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
   // Only the fields warming reads are validated; sampling and streaming options mean nothing here.
   const Endpoint endpoint = has_messages ? Endpoint::Chat : Endpoint::Completions;
   json fields = json::object();
-  for (const char* key : {"model", "messages", "prompt"}) {
+  for (const char* key : {"model", "messages", "prompt", "cache_salt"}) {
     if (present(key)) fields[key] = j[key];
   }
   std::variant<OpenAiRequest, ApiError> parsed =
@@ -186,6 +242,7 @@ RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
   job.warm = true;
   job.request.prompt = std::move(std::get<std::vector<int32_t>>(tokens));
   job.request.warm = true;
+  job.request.scope = cache_scope(ctx.peer, ctx.scope_mode, std::get<OpenAiRequest>(parsed).cache_salt);
   // A warm request generates nothing; should an engine ignore `warm`, it stops after one
   // greedy token.
   job.request.max_tokens = 1;

@@ -1,7 +1,10 @@
 // The prompt cache's routes (docs/protocol.md, "Prompt cache"):
-//   GET    /api/cache        what both tiers hold and how often they served a prompt
-//   DELETE /api/cache        forget every model's cached prefixes; ?model=ID (or a JSON body
-//                            {"model": ID}) only the loaded model's
+//   GET    /api/cache        what both tiers hold and how often they served a prompt: the
+//                            caller's own entries (root and the daemon's user: everyone's,
+//                            with per-uid totals)
+//   DELETE /api/cache        forget the caller's cached prefixes, of every model; ?model=ID
+//                            (or a JSON body {"model": ID}) only the loaded model's; root and
+//                            the daemon's user forget everyone's, or ?uid=N only that uid's
 //   POST   /api/cache/warm   prefill a prompt ({"prompt"}) or a chat prefix ({"messages"})
 //                            and persist it, generating nothing
 // Request -> response without I/O, like routes.h: clearing comes back as an EngineCall
@@ -29,8 +32,11 @@ HttpResponse cache_stats_response(const RouteContext& ctx);
 RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request);
 RouteResult cache_warm(const RouteContext& ctx, const std::string& body);
 
-// The body of GET /api/cache (and of DELETE's answer, after "cleared").
-nlohmann::json cache_stats_json(const CacheStats& stats, const std::string& model_id);
+// The body of GET /api/cache (and of DELETE's answer, after "cleared"), as `peer` may see
+// it: an admin (is_cache_admin) gets the totals and "owners" (per uid); anyone else gets
+// the entries, tokens and bytes of their own uid in place of the totals.
+nlohmann::json cache_stats_json(const CacheStats& stats, const std::string& model_id, const PeerIdentity& peer,
+                                CacheScopeMode mode);
 
 // The answer to a warm request once its Finished event arrived: 200 with
 // {"object": "cache.warm", "model", "tokens", "cached_tokens": {"memory", "disk"},

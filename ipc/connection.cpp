@@ -15,10 +15,12 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "common/log.h"
 #include "engine/scheduler/scheduler.h"
 #include "ipc/cache_routes.h"
+#include "ipc/identity.h"
 #include "ipc/openai.h"
 
 namespace hearth::ipc {
@@ -66,7 +68,13 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         stream_(std::move(socket)),
         wake_(stream_.get_executor()),
         check_host_(check_host),
-        accepted_(std::chrono::steady_clock::now()) {}
+        accepted_(std::chrono::steady_clock::now()) {
+    if constexpr (std::is_same_v<Protocol, net::ip::tcp>) {
+      peer_ = tcp_peer();
+    } else {
+      peer_ = unix_peer(stream_.socket().native_handle());
+    }
+  }
 
   ~Connection() {
     disarm_waker();
@@ -171,12 +179,22 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       request.method = std::string(msg.method_string());
       request.target = std::string(msg.target());
       request.host = std::string(msg[http::field::host]);
+      if (msg.find(http::field::origin) != msg.end()) request.origin = std::string(msg[http::field::origin]);
+      request.content_type = std::string(msg[http::field::content_type]);
       request.body = std::move(msg.body());
+      // A browser's allowed origin gets CORS headers on whatever is answered.
+      cors_.clear();
+      if (peer_.tcp && request.origin && origin_allowed(*request.origin, opt.allowed_origins)) {
+        cors_ = cors_headers(*request.origin);
+      }
 
       RouteContext ctx;
       ctx.engine = state_.engine();
       ctx.accepting = state_.accepting.load();
       ctx.check_host = check_host_;
+      ctx.peer = peer_;
+      ctx.scope_mode = opt.cache_scope;
+      ctx.allowed_origins = &opt.allowed_origins;
       ctx.counters = &state_.responses;
       ctx.open_connections = state_.open_connections.load();
       RouteResult result = route(request, ctx);
@@ -220,6 +238,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     res.set(http::field::server, kServerName);
     res.set(http::field::content_type, r.content_type);
     if (!r.allow.empty()) res.set(http::field::allow, r.allow);
+    for (const auto& [name, value] : r.headers.empty() ? cors_ : r.headers) res.set(name, value);
     res.keep_alive(keep_alive);
     res.body() = r.body;
     res.prepare_payload();
@@ -236,6 +255,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     res.set(http::field::server, kServerName);
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
+    for (const auto& [name, value] : cors_) res.set(name, value);
     res.keep_alive(keep_alive);
     if (chunked) res.chunked(true);
     http::response_serializer<http::empty_body> sr{res};
@@ -331,6 +351,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   // connection may serve another request.
   net::awaitable<bool> run_generation(GenerationJob job, unsigned version, bool keep_alive) {
     if (job.warm) job.stream = false;
+    LOG_DEBUG("ipc: " + job.meta.id + " from " + peer_name(peer_) + (job.warm ? " (warm)" : ""));
     auto on_event = arm_waker();  // on the engine thread: posts, never blocks
     Submitted submitted = job.engine->scheduler->submit(std::move(job.request), std::move(on_event));
     if (submitted.status != SubmitStatus::Accepted) {
@@ -488,6 +509,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   beast::flat_buffer buffer_;
   net::steady_timer wake_;  // a generation waits on it; engine events and hang-ups cancel it
   const bool check_host_;
+  PeerIdentity peer_;                      // who is connected (SO_PEERCRED), or the TCP identity
+  std::vector<std::pair<std::string, std::string>> cors_;  // CORS headers for the current request
   const std::chrono::steady_clock::time_point accepted_;
   uint64_t id_ = 0;
   std::shared_ptr<RequestHandle> handle_;  // the generation running now, if any

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "ipc/identity.h"
 
 namespace hearth::ipc {
 
@@ -396,6 +397,15 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
     }
   }
   read_stop(r, &req.stop);
+  if (const json* salt = r.get("cache_salt")) {
+    if (!salt->is_string()) {
+      r.fail_type("cache_salt", "a string", *salt);
+    } else if (std::optional<std::string> why = cache_salt_error(salt->get<std::string>())) {
+      r.fail(bad_request(*why, "cache_salt"));
+    } else {
+      req.cache_salt = salt->get<std::string>();
+    }
+  }
   if (r.integer("n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v) && v != 1) {
     r.fail(bad_request("only n = 1 is supported", "n", "unsupported_value"));
   }

@@ -35,6 +35,8 @@ struct OpenAiRequest {
   int32_t max_tokens = -1;
   SamplingParams sampling;
   std::vector<std::string> stop;  // at most 4, empty strings dropped
+  // Narrows the request's prompt-cache scope (vLLM's name): 1..256 printable ASCII bytes.
+  std::optional<std::string> cache_salt;
 };
 
 // Parses body as a JSON object. Errors (400, code "invalid_json"): not JSON, invalid

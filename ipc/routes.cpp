@@ -183,7 +183,46 @@ RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::st
   job.meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
   job.stream = req.stream;
   job.request = std::move(std::get<GenerationRequest>(gen));
+  job.request.scope = cache_scope(ctx.peer, ctx.scope_mode, req.cache_salt);
   return job;
+}
+
+// The media type of a Content-Type value, lower-cased, without parameters.
+std::string media_type(std::string_view content_type) {
+  std::string t(content_type.substr(0, content_type.find(';')));
+  t.erase(0, t.find_first_not_of(" \t"));
+  t.erase(t.find_last_not_of(" \t") + 1);
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  return t;
+}
+
+// What the TCP listener answers before routing (see route()); nullopt: go on.
+std::optional<HttpResponse> browser_gate(const HttpRequest& request, const RouteContext& ctx) {
+  static const std::vector<std::string> kNone;
+  const std::vector<std::string>& allowed = ctx.allowed_origins ? *ctx.allowed_origins : kNone;
+  if (request.origin && !origin_allowed(*request.origin, allowed)) {
+    return error_response(forbidden("Origin '" + *request.origin +
+                                    "' is not allowed: hearth answers web pages only from the origins listed in "
+                                    "allowed_origins (empty by default)"));
+  }
+  if (request.method == "OPTIONS" && request.origin) {
+    HttpResponse r;
+    r.status = 204;
+    r.content_type = "text/plain";
+    r.headers = cors_headers(*request.origin);
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    r.headers.emplace_back("Access-Control-Allow-Headers", "Content-Type, Authorization");
+    r.headers.emplace_back("Access-Control-Max-Age", "600");
+    return r;
+  }
+  if (request.method == "POST" && media_type(request.content_type) != "application/json") {
+    ApiError e = bad_request("POST bodies must be sent with Content-Type: application/json (got '" +
+                                 request.content_type + "')",
+                             "", "unsupported_media_type");
+    e.status = 415;
+    return error_response(e);
+  }
+  return std::nullopt;
 }
 
 bool all_digits(std::string_view s) {
@@ -236,10 +275,17 @@ bool is_loopback_host(std::string_view host) {
   return (ntohl(a4.s_addr) >> 24) == 127;
 }
 
+std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin) {
+  return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
+}
+
 RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
   if (ctx.check_host && !is_loopback_host(request.host)) {
     return error_response(forbidden("Host '" + request.host +
                                     "' is not a loopback name or address; this listener serves local clients only"));
+  }
+  if (ctx.peer.tcp) {
+    if (std::optional<HttpResponse> r = browser_gate(request, ctx)) return *r;
   }
   std::string_view path = request.target;
   if (size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);

@@ -6,12 +6,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "engine/scheduler/request.h"
 #include "ipc/errors.h"
+#include "ipc/identity.h"
 #include "ipc/openai.h"
 #include "ipc/server.h"
 
@@ -36,6 +40,8 @@ struct HttpRequest {
   std::string target;  // path, with the query string if any
   std::string host;    // the Host header ("" when absent)
   std::string body;
+  std::optional<std::string> origin;  // the Origin header, when sent (browsers send it)
+  std::string content_type;           // the Content-Type header ("" when absent)
 };
 
 struct HttpResponse {
@@ -43,12 +49,16 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::string allow;  // the Allow header of a 405
+  std::vector<std::pair<std::string, std::string>> headers;  // more headers (CORS preflight)
 };
 
 struct RouteContext {
   std::shared_ptr<const EngineRef> engine;  // null until set_engine (model loading)
   bool accepting = true;                    // false after stop_accepting: generation gets 503
   bool check_host = false;                  // loopback-only TCP listener: non-loopback Host -> 403
+  PeerIdentity peer;                        // who sent it (tcp set for the TCP listener)
+  CacheScopeMode scope_mode = CacheScopeMode::User;
+  const std::vector<std::string>* allowed_origins = nullptr;  // TCP: browser origins served
   const ResponseCounters* counters = nullptr;
   int64_t open_connections = 0;
 };
@@ -71,7 +81,14 @@ struct EngineCall {
 
 using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
 
+// On the TCP listener, before any route: a request with an Origin not in the allowlist is
+// refused (403); an OPTIONS preflight from an allowed one is answered with CORS headers
+// (204); a POST whose body is not application/json gets 415, so no browser can send one
+// without a preflight. Unix-socket requests pass through.
 RouteResult route(const HttpRequest& request, const RouteContext& context);
+
+// The headers a response to an allowed Origin carries (Access-Control-Allow-Origin, Vary).
+std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin);
 
 HttpResponse error_response(const ApiError& error);
 // The response for a submit() that was not Accepted: 429, 503 or 400.

@@ -44,6 +44,11 @@ struct ModelInfo {
   }
 };
 
+// Whose prompts share a prompt-cache scope (docs/security.md): each user's own (the
+// default), a group's (the peer's primary gid), or everyone's (an explicit choice, e.g. a
+// kiosk). A request's cache_salt narrows any of them further.
+enum class CacheScopeMode { User, Group, Shared };
+
 struct ServerOptions {
   size_t body_limit_bytes = 8u << 20;                    // larger bodies: 413
   std::chrono::milliseconds header_timeout{10'000};  // request line + headers must arrive within this
@@ -51,6 +56,10 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{120'000};   // keep-alive: between requests
   size_t max_connections = 256;                      // more are accepted and closed at once
   int io_threads = 1;
+  CacheScopeMode cache_scope = CacheScopeMode::User;
+  // Origins (scheme://host[:port]) whose browser requests the TCP listener serves, with
+  // CORS headers; a request from any other Origin gets 403. Empty: no web page at all.
+  std::vector<std::string> allowed_origins;
 };
 
 class Server {

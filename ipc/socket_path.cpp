@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <vector>
 
@@ -61,8 +62,12 @@ Result<gid_t> lookup_group(const std::string& group) {
     buf.resize(buf.size() * 2);
   }
   if (rc != 0) return make_error("cannot look up group '" + group + "': " + errno_text(rc));
-  if (found == nullptr) return make_error("group '" + group + "' does not exist");
-  return found->gr_gid;
+  if (found != nullptr) return found->gr_gid;
+  // A number that names no group is taken as a gid, as chgrp does.
+  gid_t gid = 0;
+  const auto [end, ec] = std::from_chars(group.data(), group.data() + group.size(), gid);
+  if (!group.empty() && ec == std::errc() && end == group.data() + group.size()) return gid;
+  return make_error("group '" + group + "' does not exist");
 }
 
 Status set_socket_permissions(const std::string& path, unsigned mode, int64_t gid) {

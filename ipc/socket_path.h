@@ -16,7 +16,7 @@ namespace hearth::ipc {
 // "another hearthd is already listening on PATH"; anything else -> an error, left alone.
 Status clear_stale_socket(const std::string& path);
 
-// The group's id; an error when no such group exists.
+// The group's id (a name, or a number that names no group: that gid); an error otherwise.
 Result<gid_t> lookup_group(const std::string& group);
 
 // chmod(path, mode) and, when gid >= 0, chown(path, -1, gid).

@@ -64,6 +64,8 @@ std::vector<uint8_t> encode_chunk_prefix(const KvFormat& format, const ChunkWrit
   put<uint64_t>(h, 64, chunk.hash);
   put<uint64_t>(h, 72, chunk.parent);
   put<uint32_t>(h, 80, static_cast<uint32_t>(n));
+  put<uint32_t>(h, 84, chunk.owner);
+  put<uint64_t>(h, 112, chunk.scope);
   put<uint64_t>(h, 88, chunk.payload.size());
   put<uint64_t>(h, 96, checksum64(chunk.tokens.data(), 4 * n));
   put<uint64_t>(h, 104, checksum64(chunk.payload.data(), chunk.payload.size()));
@@ -82,6 +84,10 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
   if (get<uint32_t>(h, 12) != kChunkHeaderBytes) return make_error("unexpected chunk header size");
   ChunkHeader c;
   c.format.version = get<uint32_t>(h, 8);
+  if (c.format.version != kChunkFormatVersion) {
+    return make_error("chunk format version " + std::to_string(c.format.version) + ", expected " +
+                      std::to_string(kChunkFormatVersion));
+  }
   const char* fp = reinterpret_cast<const char*>(h + 16);
   c.format.model_fingerprint.assign(fp, strnlen(fp, kFingerprintBytes));
   c.format.kv_dtype = get<uint32_t>(h, 48);
@@ -91,6 +97,8 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
   c.hash = get<uint64_t>(h, 64);
   c.parent = get<uint64_t>(h, 72);
   c.n_tokens = get<uint32_t>(h, 80);
+  c.owner = get<uint32_t>(h, 84);
+  c.scope = get<uint64_t>(h, 112);
   c.payload_bytes = get<uint64_t>(h, 88);
   c.tokens_checksum = get<uint64_t>(h, 96);
   c.payload_checksum = get<uint64_t>(h, 104);
@@ -191,6 +199,7 @@ ChunkRead read_chunk_file(FileOps& ops, const std::string& path, const ReadExpec
     return fail(ReadError::kInvalid, "chunk of another model or KV format");
   }
   if (h.hash != expect.hash) return fail(ReadError::kInvalid, "chunk hash differs from its file name");
+  if (expect.scope && h.scope != *expect.scope) return fail(ReadError::kOtherScope, "chunk of another cache scope");
   if (expect.with_tokens && h.n_tokens != expect.tokens.size()) return fail(ReadError::kInvalid, "token count differs");
   if (h.file_bytes() != file_bytes) return fail(ReadError::kInvalid, "file size differs from its header");
 

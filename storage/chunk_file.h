@@ -12,11 +12,11 @@
 //       64     8  chain hash of the chunk (also its file name)
 //       72     8  chain hash of the parent chunk, 0 for the first
 //       80     4  n_tokens
-//       84     4  zero
+//       84     4  owner: uid whose request wrote the chunk (version 2)
 //       88     8  payload size in bytes = n_tokens * bytes_per_token()
 //       96     8  XXH3-64 of the token ids (n_tokens int32)
 //      104     8  XXH3-64 of the payload
-//      112     8  zero
+//      112     8  scope: root of the chunk's hash chain (version 2)
 //      120     8  XXH3-64 of bytes 0..119
 //      128  4*n   token ids, int32
 //        …     …  payload: layer by layer, K then V, token by token, kv_dim elements each
@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +43,8 @@ struct ChunkHeader {
   KvFormat format;
   uint64_t hash = 0;
   uint64_t parent = 0;
+  uint64_t scope = 0;
+  uint32_t owner = 0;
   uint32_t n_tokens = 0;
   uint64_t payload_bytes = 0;
   uint64_t tokens_checksum = 0;
@@ -53,8 +56,8 @@ uint64_t checksum64(const void* data, size_t n);
 
 // The header followed by the token ids: what is written before the payload.
 std::vector<uint8_t> encode_chunk_prefix(const KvFormat& format, const ChunkWrite& chunk);
-// Parses kChunkHeaderBytes bytes; checks magic, header size and header checksum, and that
-// the sizes are consistent. Does not compare with any store's format.
+// Parses kChunkHeaderBytes bytes; checks magic, version (kChunkFormatVersion only), header
+// size and header checksum, and that the sizes are consistent. Does not compare with any store's format.
 Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes);
 bool same_format(const KvFormat& a, const KvFormat& b);
 // A string naming a format in the index, e.g. "<fingerprint>:1:18:256:2:v1".
@@ -70,7 +73,8 @@ bool is_temp_file_name(std::string_view name);
 std::string temp_file_name(uint64_t hash);
 
 // Reading a chunk file back.
-enum class ReadError { kNone, kMissing, kIo, kInvalid };
+// kOtherScope: a valid chunk whose scope is not the expected one (a miss, never deleted).
+enum class ReadError { kNone, kMissing, kIo, kInvalid, kOtherScope };
 struct ChunkRead {
   ReadError error = ReadError::kNone;
   std::string detail;                  // why, when error != kNone
@@ -81,6 +85,7 @@ struct ChunkRead {
 struct ReadExpect {
   const KvFormat* format = nullptr;           // must equal the file's, when set
   uint64_t hash = 0;                          // must equal the header's
+  std::optional<uint64_t> scope;              // must equal the header's, when set
   std::span<const int32_t> tokens;            // must equal the file's, when with_tokens
   bool with_tokens = false;
   bool keep_payload = true;                   // false: verify it, then drop it

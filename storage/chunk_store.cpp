@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -32,19 +33,36 @@ int64_t now_stamp_us() {
   return next;
 }
 
-void ChunkStore::Impl::add_known_locked(uint64_t hash, uint64_t bytes) {
+namespace {
+void add_owner(StoreStats& st, uint32_t owner, uint64_t bytes) {
+  OwnerTotals& o = st.owners[owner];
+  ++o.entries;
+  o.bytes += bytes;
+}
+void remove_owner(StoreStats& st, uint32_t owner, uint64_t bytes) {
+  auto it = st.owners.find(owner);
+  if (it == st.owners.end()) return;
+  --it->second.entries;
+  it->second.bytes -= bytes;
+  if (it->second.entries == 0) st.owners.erase(it);
+}
+}  // namespace
+
+void ChunkStore::Impl::add_known_locked(uint64_t hash, uint64_t bytes, uint32_t owner) {
   auto [it, fresh] = known.try_emplace(hash);
   if (!fresh) {
     st.bytes -= it->second.bytes;
     st.model_bytes -= it->second.bytes;
     --st.entries;
     --st.model_entries;
+    remove_owner(st, it->second.owner, it->second.bytes);
   }
-  it->second = Known{next_generation++, bytes};
+  it->second = Known{next_generation++, bytes, owner};
   ++st.entries;
   st.bytes += bytes;
   ++st.model_entries;
   st.model_bytes += bytes;
+  add_owner(st, owner, bytes);
 }
 
 bool ChunkStore::Impl::erase_known_locked(uint64_t hash) {
@@ -54,6 +72,7 @@ bool ChunkStore::Impl::erase_known_locked(uint64_t hash) {
   st.bytes -= it->second.bytes;
   --st.model_entries;
   st.model_bytes -= it->second.bytes;
+  remove_owner(st, it->second.owner, it->second.bytes);
   known.erase(it);
   return true;
 }
@@ -74,6 +93,13 @@ Status make_dirs(const std::filesystem::path& dir) {
     return make_error("cannot create " + dir.string() + ": " + std::strerror(errno));
   }
   return {};
+}
+
+std::vector<uint64_t> hashes_of(const std::vector<IndexRow>& rows) {
+  std::vector<uint64_t> out;
+  out.reserve(rows.size());
+  for (const IndexRow& r : rows) out.push_back(r.hash);
+  return out;
 }
 
 Status validate(const KvFormat& f) {
@@ -108,6 +134,12 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const StoreOptions& options
   } else {
     return make_error("prompt cache: cannot read " + dir.string() + ": " + std::strerror(errno));
   }
+  // The chunks and the index hold token ids and KV: as sensitive as the prompts' text. The
+  // folder is the daemon user's alone, whatever mode it was made with.
+  struct stat dst{};
+  if (::stat(dir.c_str(), &dst) == 0 && dst.st_uid == ::geteuid() && (dst.st_mode & 077) != 0) {
+    if (::chmod(dir.c_str(), 0700) == 0) LOG_INFO("prompt cache: made " + dir.string() + " private (mode 0700)");
+  }
   if (::mkdir(impl->chunks_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     LOG_DEBUG("prompt cache: cannot create " + impl->chunks_dir.string() + ": " + std::strerror(errno));
   }
@@ -117,6 +149,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const StoreOptions& options
   if (rebuilt) LOG_WARN("prompt cache: the index in " + dir.string() + " was unreadable; rebuilt it");
   if (db) {
     impl->db = std::move(*db);
+    for (const char* suffix : {"", "-wal", "-shm"}) ::chmod((dir.string() + "/index.sqlite" + suffix).c_str(), 0600);
   } else {
     auto mem = IndexDb::open_memory();
     if (!mem) return mem.error();
@@ -167,7 +200,8 @@ bool ChunkStore::enqueue(ChunkWrite chunk) {
   return true;
 }
 
-std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<const int32_t> expected_tokens) {
+std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<const int32_t> expected_tokens,
+                                                     uint64_t scope) {
   Impl& m = *impl_;
   uint64_t generation = 0;
   {
@@ -183,6 +217,7 @@ std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<co
   ReadExpect expect;
   expect.format = &m.format;
   expect.hash = hash;
+  expect.scope = scope;
   expect.tokens = expected_tokens;
   expect.with_tokens = true;
   ChunkRead c;
@@ -209,6 +244,7 @@ std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<co
     LOG_DEBUG("prompt cache: cannot read " + path + ": " + c.detail);
     return std::nullopt;
   }
+  if (c.error == ReadError::kOtherScope) return std::nullopt;  // another scope's: not ours to delete
   // Missing or invalid: forget it, unless the writer replaced it meanwhile (new generation).
   auto it = m.known.find(hash);
   if (it == m.known.end() || it->second.generation != generation) return std::nullopt;
@@ -256,17 +292,26 @@ size_t ChunkStore::close(std::chrono::milliseconds timeout) {
   return left;
 }
 
-Status ChunkStore::clear(bool all_models) {
+Status ChunkStore::clear(bool all_models, std::optional<uint32_t> owner) {
   Impl& m = *impl_;
   std::lock_guard io(m.io_mu);
   {
     std::lock_guard lk(m.mu);
-    for (const ChunkWrite& c : m.queue) m.queued.erase(c.hash);  // every queued chunk is ours
-    m.queue.clear();
+    // Every queued chunk is of this model; with an owner, only that owner's are dropped.
+    std::deque<ChunkWrite> kept;
+    for (ChunkWrite& c : m.queue) {
+      if (owner && c.owner != *owner) {
+        kept.push_back(std::move(c));
+      } else {
+        m.queued.erase(c.hash);
+      }
+    }
+    m.queue = std::move(kept);
   }
   m.apply_pending();
   auto rows = m.db->rows(false, all_models ? nullptr : &m.key);
   if (!rows) return rows.error();
+  if (owner) std::erase_if(*rows, [&](const IndexRow& r) { return r.owner != *owner; });
   std::string first_error;
   for (const IndexRow& r : *rows) {
     const std::string path = m.path_of(r.hash);
@@ -274,7 +319,7 @@ Status ChunkStore::clear(bool all_models) {
       first_error = "cannot delete " + path + ": " + std::strerror(errno);
     }
   }
-  Status removed = m.db->remove_format(all_models ? nullptr : &m.key);
+  Status removed = owner ? m.db->remove(hashes_of(*rows)) : m.db->remove_format(all_models ? nullptr : &m.key);
   {
     std::lock_guard lk(m.mu);
     for (const IndexRow& r : *rows) {

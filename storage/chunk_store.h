@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,8 +28,10 @@
 
 namespace hearth::storage {
 
-// Bumped whenever the chunk file layout or the meaning of a payload changes.
-inline constexpr uint32_t kChunkFormatVersion = 1;
+// Bumped whenever the chunk file layout or the meaning of a payload changes. open() deletes
+// chunk files of any other version (and an index of an older schema is started over), so
+// an old file is never misread. 2: the header records the chain's scope and owner.
+inline constexpr uint32_t kChunkFormatVersion = 2;
 
 // Everything a chunk's payload layout depends on. Two stores with different formats never
 // see each other's chunks as valid (the hash chain is seeded with the same fields).
@@ -46,6 +49,8 @@ struct KvFormat {
 struct ChunkWrite {
   uint64_t hash = 0;
   uint64_t parent = 0;            // hash of the chunk before it; 0 for the first chunk
+  uint64_t scope = 0;             // root of the chain (engine/kv/prefix_hash.h scope_root)
+  uint32_t owner = 0;             // uid whose request wrote it
   std::vector<int32_t> tokens;    // the chunk's token ids
   std::vector<uint8_t> payload;   // tokens.size() * bytes_per_token(), canonical layout
 };
@@ -57,6 +62,11 @@ struct StoreOptions {
   // The file system calls the store makes for chunk files (not sqlite's own I/O); null means
   // the real POSIX calls. Tests pass a FileOps that fails the Nth write, fsync or rename.
   std::shared_ptr<FileOps> file_ops;
+};
+
+struct OwnerTotals {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
 };
 
 struct StoreStats {
@@ -76,6 +86,7 @@ struct StoreStats {
   size_t queue_depth = 0;
   bool writing = true;            // false after a full disk / read-only directory
   std::string stopped_reason;     // why writing stopped
+  std::map<uint32_t, OwnerTotals> owners;  // this model's chunks by owner uid
 };
 
 class ChunkStore {
@@ -95,11 +106,12 @@ class ChunkStore {
   // Queues a write; false (counted in dropped_writes) when the queue is full, writing has
   // stopped, or the hash is already present.
   bool enqueue(ChunkWrite chunk);
-  // Reads and verifies a chunk: header (magic, version, format, token count), payload
-  // checksum, and token ids equal to `expected_tokens`. Anything invalid is deleted
-  // (file and row) and nullopt returned. Marks the chunk used (LRU) without writing to
-  // sqlite on the calling thread.
-  std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens);
+  // Reads and verifies a chunk: header (magic, version, format, token count, scope equal
+  // to `scope`), payload checksum, and token ids equal to `expected_tokens`. Anything
+  // invalid is deleted (file and row) and nullopt returned; a chunk of another scope is a
+  // miss and stays. Marks the chunk used (LRU) without writing to sqlite on the calling thread.
+  std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens,
+                                           uint64_t scope = 0);
   // Asks the kernel to start reading these chunks' files (posix_fadvise WILLNEED), so the
   // load() calls that follow find them in the page cache or already on their way: one
   // request's chain is read with the device's parallelism instead of one file at a time.
@@ -108,8 +120,9 @@ class ChunkStore {
   // Writes what is queued, waiting at most `timeout`; returns the chunks left unwritten.
   // Then stops the writer. Later enqueue() calls are refused.
   size_t close(std::chrono::milliseconds timeout);
-  // Deletes every chunk of this store's model and format, or of every model.
-  Status clear(bool all_models);
+  // Deletes every chunk of this store's model and format, or of every model; with `owner`,
+  // only the chunks that uid's requests wrote.
+  Status clear(bool all_models, std::optional<uint32_t> owner = std::nullopt);
   StoreStats stats() const;
   const KvFormat& format() const;
 

@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS chunks(
   hash INTEGER PRIMARY KEY,      -- chain hash (unsigned 64-bit stored as signed)
   parent INTEGER NOT NULL,       -- 0 for the first chunk of a chain
   format TEXT NOT NULL,          -- model fingerprint, KV dtype, shape, format version
+  scope INTEGER NOT NULL,        -- root of the chunk's hash chain: its cache scope
+  owner INTEGER NOT NULL,        -- uid whose request wrote it
   tokens BLOB NOT NULL,          -- the token ids, int32 little-endian
   bytes INTEGER NOT NULL,        -- size of the chunk file
   created INTEGER NOT NULL,      -- unix microseconds
@@ -26,6 +28,7 @@ CREATE TABLE IF NOT EXISTS chunks(
   hits INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent);
 CREATE INDEX IF NOT EXISTS chunks_last_used ON chunks(last_used);
+CREATE INDEX IF NOT EXISTS chunks_owner ON chunks(owner);
 CREATE TABLE IF NOT EXISTS models(
   path TEXT PRIMARY KEY,         -- absolute path of the weights file
   size INTEGER NOT NULL,
@@ -140,8 +143,23 @@ IndexDb::~IndexDb() {
   sqlite3_close_v2(db_);
 }
 
+// PRAGMA user_version of the schema above. An index of another version (0: before scopes
+// were recorded) loses its chunk rows: open()'s reconciliation then re-indexes the files
+// of the current chunk format from their headers and deletes the others.
+constexpr int kSchemaVersion = 2;
+
 Status IndexDb::init_schema() {
   if (Status s = exec("PRAGMA synchronous=NORMAL"); !s) return s;
+  int version = -1;
+  {
+    Stmt s(db_, "PRAGMA user_version");
+    if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW) return fail("read user_version");
+    version = sqlite3_column_int(s.get(), 0);
+  }
+  if (version != kSchemaVersion) {
+    if (Status s = exec("DROP TABLE IF EXISTS chunks"); !s) return s;
+    if (Status s = exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str()); !s) return s;
+  }
   return exec(kSchema);
 }
 
@@ -178,8 +196,8 @@ bool IndexDb::is_readonly_code(int code) {
 
 Status IndexDb::insert(const IndexRow& row) {
   sqlite3_stmt* s = prepare(&insert_,
-                            "INSERT OR REPLACE INTO chunks(hash, parent, format, tokens, bytes, created, last_used, hits) "
-                            "VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+                            "INSERT OR REPLACE INTO chunks(hash, parent, format, tokens, bytes, created, last_used, hits, "
+                            "scope, owner) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!s) return fail("prepare insert");
   sqlite3_bind_int64(s, 1, to_db(row.hash));
   sqlite3_bind_int64(s, 2, to_db(row.parent));
@@ -189,6 +207,8 @@ Status IndexDb::insert(const IndexRow& row) {
   sqlite3_bind_int64(s, 6, row.created_us);
   sqlite3_bind_int64(s, 7, row.last_used_us);
   sqlite3_bind_int64(s, 8, static_cast<int64_t>(row.hits));
+  sqlite3_bind_int64(s, 9, to_db(row.scope));
+  sqlite3_bind_int64(s, 10, static_cast<int64_t>(row.owner));
   const int rc = sqlite3_step(s);
   sqlite3_clear_bindings(s);
   sqlite3_reset(s);
@@ -243,7 +263,7 @@ Status IndexDb::remove_format(const std::string* format) {
 }
 
 Result<std::vector<IndexRow>> IndexDb::rows(bool with_tokens, const std::string* format) {
-  std::string sql = "SELECT hash, parent, format, bytes, created, last_used, hits";
+  std::string sql = "SELECT hash, parent, format, bytes, created, last_used, hits, scope, owner";
   sql += with_tokens ? ", tokens FROM chunks" : " FROM chunks";
   if (format) sql += " WHERE format = ?";
   Stmt s(db_, sql.c_str());
@@ -261,9 +281,11 @@ Result<std::vector<IndexRow>> IndexDb::rows(bool with_tokens, const std::string*
     r.created_us = sqlite3_column_int64(s.get(), 4);
     r.last_used_us = sqlite3_column_int64(s.get(), 5);
     r.hits = static_cast<uint64_t>(sqlite3_column_int64(s.get(), 6));
+    r.scope = from_db(sqlite3_column_int64(s.get(), 7));
+    r.owner = static_cast<uint32_t>(sqlite3_column_int64(s.get(), 8));
     if (with_tokens) {
-      const void* blob = sqlite3_column_blob(s.get(), 7);
-      const int n = sqlite3_column_bytes(s.get(), 7);
+      const void* blob = sqlite3_column_blob(s.get(), 9);
+      const int n = sqlite3_column_bytes(s.get(), 9);
       r.tokens.resize(static_cast<size_t>(n) / 4);
       if (blob && !r.tokens.empty()) std::memcpy(r.tokens.data(), blob, r.tokens.size() * 4);
     }
@@ -286,6 +308,7 @@ Result<std::vector<IndexRow>> victims(sqlite3* db, const char* sql, size_t limit
     const auto* f = reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 1));
     r.format = f ? f : "";
     r.bytes = static_cast<uint64_t>(sqlite3_column_int64(s.get(), 2));
+    r.owner = static_cast<uint32_t>(sqlite3_column_int64(s.get(), 3));
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return make_error(std::string("index: ") + sqlite3_errmsg(db));
@@ -295,14 +318,14 @@ Result<std::vector<IndexRow>> victims(sqlite3* db, const char* sql, size_t limit
 
 Result<std::vector<IndexRow>> IndexDb::eviction_candidates(size_t limit) {
   return victims(db_,
-                 "SELECT hash, format, bytes FROM chunks AS c WHERE NOT EXISTS "
+                 "SELECT hash, format, bytes, owner FROM chunks AS c WHERE NOT EXISTS "
                  "(SELECT 1 FROM chunks AS d WHERE d.parent = c.hash AND d.hash != c.hash) "
                  "ORDER BY last_used, created, hash LIMIT ?",
                  limit);
 }
 
 Result<std::vector<IndexRow>> IndexDb::lru_candidates(size_t limit) {
-  return victims(db_, "SELECT hash, format, bytes FROM chunks ORDER BY last_used, created, hash LIMIT ?", limit);
+  return victims(db_, "SELECT hash, format, bytes, owner FROM chunks ORDER BY last_used, created, hash LIMIT ?", limit);
 }
 
 std::optional<std::string> IndexDb::remembered_fingerprint(const std::string& path, uint64_t size, int64_t mtime_ns) {

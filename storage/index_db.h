@@ -25,6 +25,8 @@ struct IndexRow {
   uint64_t hash = 0;
   uint64_t parent = 0;
   std::string format;             // format_key() of the chunk's KvFormat
+  uint64_t scope = 0;             // root of the chunk's hash chain (its cache scope)
+  uint32_t owner = 0;             // uid whose request wrote it
   std::vector<int32_t> tokens;
   uint64_t bytes = 0;             // size of the chunk file
   int64_t created_us = 0;         // unix time, microseconds
@@ -57,7 +59,7 @@ class IndexDb {
   // Every row (tokens only when with_tokens), or those of one format.
   Result<std::vector<IndexRow>> rows(bool with_tokens, const std::string* format = nullptr);
   // Up to `limit` chunks no other chunk names as its parent (leaves of the prefix tree),
-  // least recently used first. Only hash, format and bytes are filled.
+  // least recently used first. Only hash, format, owner and bytes are filled.
   Result<std::vector<IndexRow>> eviction_candidates(size_t limit);
   // Any chunks, least recently used first (used only if no leaf exists, i.e. a cycle).
   Result<std::vector<IndexRow>> lru_candidates(size_t limit);

@@ -59,9 +59,12 @@ void ChunkStore::Impl::reconcile() {
   }
   std::vector<uint64_t> drop;
   std::unordered_map<uint64_t, IndexRow> indexed;
+  // Rows of another chunk format version are dropped; their files, unindexed now, fail to
+  // verify below and are deleted.
+  const std::string version_suffix = ":v" + std::to_string(kChunkFormatVersion);
   for (IndexRow& r : *rows) {
     auto f = scan.chunks.find(r.hash);
-    if (f == scan.chunks.end() || f->second.bytes != r.bytes) {
+    if (f == scan.chunks.end() || f->second.bytes != r.bytes || !r.format.ends_with(version_suffix)) {
       drop.push_back(r.hash);  // a size mismatch is re-verified below as an unindexed file
     } else {
       indexed.emplace(r.hash, std::move(r));
@@ -88,6 +91,8 @@ void ChunkStore::Impl::reconcile() {
     r.hash = hash;
     r.parent = c.header.parent;
     r.format = format_key(c.header.format);
+    r.scope = c.header.scope;
+    r.owner = c.header.owner;
     r.tokens = std::move(c.tokens);
     r.bytes = file.bytes;
     r.created_us = r.last_used_us = file.mtime_us;
@@ -109,7 +114,7 @@ void ChunkStore::Impl::reconcile() {
   std::lock_guard lk(mu);
   for (const auto& [hash, r] : indexed) {
     if (r.format == key) {
-      add_known_locked(hash, r.bytes);
+      add_known_locked(hash, r.bytes, r.owner);
     } else {
       ++st.entries;
       st.bytes += r.bytes;
@@ -152,7 +157,8 @@ Status ChunkStore::Impl::check() {
     ChunkRead c = read_chunk_file(*ops, path, expect);
     if (c.error != ReadError::kNone) {
       problem("chunk does not verify: " + path + ": " + c.detail);
-    } else if (format_key(c.header.format) != r.format || c.header.parent != r.parent) {
+    } else if (format_key(c.header.format) != r.format || c.header.parent != r.parent ||
+               c.header.scope != r.scope || c.header.owner != r.owner) {
       problem("header differs from its row: " + path);
     }
   }

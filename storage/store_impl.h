@@ -57,6 +57,7 @@ class ChunkStore::Impl {
   struct Known {
     uint64_t generation = 0;            // changes each time the hash is (re)indexed
     uint64_t bytes = 0;
+    uint32_t owner = 0;
   };
   std::unordered_map<uint64_t, Known> known;   // this format's indexed chunks
   uint64_t next_generation = 1;
@@ -74,7 +75,7 @@ class ChunkStore::Impl {
   std::string path_of(uint64_t hash) const { return (chunks_dir / chunk_relative_path(hash)).string(); }
 
   // Under mu: index a chunk of this format / forget it (keeping the totals right).
-  void add_known_locked(uint64_t hash, uint64_t bytes);
+  void add_known_locked(uint64_t hash, uint64_t bytes, uint32_t owner);
   bool erase_known_locked(uint64_t hash);
 
   // store_check.cpp; io_mu held, writer not running (reconcile) or between steps (check).

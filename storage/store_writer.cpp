@@ -165,6 +165,8 @@ void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
   row.hash = c.hash;
   row.parent = c.parent;
   row.format = key;
+  row.scope = c.scope;
+  row.owner = c.owner;
   row.tokens = std::move(c.tokens);
   row.bytes = file_bytes;
   row.created_us = row.last_used_us = now_stamp_us();
@@ -180,7 +182,7 @@ void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
   }
   {
     std::lock_guard lk(mu);
-    add_known_locked(c.hash, file_bytes);
+    add_known_locked(c.hash, file_bytes, c.owner);
     ++st.written_chunks;
     st.written_bytes += file_bytes;
   }
@@ -211,7 +213,7 @@ void ChunkStore::Impl::evict_to_budget() {
       if (ops->unlink(path.c_str()) != 0 && errno != ENOENT) {
         LOG_WARN("prompt cache: cannot evict " + path + ": " + std::strerror(errno));
         std::lock_guard lk(mu);
-        if (ours && counted) add_known_locked(v.hash, v.bytes);
+        if (ours && counted) add_known_locked(v.hash, v.bytes, v.owner);
         unlink_failed = true;
         break;
       }

@@ -42,6 +42,17 @@ void print_summary(const Json& j) {
   const Json memory = j.value("memory", Json::object());
   const Json disk = j.value("disk", Json::object());
   std::printf("model:      %s\n", j.value("model", std::string("?")).c_str());
+  const Json caller = j.value("caller", Json::object());
+  if (!caller.empty()) {
+    const Json uid = caller.value("uid", Json());
+    const std::string who = uid.is_number() ? "uid " + std::to_string(uid.get<long long>()) : uid.dump();
+    if (caller.value("admin", false)) {
+      std::printf("entries:    every user's (you are %s; scope: %s)\n", who.c_str(),
+                  caller.value("scope", std::string("?")).c_str());
+    } else {
+      std::printf("entries:    yours only (%s; scope: %s)\n", who.c_str(), caller.value("scope", std::string("?")).c_str());
+    }
+  }
   std::printf("memory:     %lld blocks, %lld tokens, %s of %s\n", count(memory, "blocks"), count(memory, "tokens"),
               human_bytes(num(memory, "bytes")).c_str(), human_bytes(num(memory, "capacity_bytes")).c_str());
   std::printf("  hits:     %lld of %lld prompts (%.1f%%), %lld tokens; %lld evictions\n", count(memory, "hits"),
@@ -69,6 +80,18 @@ void print_summary(const Json& j) {
     }
   }
   std::printf("prefilled:  %lld tokens (computed, not from the cache)\n", count(j, "prefilled_tokens"));
+  const Json owners = j.value("owners", Json::array());
+  if (owners.is_array() && !owners.empty()) {
+    std::printf("by user:\n");
+    for (const Json& o : owners) {
+      const Json uid = o.value("uid", Json());
+      const long long id = uid.is_number() ? uid.get<long long>() : -1;
+      const std::string name = id == 0xfffffffeLL ? std::string("tcp") : "uid " + std::to_string(id);
+      std::printf("  %-12s memory %lld tokens (%s), disk %lld chunks (%s)\n", name.c_str(), count(o, "memory_tokens"),
+                  human_bytes(num(o, "memory_bytes")).c_str(), count(o, "disk_entries"),
+                  human_bytes(num(o, "disk_bytes")).c_str());
+    }
+  }
 }
 
 int run_stats(const GlobalOptions& global, bool json) {
@@ -91,15 +114,18 @@ int run_stats(const GlobalOptions& global, bool json) {
   return kExitOk;
 }
 
-int run_clear(const GlobalOptions& global, const std::string& model) {
+int run_clear(const GlobalOptions& global, const std::string& model, long long uid) {
   Client client;
   if (!client.open(global)) return kExitError;
-  int rc = hearth_client_cache_clear(client.get(), model.empty() ? nullptr : model.c_str());
+  const char* m = model.empty() ? nullptr : model.c_str();
+  int rc = uid >= 0 ? hearth_client_cache_clear_uid(client.get(), m, static_cast<unsigned int>(uid))
+                    : hearth_client_cache_clear(client.get(), m);
   if (rc != HEARTH_OK) return report_error(client.get(), rc);
+  const std::string whose = uid >= 0 ? "uid " + std::to_string(uid) + "'s" : "your";
   if (model.empty()) {
-    std::printf("cleared the prompt cache of every model\n");
+    std::printf("cleared %s prompt cache entries of every model (root: every user's)\n", whose.c_str());
   } else {
-    std::printf("cleared the prompt cache of %s\n", model.c_str());
+    std::printf("cleared %s prompt cache entries of %s\n", whose.c_str(), model.c_str());
   }
   return kExitOk;
 }
@@ -147,8 +173,9 @@ void add_cache_command(CLI::App* app, CacheOptions* options) {
   CLI::App* stats = cache->add_subcommand("stats", "entries, bytes against the budget, hit rates and writes");
   stats->add_flag("--json", options->json, "print the daemon's statistics as JSON");
   stats->callback([options] { options->action = CacheOptions::Action::kStats; });
-  CLI::App* clear = cache->add_subcommand("clear", "forget cached prompt prefixes (every model's by default)");
+  CLI::App* clear = cache->add_subcommand("clear", "forget your cached prompt prefixes (every model's by default; root: everyone's)");
   clear->add_option("--model", options->model, "only this model's (the loaded one; see `hearth models`)");
+  clear->add_option("--uid", options->uid, "only this user's entries (root or the daemon's user only)")->check(CLI::NonNegativeNumber);
   clear->callback([options] { options->action = CacheOptions::Action::kClear; });
   CLI::App* warm = cache->add_subcommand(
       "warm", "prefill FILE's text into the cache without generating (by default a chat system prompt)");
@@ -162,7 +189,7 @@ int run_cache(const GlobalOptions& global, const CacheOptions& options) {
     case CacheOptions::Action::kStats:
       return run_stats(global, options.json);
     case CacheOptions::Action::kClear:
-      return run_clear(global, options.model);
+      return run_clear(global, options.model, options.uid);
     case CacheOptions::Action::kWarm:
       return run_warm(global, options);
     case CacheOptions::Action::kNone:

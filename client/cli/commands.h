@@ -42,6 +42,7 @@ struct CacheOptions {
   Action action = Action::kNone;
   bool json = false;  // stats --json
   std::string model;  // clear --model
+  long long uid = -1;  // clear --uid (-1: the caller's own, or everyone's for root)
   std::string file;   // warm FILE ("-": stdin)
   bool raw = false;   // warm --raw: a completion prompt, not a chat system prompt
 };

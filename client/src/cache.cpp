@@ -68,6 +68,24 @@ int warm(hearth_client* client, const char* prompt, const hearth_message* messag
   });
 }
 
+// DELETE /api/cache [?model=M] [&uid=N].
+int cache_clear(hearth_client* client, const char* model, const unsigned int* uid) {
+  if (client == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
+  client->cancel.begin();
+  client->http_status = 0;
+  return guarded(client, [&]() -> Outcome {
+    std::string target = "/api/cache";
+    char sep = '?';
+    if (model != nullptr && *model != '\0') {
+      target += "?model=" + query_escape(model);
+      sep = '&';
+    }
+    if (uid != nullptr) target += std::string(1, sep) + "uid=" + std::to_string(*uid);
+    std::string body;
+    return exchange_json(client, "DELETE", target.c_str(), "", &body);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -94,16 +112,10 @@ int hearth_client_cache_stats(hearth_client* client, char** out_json) {
   });
 }
 
-int hearth_client_cache_clear(hearth_client* client, const char* model) {
-  if (client == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
-  client->cancel.begin();
-  client->http_status = 0;
-  return guarded(client, [&]() -> Outcome {
-    std::string target = "/api/cache";
-    if (model != nullptr && *model != '\0') target += "?model=" + query_escape(model);
-    std::string body;
-    return exchange_json(client, "DELETE", target.c_str(), "", &body);
-  });
+int hearth_client_cache_clear(hearth_client* client, const char* model) { return cache_clear(client, model, nullptr); }
+
+int hearth_client_cache_clear_uid(hearth_client* client, const char* model, unsigned int uid) {
+  return cache_clear(client, model, &uid);
 }
 
 int hearth_client_cache_warm(hearth_client* client, int kind, const char* text, hearth_warm_result* out) {

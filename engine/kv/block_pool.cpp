@@ -56,7 +56,8 @@ void BlockPool::attach(int32_t block) {
   ++m.refs;
 }
 
-bool BlockPool::name_full(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens) {
+bool BlockPool::name_full(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
+                          uint32_t owner) {
   Meta& m = meta_[static_cast<size_t>(block)];
   assert(m.refs > 0 && static_cast<int32_t>(tokens.size()) == block_tokens_);
   if (m.named || by_hash_.count(hash)) return false;
@@ -64,24 +65,32 @@ bool BlockPool::name_full(int32_t block, uint64_t hash, uint64_t parent, std::sp
   m.hash = hash;
   m.parent = parent;
   m.tokens.assign(tokens.begin(), tokens.end());
+  m.owner = owner;
   by_hash_.emplace(hash, block);
   children_.emplace(parent, block);
   ++n_named_;
   named_tokens_ += block_tokens_;
+  OwnerUsage& u = owners_[owner];
+  ++u.blocks;
+  u.tokens += block_tokens_;
   return true;
 }
 
-void BlockPool::name_partial(int32_t block, uint64_t parent, std::span<const int32_t> tokens) {
+void BlockPool::name_partial(int32_t block, uint64_t parent, std::span<const int32_t> tokens, uint32_t owner) {
   Meta& m = meta_[static_cast<size_t>(block)];
   assert(m.refs > 0 && static_cast<int32_t>(tokens.size()) < block_tokens_);
   if (m.named || tokens.empty()) return;
   m.named = true;
   m.full = false;
   m.parent = parent;
+  m.owner = owner;
   m.tokens.assign(tokens.begin(), tokens.end());
   children_.emplace(parent, block);
   ++n_named_;
   named_tokens_ += static_cast<int64_t>(tokens.size());
+  OwnerUsage& u = owners_[owner];
+  ++u.blocks;
+  u.tokens += static_cast<int64_t>(tokens.size());
 }
 
 std::pair<int32_t, int32_t> BlockPool::best_child(uint64_t parent, std::span<const int32_t> tokens) const {
@@ -109,16 +118,27 @@ void BlockPool::unname(int32_t block) {
     }
   --n_named_;
   named_tokens_ -= static_cast<int64_t>(m.tokens.size());
+  if (auto o = owners_.find(m.owner); o != owners_.end()) {
+    --o->second.blocks;
+    o->second.tokens -= static_cast<int64_t>(m.tokens.size());
+    if (o->second.blocks == 0) owners_.erase(o);
+  }
   m = Meta{};
 }
 
-int32_t BlockPool::clear_cached() {
-  const int32_t n = n_cached();
-  for (int32_t b : lru_) {
+int32_t BlockPool::clear_cached(std::optional<uint32_t> owner) {
+  int32_t n = 0;
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    const int32_t b = *it;
+    if (owner && meta_[static_cast<size_t>(b)].owner != *owner) {
+      ++it;
+      continue;
+    }
     unname(b);
     free_.push_back(b);
+    it = lru_.erase(it);
+    ++n;
   }
-  lru_.clear();
   return n;
 }
 

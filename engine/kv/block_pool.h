@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <map>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -42,6 +44,12 @@ class BlockPool {
   int32_t n_named() const { return n_named_; }
   int64_t named_tokens() const { return named_tokens_; }
   uint64_t evictions() const { return evictions_; }  // cached blocks reused for new tokens
+  // Named blocks and their tokens per owner (the uid whose request named them).
+  struct OwnerUsage {
+    int32_t blocks = 0;
+    int64_t tokens = 0;
+  };
+  const std::map<uint32_t, OwnerUsage>& owners() const { return owners_; }
 
   // A block with one reference, or -1 when none is left. Takes a never-used block when
   // there is one, else the least recently released cached block (forgetting its name).
@@ -60,20 +68,23 @@ class BlockPool {
   void attach(int32_t block);
   // Names a full block (all block_tokens tokens computed; `tokens` are them). False, and
   // nothing changes, when another block already has this name.
-  bool name_full(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens);
+  // owner: the uid the block is charged to (see owners()).
+  bool name_full(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens, uint32_t owner = 0);
   // Remembers a partly filled block whose first tokens.size() slots hold valid KV.
-  void name_partial(int32_t block, uint64_t parent, std::span<const int32_t> tokens);
+  void name_partial(int32_t block, uint64_t parent, std::span<const int32_t> tokens, uint32_t owner = 0);
   // Among the blocks following `parent` (full or partial), the one whose tokens share the
   // longest common prefix with `tokens`: {block, length}, or {-1, 0}.
   std::pair<int32_t, int32_t> best_child(uint64_t parent, std::span<const int32_t> tokens) const;
-  // Frees every cached block; names of blocks still in use are kept. Returns how many.
-  int32_t clear_cached();
+  // Frees every cached block (or only those of one owner); names of blocks still in use
+  // are kept. Returns how many.
+  int32_t clear_cached(std::optional<uint32_t> owner = std::nullopt);
 
  private:
   struct Meta {
     int32_t refs = 0;
     bool named = false, full = false;
     uint64_t hash = 0, parent = 0;
+    uint32_t owner = 0;
     std::vector<int32_t> tokens;
     std::list<int32_t>::iterator lru;  // valid while cached
   };
@@ -87,6 +98,7 @@ class BlockPool {
   std::unordered_multimap<uint64_t, int32_t> children_;    // parent hash -> named blocks
   int32_t n_named_ = 0;
   int64_t named_tokens_ = 0;
+  std::map<uint32_t, OwnerUsage> owners_;
   uint64_t evictions_ = 0;
 };
 

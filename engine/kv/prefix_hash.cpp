@@ -18,6 +18,12 @@ uint64_t prefix_seed(std::string_view model_fingerprint, uint32_t kv_dtype, uint
   return h == 0 ? 1 : h;
 }
 
+uint64_t scope_root(uint64_t seed, std::string_view scope_key) {
+  if (scope_key.empty()) return seed;
+  const uint64_t h = XXH3_64bits_withSeed(scope_key.data(), scope_key.size(), seed);
+  return h == 0 ? 1 : h;
+}
+
 uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens) {
   const uint64_t h = XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
   return h == 0 ? 1 : h;

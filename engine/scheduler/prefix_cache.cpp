@@ -28,6 +28,7 @@ PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv,
 }
 
 void PrefixCache::hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens, SeqCacheState& st) const {
+  if (st.root == 0) st.root = scope_root(seed_, st.scope_key);
   const size_t n_full = static_cast<size_t>(n_tokens / bt_);
   while (st.hashes.size() < n_full) {
     const size_t i = st.hashes.size();
@@ -98,7 +99,7 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
   if (!store_->contains(name)) return false;
   const int32_t chunk_tokens = kChunkBlocks * bt_;
   const auto chunk_ids = tokens.subspan(static_cast<size_t>(chunk * chunk_tokens), static_cast<size_t>(chunk_tokens));
-  std::optional<std::vector<uint8_t>> payload = store_->load(name, chunk_ids);
+  std::optional<std::vector<uint8_t>> payload = store_->load(name, chunk_ids, st.root);
   if (!payload) return false;
   const size_t n_layer = kv_.k.size();
   if (payload->size() != n_layer * 2 * static_cast<size_t>(chunk_tokens) * row_bytes_) return false;
@@ -115,7 +116,7 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
       }
     table.append(b, bt_);
     pool_.name_full(b, st.hashes[static_cast<size_t>(blk)], parent_of(st, static_cast<size_t>(blk)),
-                    tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)));
+                    tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)), st.owner);
     st.disk_tokens += bt_;
   }
   return true;
@@ -145,7 +146,7 @@ void PrefixCache::on_computed(std::span<const int32_t> tokens, int32_t n_compute
   for (; st.named_blocks < n_full; ++st.named_blocks) {
     const size_t i = static_cast<size_t>(st.named_blocks);
     pool_.name_full(table.blocks()[i], st.hashes[i], parent_of(st, i),
-                    tokens.subspan(i * static_cast<size_t>(bt_), static_cast<size_t>(bt_)));
+                    tokens.subspan(i * static_cast<size_t>(bt_), static_cast<size_t>(bt_)), st.owner);
   }
   for (; st.chunks_done < n_full / kChunkBlocks; ++st.chunks_done) persist_chunk(tokens, st.chunks_done, table, st);
 }
@@ -158,6 +159,8 @@ void PrefixCache::persist_chunk(std::span<const int32_t> tokens, int32_t chunk, 
   w.hash = st.hashes[last];
   if (store_->contains(w.hash)) return;
   w.parent = chunk == 0 ? 0 : st.hashes[static_cast<size_t>(chunk * kChunkBlocks - 1)];
+  w.scope = st.root;
+  w.owner = st.owner;
   const size_t chunk_tokens = static_cast<size_t>(kChunkBlocks * bt_);
   const auto ids = tokens.subspan(static_cast<size_t>(chunk) * chunk_tokens, chunk_tokens);
   w.tokens.assign(ids.begin(), ids.end());
@@ -181,7 +184,7 @@ void PrefixCache::on_retire(std::span<const int32_t> tokens, int32_t n_computed,
   if (rest == 0 || static_cast<size_t>(n_full) >= table.blocks().size()) return;
   if (st.named_blocks < n_full) return;  // the chain before it is not named
   pool_.name_partial(table.blocks()[static_cast<size_t>(n_full)], parent_of(st, static_cast<size_t>(n_full)),
-                     tokens.subspan(static_cast<size_t>(n_full * bt_), static_cast<size_t>(rest)));
+                     tokens.subspan(static_cast<size_t>(n_full * bt_), static_cast<size_t>(rest)), st.owner);
 }
 
 void PrefixCache::copy_block(int32_t from, int32_t to, int32_t n) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -27,6 +28,9 @@ inline constexpr int32_t kChunkBlocks = 1;
 
 // A sequence's standing with the cache.
 struct SeqCacheState {
+  std::string scope_key;          // the request's CacheScope::key
+  uint32_t owner = 0;             // ... and owner: recorded with every block and chunk it names
+  uint64_t root = 0;              // scope_root(seed, scope_key); set by attach_prefix
   std::vector<uint64_t> hashes;   // name of block i, for every full block known so far
   int32_t named_blocks = 0;       // blocks [0, named_blocks) are named in the pool
   int32_t chunks_done = 0;        // chunks [0, chunks_done) are on disk, queued or skipped
@@ -44,7 +48,7 @@ class PrefixCache {
   uint64_t seed() const { return seed_; }
   storage::ChunkStore* store() const { return store_; }
 
-  // Computes the names of the prompt's full blocks, then fills the (empty) table with
+  // Computes the scope's root and the names of the prompt's full blocks, then fills the (empty) table with
   // the longest cached prefix of tokens[0, limit). Returns the tokens it covers.
   int32_t attach_prefix(std::span<const int32_t> tokens, int32_t limit, BlockTable& table, SeqCacheState& st);
   // At a block boundary n (the table holds exactly n tokens), attaches blocks named since
@@ -55,8 +59,8 @@ class PrefixCache {
   // Before the table is released: remembers the partly filled last block.
   void on_retire(std::span<const int32_t> tokens, int32_t n_computed, const BlockTable& table, const SeqCacheState& st);
 
-  // The name of the block before block i (the seed for block 0).
-  uint64_t parent_of(const SeqCacheState& st, size_t i) const { return i == 0 ? seed_ : st.hashes[i - 1]; }
+  // The name of the block before block i (the scope's root for block 0).
+  uint64_t parent_of(const SeqCacheState& st, size_t i) const { return i == 0 ? st.root : st.hashes[i - 1]; }
 
  private:
   void hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens, SeqCacheState& st) const;

@@ -16,6 +16,20 @@
 
 namespace hearth {
 
+// Whose prompt cache a request may use. The scope roots the prefix hash chain (memory
+// blocks, chunk files, index rows), so KV is reused only between requests whose scopes are
+// equal: a request of another scope finds nothing, as if nothing were cached. ipc fills
+// it from the connection's peer (docs/security.md); in-process callers leave it empty.
+struct CacheScope {
+  // "" (unscoped: the model's own chain), or e.g. "uid:1000", "gid:100", "tcp", "shared",
+  // each optionally followed by "\nsalt:<cache_salt>". Never logged (a salt is a secret).
+  std::string key;
+  // The uid charged with the entries this request creates (GET/DELETE /api/cache by
+  // owner); kTcpOwner for the TCP listener's single identity.
+  uint32_t owner = 0;
+};
+inline constexpr uint32_t kTcpOwner = 0xfffffffeu;  // (uid_t)-2: no real user has it
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;     // token ids (BOS included): 1 .. n_ctx - 1 of them
   int32_t max_tokens = -1;         // generated tokens at most; < 0: until the context is full
@@ -24,6 +38,7 @@ struct GenerationRequest {
   // Prefill (or restore) the prompt and persist its full chunks, generating nothing: a
   // client warms a system prompt once. Ends with finish_reason "warmed".
   bool warm = false;
+  CacheScope scope;
 };
 
 struct RequestUsage {

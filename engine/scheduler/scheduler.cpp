@@ -125,6 +125,10 @@ class Scheduler::Impl {
     out.disk_dir = store_ ? options_.cache_dir : "";
     if (store_) out.disk = store_->stats();
     out.model_fingerprint = options_.model_fingerprint;
+    for (const auto& [uid, d] : out.disk.owners) {
+      out.owners[uid].disk_entries = d.entries;
+      out.owners[uid].disk_bytes = d.bytes;
+    }
     return out;
   }
 
@@ -143,12 +147,13 @@ class Scheduler::Impl {
     return true;
   }
 
-  Status clear_cache(bool all_models) {
+  Status clear_cache(bool all_models, std::optional<uint32_t> owner) {
     Status st;
     const bool ran = run_on_engine([&] {
-      const int32_t n = pool_.clear_cached();
-      LOG_INFO("prompt cache: cleared " + std::to_string(n) + " cached KV blocks from memory");
-      if (store_) st = store_->clear(all_models);
+      const int32_t n = pool_.clear_cached(owner);
+      LOG_INFO("prompt cache: cleared " + std::to_string(n) + " cached KV blocks from memory" +
+               (owner ? " (uid " + std::to_string(*owner) + ")" : ""));
+      if (store_) st = store_->clear(all_models, owner);
       publish_gauges();
     });
     if (!ran) return make_error("the engine has stopped");
@@ -446,6 +451,13 @@ class Scheduler::Impl {
     cache_counters_.memory_capacity_bytes =
         static_cast<uint64_t>(static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens() * kv_token_bytes);
     cache_counters_.memory_evictions = pool_.evictions();
+    cache_counters_.owners.clear();
+    for (const auto& [uid, u] : pool_.owners()) {
+      OwnerCacheUsage& o = cache_counters_.owners[uid];
+      o.memory_blocks = u.blocks;
+      o.memory_tokens = u.tokens;
+      o.memory_bytes = static_cast<uint64_t>(u.tokens * kv_token_bytes);
+    }
     stats_.running = n_running_;
     stats_.kv_blocks_used = pool_.n_used();
     stats_.kv_blocks_total = pool_.n_total();
@@ -504,7 +516,9 @@ void Scheduler::cancel_all() { impl_->cancel_all(); }
 int64_t Scheduler::in_flight() const { return impl_->in_flight(); }
 SchedulerStats Scheduler::stats() const { return impl_->stats(); }
 CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
-Status Scheduler::clear_cache(bool all_models) { return impl_->clear_cache(all_models); }
+Status Scheduler::clear_cache(bool all_models, std::optional<uint32_t> owner) {
+  return impl_->clear_cache(all_models, owner);
+}
 size_t Scheduler::close_cache(std::chrono::milliseconds timeout) { return impl_->close_cache(timeout); }
 const SchedulerOptions& Scheduler::options() const { return impl_->options(); }
 

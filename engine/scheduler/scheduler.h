@@ -11,6 +11,8 @@
 
 #include <array>
 #include <chrono>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -71,6 +73,15 @@ struct SchedulerStats {
   Histogram ttft_ms, itl_ms;
 };
 
+// One owner's (uid's) share of the prompt cache: the blocks and chunks its requests named.
+struct OwnerCacheUsage {
+  int64_t memory_blocks = 0;
+  int64_t memory_tokens = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t disk_entries = 0;        // chunk files of the loaded model
+  uint64_t disk_bytes = 0;
+};
+
 // The prompt cache as the engine sees it (GET /api/cache).
 struct CacheStats {
   // Memory tier: KV blocks named by their hash chain, in use or kept for reuse.
@@ -90,6 +101,7 @@ struct CacheStats {
   storage::StoreStats disk;         // zeros when the disk tier is off
   uint64_t prefilled_tokens = 0;    // prompt tokens computed (not from either tier)
   std::string model_fingerprint;
+  std::map<uint32_t, OwnerCacheUsage> owners;  // by uid (CacheScope::owner)
 };
 
 class Scheduler {
@@ -118,9 +130,10 @@ class Scheduler {
 
   CacheStats cache_stats() const;
   // Forgets cached prefixes: every hashed block no running sequence uses, and the disk
-  // tier's chunk files of this model (or of every model). Runs on the engine thread
-  // between steps; returns once done.
-  Status clear_cache(bool all_models);
+  // tier's chunk files of this model (or of every model); with `owner`, only the blocks and
+  // chunks that owner's requests named. Runs on the engine thread between steps; returns
+  // once done.
+  Status clear_cache(bool all_models, std::optional<uint32_t> owner = std::nullopt);
   // Shutdown: writes the chunks still queued for the disk tier, waiting at most `timeout`,
   // and stops writing. Returns the chunks left unwritten.
   size_t close_cache(std::chrono::milliseconds timeout);

@@ -32,6 +32,8 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
       submitted_(submitted) {
   const int32_t room = n_ctx - n_prompt_;
   max_tokens_ = request.max_tokens < 0 ? room : std::min(request.max_tokens, room);
+  cache_.scope_key = std::move(request.scope.key);
+  cache_.owner = request.scope.owner;
   for (int32_t t : tokens_) sampler_.accept(t);  // penalties see the prompt, as in llama.cpp
 }
 

@@ -336,3 +336,15 @@ TEST_CASE("the Vulkan device index (vk-device) comes from any source", "[daemon]
   CHECK_THAT(error_of(load({"--vk-device", "-2"})), Catch::Contains("--vk-device") && Catch::Contains("out of range"));
   CHECK_THAT(error_of(load({"--vk-device", "gpu"})), Catch::Contains("--vk-device") && Catch::Contains("not an integer"));
 }
+
+TEST_CASE("cache_scope is user by default and takes group or shared; allowed_origins is a list", "[daemon][config]") {
+  auto d = load({});
+  REQUIRE(d);
+  CHECK(d->cache_scope == "user");
+  CHECK(d->allowed_origins.empty());
+  auto r = load({"--cache-scope", "group", "--allowed-origins", " http://localhost:5173 ,,https://app.example"});
+  REQUIRE(r);
+  CHECK(r->cache_scope == "group");
+  CHECK(r->allowed_origins == std::vector<std::string>{"http://localhost:5173", "https://app.example"});
+  CHECK_THAT(error_of(load({"--cache-scope", "everyone"})), Catch::Contains("--cache-scope"));
+}

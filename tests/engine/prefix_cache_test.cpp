@@ -128,6 +128,33 @@ TEST_CASE("a prompt cached in memory gives the cold output and prefills only wha
   }
 }
 
+TEST_CASE("a prompt of another cache scope finds nothing, in memory or on disk, and gives the same output") {
+  Fixture f("gemma3");
+  TempDir dir;
+  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options(dir.path.string(), "fp-a")));
+  GenerationRequest alice = greedy(random_prompt(150, 7), 8);
+  alice.scope = CacheScope{"uid:40001", 40001};
+  GenerationRequest bob = alice;
+  bob.scope = CacheScope{"uid:40002", 40002};
+  GenerationRequest salted = alice;
+  salted.scope.key += "\nsalt:x";
+  const std::string cold = alone(f, alice);
+  CHECK(run_one(*sched, alice).usage.cached_tokens == 0);
+  const Run b = run_one(*sched, bob);
+  CHECK(b.usage.cached_tokens == 0);  // not even the partial first block
+  CHECK(b.text == cold);
+  CHECK(run_one(*sched, salted).usage.cached_tokens == 0);
+  CHECK(run_one(*sched, alice).usage.cached_memory_tokens == 149);
+  const CacheStats st = sched->cache_stats();
+  REQUIRE(st.owners.count(40001) == 1);
+  REQUIRE(st.owners.count(40002) == 1);
+  CHECK(st.owners.at(40002).memory_tokens > 0);
+  // Clearing Bob's entries leaves Alice's.
+  REQUIRE(sched->clear_cache(true, 40002));
+  CHECK(run_one(*sched, alice).usage.cached_memory_tokens == 149);
+  CHECK(run_one(*sched, bob).usage.cached_tokens == 0);
+}
+
 TEST_CASE("a chat's second turn prefills only the new message") {
   Fixture f("gemma3");
   auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));

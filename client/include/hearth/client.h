@@ -269,6 +269,12 @@ HEARTH_CLIENT_API int hearth_client_cache_stats(hearth_client* client, char** ou
  * in memory until they finish. Blocks until the daemon is done. */
 HEARTH_CLIENT_API int hearth_client_cache_clear(hearth_client* client, const char* model);
 
+/* As hearth_client_cache_clear, for the entries of one user id only (DELETE
+ * /api/cache?uid=N). Each user's requests have their own entries: a plain clear forgets the
+ * caller's; root and the daemon's own user forget everyone's, or with this call one uid's.
+ * Naming another uid without being either is refused (HEARTH_ERR_HTTP, status 403). */
+HEARTH_CLIENT_API int hearth_client_cache_clear_uid(hearth_client* client, const char* model, unsigned int uid);
+
 /* What hearth_client_cache_warm's text is. */
 enum hearth_warm_kind {
   HEARTH_WARM_SYSTEM_PROMPT = 0, /* a chat system message: warms what every chat that starts with it shares */
