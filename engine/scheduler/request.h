@@ -49,6 +49,7 @@ struct RequestTimings {
   double prefill_tok_s = 0;        // prefilled (not cached) prompt tokens / prefill time
   double decode_tok_s = 0;         // (completion_tokens - 1) / decode time
   double itl_mean_ms = 0, itl_p50_ms = 0, itl_p95_ms = 0;  // gaps between consecutive tokens
+  double itl_max_ms = 0;           // the longest gap
 };
 
 struct RequestEvent {

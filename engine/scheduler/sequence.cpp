@@ -100,6 +100,7 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
     t.itl_mean_ms = std::accumulate(itl_ms_.begin(), itl_ms_.end(), 0.0) / static_cast<double>(itl_ms_.size());
     t.itl_p50_ms = percentile(itl_ms_, 0.50);
     t.itl_p95_ms = percentile(itl_ms_, 0.95);
+    t.itl_max_ms = *std::max_element(itl_ms_.begin(), itl_ms_.end());
   }
   handle_->push(std::move(ev));
 }
