@@ -102,6 +102,7 @@ void read_stats(const Json& object, hearth_stats* stats) {
       read_number(*itl, "mean", &stats->itl_mean_ms);
       read_number(*itl, "p50", &stats->itl_p50_ms);
       read_number(*itl, "p95", &stats->itl_p95_ms);
+      read_number(*itl, "max", &stats->itl_max_ms);
     }
   }
 }

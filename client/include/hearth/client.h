@@ -185,6 +185,8 @@ typedef struct hearth_stats {
   int64_t cached_disk_tokens;   /* restored from the daemon's cache directory */
   int64_t prefilled_tokens;     /* computed */
   double cache_restore_ms;      /* looking up and restoring cached KV */
+  /* Added with the step budget. */
+  double itl_max_ms; /* the longest gap between two tokens */
 } hearth_stats;
 
 /* Sets struct_size and zeroes every other member. */
