@@ -3,6 +3,10 @@
 //   pp N: one fresh sequence, N prompt tokens in one eval (logits of the last token only).
 //   tg N: one fresh sequence, N tokens evaluated one at a time from position 0.
 // The tokens are random ids: no tokenizer is loaded.
+// After the table: achieved prefill GOP/s (2 ops per weight per prompt token, the output
+// projection aside: prefill takes logits of the last token only) and decode GB/s (every
+// weight read once per token; KV reads left out) next to this machine's measured peaks
+// (common/probe), so a figure reads as compute- or memory-bound and how far from the limit.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/probe/machine_probe.h"
 #include "engine/model/context.h"
 #include "run.h"
 
@@ -59,6 +64,26 @@ double run_once(Loaded& l, bool prefill, int n, std::mt19937& rng) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// What one token costs in weights: multiply-adds of the layers' matrices (prefill) and
+// bytes of every matrix read (decode: the layers and the output projection).
+struct TokenWork {
+  double layer_ops = 0;     // 2 × elements of the 2-D weights but the embeddings and output
+  double decode_bytes = 0;  // bytes of the 2-D weights a decode step reads
+};
+
+TokenWork token_work(const gguf::File& f) {
+  TokenWork w;
+  bool has_output = false;
+  for (const gguf::TensorInfo& t : f.tensors()) has_output |= t.name == "output.weight";
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.n_dims < 2) continue;
+    const bool embd = t.name == "token_embd.weight", out = t.name == "output.weight";
+    if (!embd && !out) w.layer_ops += 2.0 * static_cast<double>(t.n_elements());
+    if (!embd || !has_output) w.decode_bytes += static_cast<double>(t.n_bytes);  // tied: the output
+  }
+  return w;
+}
+
 }  // namespace
 
 int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
@@ -66,6 +91,7 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
   const double size_gib = static_cast<double>(std::filesystem::file_size(model_path)) / (1 << 30);
   std::mt19937 rng(42);
   nlohmann::json results = nlohmann::json::array();
+  double pp_tok_s = 0, tg_tok_s = 0;
   if (!o.json) {
     std::printf("| model | size | backend | test | t/s |\n");
     std::printf("| --- | ---: | --- | ---: | ---: |\n");
@@ -82,6 +108,7 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
       tok_s.push_back(n / sec);
     }
     const Stat s = stats(tok_s);
+    (prefill ? pp_tok_s : tg_tok_s) = s.mean;
     const std::string test = (prefill ? "pp" : "tg") + std::to_string(n);
     if (o.json) {
       results.push_back({{"test", test}, {"tok_s_mean", s.mean}, {"tok_s_stdev", s.stdev}, {"reps", o.reps}});
@@ -91,7 +118,33 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
       std::fflush(stdout);
     }
   }
-  if (o.json) std::cout << nlohmann::json{{"model", c.name}, {"backend", l.backend->info().name}, {"results", results}}.dump() << std::endl;
+  if (!o.json) std::fprintf(stderr, "hearth-run: this machine's peaks (%s)...\n", o.reprobe ? "measuring" : "cached, or measured once");
+  const probe::MachinePeaks peaks = probe::machine_peaks(probe::default_probe_cache_dir(), o.threads, o.reprobe);
+  const TokenWork w = token_work(*l.file);
+  const double gops = pp_tok_s * w.layer_ops / 1e9, gb_s = tg_tok_s * w.decode_bytes / 1e9;
+  if (o.json) {
+    std::cout << nlohmann::json{{"model", c.name},
+                                {"backend", l.backend->info().name},
+                                {"results", results},
+                                {"prefill_gops", gops},
+                                {"decode_gb_s", gb_s},
+                                {"peaks",
+                                 {{"int8_gops", peaks.int8_gops},
+                                  {"read_gb_s", peaks.read_gb_s},
+                                  {"threads", peaks.threads},
+                                  {"cpu", peaks.cpu},
+                                  {"cached", peaks.from_cache}}}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("\n");
+  if (pp_tok_s > 0)
+    std::printf("prefill: %.1f GOP/s = %.0f%% of this machine's int8 peak (%.1f GOP/s, %d threads): compute-bound\n",
+                gops, 100 * gops / peaks.int8_gops, peaks.int8_gops, peaks.threads);
+  if (tg_tok_s > 0)
+    std::printf("decode:  %.1f GB/s = %.0f%% of this machine's memory read peak (%.1f GB/s): memory-bound\n", gb_s,
+                100 * gb_s / peaks.read_gb_s, peaks.read_gb_s);
   return 0;
 }
 
