@@ -140,7 +140,8 @@ Json row(const hearth_stats& s) {
           {"cached_tokens", s.cached_tokens},   {"ttft_ms", s.ttft_ms},
           {"prefill_tok_s", s.prefill_tok_s},   {"decode_tok_s", s.decode_tok_s},
           {"itl_mean_ms", s.itl_mean_ms},       {"itl_p50_ms", s.itl_p50_ms},
-          {"itl_max_ms", s.itl_max_ms},         {"total_ms", s.total_ms}};
+          {"itl_max_ms", s.itl_max_ms},         {"total_ms", s.total_ms},
+          {"prefill_gops", s.prefill_gops},     {"decode_gb_s", s.decode_gb_s}};
 }
 
 void print_tables(const Json& j) {
@@ -164,6 +165,18 @@ void print_tables(const Json& j) {
   for (const Json& r : j["streams"])
     std::printf("%8lld %10.1f %12.1f\n", r["streams"].get<long long>(), r["tok_s"].get<double>(),
                 r["tok_s"].get<double>() / r["streams"].get<double>());
+  // The longest cold prompt's prefill and the shortest context's decode, against the peaks.
+  const Json& peaks = j["peaks"];
+  std::printf("\nAgainst this machine's peaks (%d threads)\n", peaks["threads"].get<int>());
+  if (!j["ttft"].empty()) {
+    const double g = j["ttft"].back()["cold"]["prefill_gops"].get<double>(), peak = peaks["int8_gops"].get<double>();
+    std::printf("prefill %8.1f GOP/s = %3.0f%% of the int8 peak (%.1f GOP/s): compute-bound\n", g, 100 * g / peak, peak);
+  }
+  if (!j["itl"].empty()) {
+    const double b = j["itl"][0]["decode_gb_s"].get<double>(), peak = peaks["read_gb_s"].get<double>();
+    std::printf("decode  %8.2f GB/s  = %3.0f%% of the memory read peak (%.1f GB/s): memory-bound\n", b, 100 * b / peak,
+                peak);
+  }
 }
 
 std::string plot(const Json& j) {
@@ -199,7 +212,7 @@ int run_bench(const GlobalOptions& global, const BenchOptions& o) {
     if (!probe.open(global)) return kExitError;
     if (const int rc = hearth_client_health(probe.get()); rc != HEARTH_OK) return report_error(probe.get(), rc);
   }
-  run.n_steps = 1 + static_cast<int>(o.lengths.size()) * (o.model.empty() ? 2 : 3) +
+  run.n_steps = 2 + static_cast<int>(o.lengths.size()) * (o.model.empty() ? 2 : 3) +
                 static_cast<int>(o.contexts.size() + o.streams.size());
   Json out = {{"ttft", Json::array()}, {"itl", Json::array()}, {"streams", Json::array()}};
   hearth_stats s;
@@ -265,6 +278,10 @@ int run_bench(const GlobalOptions& global, const BenchOptions& o) {
     }
     out["streams"].push_back({{"streams", n}, {"tokens", tokens}, {"wall_s", wall_s}, {"tok_s", tokens / wall_s}});
   }
+  run.progress("this machine's peaks");
+  const probe::MachinePeaks peaks = machine_peaks(o.reprobe);
+  out["peaks"] = {{"int8_gops", peaks.int8_gops}, {"read_gb_s", peaks.read_gb_s}, {"threads", peaks.threads},
+                  {"cpu", peaks.cpu}, {"cached", peaks.from_cache}};
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r%-70s\r", "");
   daemon.remove();
 
@@ -300,6 +317,8 @@ void add_bench_command(CLI::App* app, BenchOptions* o, CLI::App** out) {
   cmd->add_option("--tokens", o->tokens, "tokens generated per answer in the ITL and streams runs")
       ->check(CLI::Range(2, 4096));
   cmd->add_flag("--json", o->json, "print the raw figures as JSON instead of tables");
+  cmd->add_flag("--reprobe", o->reprobe,
+                "measure this machine's int8 and memory read peaks again (they are kept in the cache folder)");
   cmd->add_option("--plot", o->plot, "also draw the three measurements into this SVG file");
   *out = cmd;
 }

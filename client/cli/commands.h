@@ -58,6 +58,7 @@ struct BenchOptions {
   std::vector<int64_t> streams = {1, 2, 4};
   int32_t tokens = 32;               // generated per answer (ITL, streams)
   bool json = false;
+  bool reprobe = false;              // --reprobe: measure the machine's peaks again
   std::string plot;                  // --plot FILE.svg
 };
 void add_bench_command(CLI::App* app, BenchOptions* options, CLI::App** command);

@@ -39,6 +39,7 @@ class Scheduler::Impl {
   Impl(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o)
       : model_(model), backend_(backend), tokenizer_(tokenizer), options_(o),
         clock_(o.clock ? o.clock : steady_step_clock()),
+        work_(token_work(model.file())),
         pool_(o.n_parallel * ((o.n_ctx + o.block_tokens - 1) / o.block_tokens), o.block_tokens) {}
 
   ~Impl() {
@@ -277,7 +278,7 @@ class Scheduler::Impl {
       }
       for (Queued& q : admitted) {
         running_.push_back(std::make_unique<Sequence>(std::move(q.request), q.handle, tokenizer_, options_.n_ctx,
-                                                      q.submitted));
+                                                      q.submitted, work_));
         running_.back()->on_admitted(now);
         attach_cached(*running_.back());
         if (running_.back()->warm() && !running_.back()->prefilling())
@@ -514,6 +515,7 @@ class Scheduler::Impl {
   const Tokenizer& tokenizer_;
   const SchedulerOptions options_;
   const std::shared_ptr<StepClock> clock_;
+  const TokenWork work_;  // the model's cost of a token, for the GOP/s and GB/s in timings
 
   // Engine thread only.
   BlockPool pool_;

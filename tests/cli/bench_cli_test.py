@@ -21,12 +21,14 @@ def main():
                   "--hearthd-arg=--chat-template", "--hearthd-arg=chatml", "--hearthd-arg=--ctx",
                   "--hearthd-arg=1024", "--hearthd-arg=--threads", "--hearthd-arg=2",
                   "--lengths", "32,128", "--contexts", "32,200", "--streams", "1,2", "--tokens", "6"]
-        out = subprocess.run(common + ["--plot", svg], capture_output=True, text=True, timeout=HANG_GUARD_S)
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "cache"))  # the peaks' cache folder
+        out = subprocess.run(common + ["--plot", svg], capture_output=True, text=True, timeout=HANG_GUARD_S, env=env)
         print(out.stdout)
         print(out.stderr)
         assert out.returncode == 0, out.returncode
         for title in ("TTFT against prompt length", "ITL against context length",
-                      "Aggregate throughput against concurrent streams"):
+                      "Aggregate throughput against concurrent streams", "Against this machine's peaks",
+                      "GOP/s", "GB/s"):
             assert title in out.stdout, title
         # Two prompt lengths with all three tiers (the private daemon restarted for disk).
         ttft_rows = out.stdout.split("ITL against")[0].strip().splitlines()[2:]
@@ -46,12 +48,16 @@ def main():
         titles = [g.find(ns + "text").text for g in charts]
         assert titles == ["TTFT vs prompt length", "ITL vs context length", "Throughput vs streams"], titles
 
-        out = subprocess.run(common + ["--json"], capture_output=True, text=True, timeout=HANG_GUARD_S)
+        out = subprocess.run(common + ["--json"], capture_output=True, text=True, timeout=HANG_GUARD_S, env=env)
         assert out.returncode == 0, out.stderr
         figures = json.loads(out.stdout)
         assert [r["streams"] for r in figures["streams"]] == [1, 2]
         assert all(r["tok_s"] > 0 for r in figures["streams"])
         assert len(figures["itl"]) == 2 and len(figures["ttft"]) == 2
+        assert figures["peaks"]["int8_gops"] > 0 and figures["peaks"]["read_gb_s"] > 0
+        assert figures["peaks"]["cached"]  # measured by the first run, kept in the cache folder
+        assert figures["ttft"][-1]["cold"]["prefill_gops"] > 0
+        assert figures["itl"][0]["decode_gb_s"] > 0
         for r in figures["ttft"]:
             # Cold: only a few leading tokens (BOS, a digit) may be shared with an earlier prompt.
             assert r["cold"]["cached_tokens"] <= r["tokens"] // 4, r

@@ -17,6 +17,7 @@
 
 #include "common/probe/machine_probe.h"
 #include "engine/model/context.h"
+#include "engine/model/token_work.h"
 #include "run.h"
 
 namespace hearth {
@@ -64,26 +65,6 @@ double run_once(Loaded& l, bool prefill, int n, std::mt19937& rng) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// What one token costs in weights: multiply-adds of the layers' matrices (prefill) and
-// bytes of every matrix read (decode: the layers and the output projection).
-struct TokenWork {
-  double layer_ops = 0;     // 2 × elements of the 2-D weights but the embeddings and output
-  double decode_bytes = 0;  // bytes of the 2-D weights a decode step reads
-};
-
-TokenWork token_work(const gguf::File& f) {
-  TokenWork w;
-  bool has_output = false;
-  for (const gguf::TensorInfo& t : f.tensors()) has_output |= t.name == "output.weight";
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    if (t.n_dims < 2) continue;
-    const bool embd = t.name == "token_embd.weight", out = t.name == "output.weight";
-    if (!embd && !out) w.layer_ops += 2.0 * static_cast<double>(t.n_elements());
-    if (!embd || !has_output) w.decode_bytes += static_cast<double>(t.n_bytes);  // tied: the output
-  }
-  return w;
-}
-
 }  // namespace
 
 int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
@@ -121,7 +102,7 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
   if (!o.json) std::fprintf(stderr, "hearth-run: this machine's peaks (%s)...\n", o.reprobe ? "measuring" : "cached, or measured once");
   const probe::MachinePeaks peaks = probe::machine_peaks(probe::default_probe_cache_dir(), o.threads, o.reprobe);
   const TokenWork w = token_work(*l.file);
-  const double gops = pp_tok_s * w.layer_ops / 1e9, gb_s = tg_tok_s * w.decode_bytes / 1e9;
+  const double gops = pp_tok_s * w.prefill_ops / 1e9, gb_s = tg_tok_s * w.decode_bytes / 1e9;
   if (o.json) {
     std::cout << nlohmann::json{{"model", c.name},
                                 {"backend", l.backend->info().name},
