@@ -50,8 +50,15 @@ class PrivateDaemon {
       std::fprintf(stderr, "hearth bench: cannot run %s: %s\n", argv[0], std::strerror(errno));
       _exit(127);
     }
-    // Ready once /health answers OK; a daemon that exits (bad model file) ends the wait.
+    // Ready once /health answers OK; a daemon that exits (bad model file) ends the wait, and
+    // so does one still loading after 10 minutes.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
     for (;;) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "hearth bench: hearthd was not ready after 10 minutes\n");
+        stop();
+        return false;
+      }
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
