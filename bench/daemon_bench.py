@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e"))
-from hearthd_process import Hearthd, default_model_or_skip, sse_events  # noqa: E402
+from hearthd_process import Hearthd, gemma_model_or_skip, sse_events  # noqa: E402
 
 
 def pct(v, q):
@@ -111,7 +111,7 @@ def main():
     ap.add_argument("--budgets", default="0,100", help="--step-budget-ms values for the interference test")
     ap.add_argument("--skip-concurrent", action="store_true")
     args = ap.parse_args()
-    model = default_model_or_skip()
+    model = gemma_model_or_skip()  # the stall figures of issue 21 are on Gemma 3 270M
 
     d = None if args.skip_concurrent else Hearthd(args.hearthd, model, "--parallel", "8", "--ctx", "1024",
                                                    threads=args.threads)

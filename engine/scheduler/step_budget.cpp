@@ -70,8 +70,9 @@ int64_t StepCostModel::prefill_tokens(double budget_ms, int32_t n_decode, double
   if (prefill_.empty()) return std::min(kProbeTokens, upper);
   const double p0 = prefill_ms_per_token(first);
   if (p0 <= 0) return upper;
-  const double floor = std::max(1.0, std::round(kMinPrefillShare * budget_ms / p0));
-  const double left = kPlannedShare * budget_ms - decode_ms(n_decode);
+  const double decode = decode_ms(n_decode);
+  const double floor = std::max(1.0, std::floor(kMinPrefillPerDecode * decode / p0));
+  const double left = kPlannedShare * budget_ms - decode;
   if (left <= floor * p0) return std::min(static_cast<int64_t>(floor), upper);
   // n tokens from `first` on cost n · p(first + n/2), p growing with the position: two
   // rounds of n = left / p(first + n/2) from n = 0 settle within a token or two, erring

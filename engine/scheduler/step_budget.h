@@ -64,10 +64,12 @@ class StepCostModel {
   // When nothing is known about prompt tokens yet, a step next to decoding streams reads
   // this many of them (one 16-token KV block) to learn their cost.
   static constexpr int64_t kProbeTokens = 16;
-  // The share of the budget prompt tokens get at least, even when the decode part alone
-  // fills it (many streams, a slow machine): a prompt keeps moving, at the price of steps
-  // up to this much longer than the budget. At least one token a step.
-  static constexpr double kMinPrefillShare = 0.25;
+  // Prompt tokens get at least this many times the decode part's time in a step, even
+  // when that overruns the budget (many streams, a slow or busy machine): a prompt read
+  // beside streams then moves at >= 2/3 of its speed alone (n·p >= 2d gives
+  // n / (d + n·p) >= (2/3) / p), so its TTFT stays within 1.5x, while a stream's gap stays
+  // within 3x its decode-only step. At least one token a step.
+  static constexpr double kMinPrefillPerDecode = 2.0;
   // Steps are planned to this share of the budget: the rest absorbs the cost model's error
   // (a new context length, another program on the cores) and the work between two steps
   // (sampling, streaming text), which a stream waits for too.
@@ -82,8 +84,8 @@ class StepCostModel {
   double prefill_ms_per_token(double pos) const;
 
   // Prompt tokens (all sequences together) that fit in budget_ms next to n_decode decoding
-  // sequences, reading from position `first` on: at least kMinPrefillShare of the budget's
-  // worth (and 1), at most upper.
+  // sequences, reading from position `first` on: at least kMinPrefillPerDecode times the
+  // decode part's worth (and 1), at most upper.
   int64_t prefill_tokens(double budget_ms, int32_t n_decode, double first, int64_t upper) const;
 
  private:
