@@ -4,10 +4,12 @@
 1. N concurrent streaming clients (N = 1, 4, 8): aggregate decode tok/s and the p50/p95
    inter-token latency each client sees (arrival times of SSE chunks, client side).
 2. Interference: one client streams while another sends a ~2000-token prompt; the p95 and
-   largest gap of the running stream during the admission, with chunked prefill
-   (--prefill-chunk 256, the default) and without (--prefill-chunk 0).
+   largest gap of the running stream during the admission, and the long prompt's response
+   time beside the stream and alone, for each --prefill-chunk in --chunks and each
+   --step-budget-ms in --budgets (0: fixed chunks, the behaviour before the step budget).
 
 Usage: bench/daemon_bench.py --hearthd build/daemon/hearthd [--threads 2] [--tokens 128]
+       [--chunks 128] [--budgets 0,100]
 """
 import argparse
 import json
@@ -18,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e"))
-from hearthd_process import Hearthd, default_model_or_skip, sse_events  # noqa: E402
+from hearthd_process import Hearthd, gemma_model_or_skip, sse_events  # noqa: E402
 
 
 def pct(v, q):
@@ -66,12 +68,22 @@ def concurrent(d, n, tokens):
     return decoded / (last - first), 1000 * pct(gaps, 0.5), 1000 * pct(gaps, 0.95)
 
 
-def interference(args, model, chunk):
+def long_prompt(tag):
+    return tag + ": " + " ".join("item%d is %s;" % (i, "red" if i % 2 else "blue") for i in range(420))
+
+
+def interference(args, model, chunk, budget):
     d = Hearthd(args.hearthd, model, "--parallel", "2", "--ctx", "4096", "--prefill-chunk", str(chunk),
-                threads=args.threads)
+                "--step-budget-ms", str(budget), threads=args.threads)
     try:
-        long_prompt = " ".join("item%d is %s;" % (i, "red" if i % 2 else "blue") for i in range(420))
-        _, tok = d.post_json("/api/tokenize", {"content": long_prompt})
+        # The long prompt alone first (another text: nothing of it is cached for the run beside the stream).
+        t0 = time.perf_counter()
+        status, resp = d.post_json("/v1/completions", {"prompt": long_prompt("Alone"), "max_tokens": 1,
+                                                       "temperature": 0})
+        alone_ms = 1000 * (time.perf_counter() - t0)
+        assert status == 200, resp
+        long_text = long_prompt("Beside")
+        _, tok = d.post_json("/api/tokenize", {"content": long_text})
         a, b = {}, {}
         started = threading.Event()
         ta = threading.Thread(target=stream, args=(d, {"prompt": "Counting: 1, 2, 3,", "temperature": 0,
@@ -79,12 +91,12 @@ def interference(args, model, chunk):
         ta.start()
         started.wait()
         t0 = time.perf_counter()
-        status, resp = d.post_json("/v1/completions", {"prompt": long_prompt, "max_tokens": 1, "temperature": 0})
+        status, resp = d.post_json("/v1/completions", {"prompt": long_text, "max_tokens": 1, "temperature": 0})
         t1 = time.perf_counter()
         assert status == 200, resp
         ta.join()
         gaps = [(y - x) for x, y in zip(a["times"], a["times"][1:]) if y >= t0 and x <= t1]
-        return len(tok["tokens"]), 1000 * (t1 - t0), 1000 * pct(gaps, 0.95), 1000 * max(gaps or [0]), \
+        return len(tok["tokens"]), 1000 * (t1 - t0), alone_ms, 1000 * pct(gaps, 0.95), 1000 * max(gaps or [0]), \
             1000 * statistics.median([(y - x) for x, y in zip(a["times"], a["times"][1:])])
     finally:
         d.close()
@@ -95,10 +107,11 @@ def main():
     ap.add_argument("--hearthd", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--chunks", default="256,0", help="--prefill-chunk values for the interference test")
+    ap.add_argument("--chunks", default="128", help="--prefill-chunk values for the interference test")
+    ap.add_argument("--budgets", default="0,100", help="--step-budget-ms values for the interference test")
     ap.add_argument("--skip-concurrent", action="store_true")
     args = ap.parse_args()
-    model = default_model_or_skip()
+    model = gemma_model_or_skip()  # the stall figures of issue 21 are on Gemma 3 270M
 
     d = None if args.skip_concurrent else Hearthd(args.hearthd, model, "--parallel", "8", "--ctx", "1024",
                                                    threads=args.threads)
@@ -116,10 +129,13 @@ def main():
         if d is not None:
             d.close()
 
-    print("\nprefill chunk  prompt tokens  its response ms  stream ITL p95 ms during it  max gap ms  median ITL ms")
+    print("\nprefill chunk  budget ms  prompt tokens  its response ms  alone ms  stream ITL p95 ms during it"
+          "  max gap ms  median ITL ms")
     for chunk in (int(c) for c in args.chunks.split(",")):
-        n, ms, p95, gmax, med = interference(args, model, chunk)
-        print("%13s  %13d  %15.0f  %27.1f  %10.1f  %13.1f" % (chunk or "off", n, ms, p95, gmax, med))
+        for budget in (int(b) for b in args.budgets.split(",")):
+            n, ms, alone, p95, gmax, med = interference(args, model, chunk, budget)
+            print("%13s  %9s  %13d  %15.0f  %8.0f  %27.1f  %10.1f  %13.1f" % (
+                chunk or "off", budget or "off", n, ms, alone, p95, gmax, med), flush=True)
 
 
 if __name__ == "__main__":

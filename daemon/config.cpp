@@ -81,8 +81,12 @@ const std::vector<Spec>& specs() {
       {"parallel", Kind::Int, "sequences generated at once (default 4)",
        1, 256, {}, [](C& c, const Value& v) { c.parallel = i32(v); }},
       {"prefill-chunk", Kind::Int,
-       "prompt tokens per step, all sequences together (default 128; 0 = a whole prompt at once)",
+       "prompt tokens per step at most, all sequences together (default 128; 0 = a whole prompt at once)",
        0, 1 << 24, {}, [](C& c, const Value& v) { c.prefill_chunk = i32(v); }},
+      {"step-budget-ms", Kind::Int,
+       "target duration of a step that carries streams' tokens: the prompt tokens read beside them are sized "
+       "to fit, from costs measured while running (default 100; 0 = always --prefill-chunk tokens)",
+       0, 60000, {}, [](C& c, const Value& v) { c.step_budget_ms = i32(v); }},
       {"queue-max", Kind::Int, "requests waiting for a free sequence; more get 429 (default 64)",
        0, 1 << 20, {}, [](C& c, const Value& v) { c.queue_max = i32(v); }},
       {"cache-dir", Kind::String,

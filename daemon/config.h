@@ -41,7 +41,8 @@ struct DaemonConfig {
   int32_t ctx = 4096;                          // tokens per sequence (prompt + generated)
   bool ctx_set = false;                        // ctx came from a source other than the default
   int32_t parallel = 4;                        // sequences running at once
-  int32_t prefill_chunk = 128;                 // prompt tokens per step; 0 = a whole prompt per step
+  int32_t prefill_chunk = 128;                 // prompt tokens per step at most; 0 = a whole prompt per step
+  int32_t step_budget_ms = 100;                // target step duration next to decoding streams; 0 = off
   int32_t queue_max = 64;                      // requests waiting for a free sequence
   std::string cache_dir;                       // "" = default_cache_dir()
   int64_t cache_max_bytes = 0;  // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)

@@ -166,6 +166,10 @@ std::string render_metrics(const ResponseCounters& responses, const SchedulerSta
                     s.ttft_ms);
   histogram_seconds(out, "hearth_itl_seconds", "Inter-token latency in seconds (gap between consecutive tokens).",
                     s.itl_ms);
+  histogram_seconds(out, "hearth_step_seconds",
+                    "Duration of the engine's steps (one forward pass each) in seconds; a step that carries decode "
+                    "tokens aims at --step-budget-ms.",
+                    s.step_ms);
   if (cache != nullptr) cache_metrics(out, *cache);
   return out;
 }

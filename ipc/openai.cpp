@@ -308,7 +308,9 @@ json timings_object(const RequestEvent& finished) {
               {"decode_ms", t.decode_ms},
               {"prefill_tok_s", t.prefill_tok_s},
               {"decode_tok_s", t.decode_tok_s},
-              {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}}},
+              {"prefill_gops", t.prefill_gops},
+              {"decode_gb_s", t.decode_gb_s},
+              {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
               {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
               {"prefilled_tokens", u.prefilled_tokens}};
 }

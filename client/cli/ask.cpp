@@ -42,7 +42,7 @@ nlohmann::json stats_json(const hearth_stats& s) {
         {"decode_ms", s.decode_ms},
         {"prefill_tok_s", s.prefill_tok_s},
         {"decode_tok_s", s.decode_tok_s},
-        {"itl_ms", {{"mean", s.itl_mean_ms}, {"p50", s.itl_p50_ms}, {"p95", s.itl_p95_ms}}},
+        {"itl_ms", {{"mean", s.itl_mean_ms}, {"p50", s.itl_p50_ms}, {"p95", s.itl_p95_ms}, {"max", s.itl_max_ms}}},
         {"queue_ms", s.queue_ms},
         {"cache_restore_ms", s.cache_restore_ms},
         {"cached_tokens", {{"memory", s.cached_memory_tokens}, {"disk", s.cached_disk_tokens}}},

@@ -49,6 +49,22 @@ struct CacheOptions {
 void add_cache_command(CLI::App* app, CacheOptions* options);
 int run_cache(const GlobalOptions& global, const CacheOptions& options);
 
+// hearth bench [--model FILE] [--lengths ...] [--contexts ...] [--streams ...] [--json] [--plot FILE]
+struct BenchOptions {
+  std::string model;                 // --model: start a private hearthd with it
+  std::string hearthd = "hearthd";   // --hearthd: the daemon binary for --model
+  std::vector<std::string> hearthd_args;
+  std::vector<int64_t> lengths = {128, 512, 2048};   // TTFT table, prompt tokens
+  std::vector<int64_t> contexts = {128, 1024, 3072};  // ITL table, prompt tokens
+  std::vector<int64_t> streams = {1, 2, 4};
+  int32_t tokens = 32;               // generated per answer (ITL, streams)
+  bool json = false;
+  bool reprobe = false;              // --reprobe: measure the machine's peaks again
+  std::string plot;                  // --plot FILE.svg
+};
+void add_bench_command(CLI::App* app, BenchOptions* options, CLI::App** command);
+int run_bench(const GlobalOptions& global, const BenchOptions& options);
+
 int run_status(const GlobalOptions& global);
 int run_models(const GlobalOptions& global);
 

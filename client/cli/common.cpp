@@ -65,15 +65,28 @@ void print_stats(const hearth_stats& s) {
                "prompt tokens  %lld (cached %lld: %lld memory, %lld disk; prefilled %lld)\n"
                "generated      %lld tokens (finish: %s)\n"
                "ttft           %.1f ms (queue %.1f ms, cache restore %.1f ms, prefill %.1f ms)\n"
-               "itl            mean %.2f ms, p50 %.2f ms, p95 %.2f ms\n"
-               "prefill        %.1f tok/s\n"
-               "decode         %.1f tok/s\n"
-               "total          %.1f ms (client side)\n",
+               "itl            mean %.2f ms, p50 %.2f ms, p95 %.2f ms, max %.2f ms\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
                static_cast<long long>(s.cached_memory_tokens), static_cast<long long>(s.cached_disk_tokens),
                static_cast<long long>(s.prefilled_tokens), static_cast<long long>(s.completion_tokens),
                *s.finish_reason_text ? s.finish_reason_text : "-", s.ttft_ms, s.queue_ms, s.cache_restore_ms,
-               s.prefill_ms, s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.prefill_tok_s, s.decode_tok_s, s.total_ms);
+               s.prefill_ms, s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.itl_max_ms);
+  // Against this machine's peaks (measured once, then read from the cache folder): the
+  // daemon runs on this machine, since the socket is local.
+  const probe::MachinePeaks peaks = machine_peaks(false);
+  std::fprintf(stderr, "prefill        %.1f tok/s", s.prefill_tok_s);
+  if (s.prefill_gops > 0 && peaks.int8_gops > 0)
+    std::fprintf(stderr, ", %.1f GOP/s = %.0f%% of this machine's int8 peak (%.1f GOP/s)", s.prefill_gops,
+                 100 * s.prefill_gops / peaks.int8_gops, peaks.int8_gops);
+  std::fprintf(stderr, "\ndecode         %.1f tok/s", s.decode_tok_s);
+  if (s.decode_gb_s > 0 && peaks.read_gb_s > 0)
+    std::fprintf(stderr, ", %.2f GB/s = %.0f%% of this machine's memory read peak (%.1f GB/s)", s.decode_gb_s,
+                 100 * s.decode_gb_s / peaks.read_gb_s, peaks.read_gb_s);
+  std::fprintf(stderr, "\ntotal          %.1f ms (client side)\n", s.total_ms);
+}
+
+probe::MachinePeaks machine_peaks(bool reprobe) {
+  return probe::machine_peaks(probe::default_probe_cache_dir(), 0, reprobe);
 }
 
 void install_interrupt_handler(hearth_client* client, void (*on_idle_interrupt)()) {

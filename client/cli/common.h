@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "common/probe/machine_probe.h"
 #include "hearth/client.h"
 
 namespace hearth::cli {
@@ -41,8 +42,13 @@ int report_error(hearth_client* client, int rc);
 // The "how to start one" hint for a socket path.
 std::string no_daemon_message(const std::string& socket_path);
 
-// TTFT, ITL, prefill and decode rates, token counts (with cached tokens) to stderr.
+// TTFT, ITL, prefill and decode rates, token counts (with cached tokens) to stderr, and the
+// achieved prefill GOP/s and decode GB/s as shares of this machine's peaks.
 void print_stats(const hearth_stats& stats);
+
+// This machine's int8 and memory-read peaks on every CPU: measured the first time (about a
+// second) and then read from the cache folder; reprobe measures again.
+probe::MachinePeaks machine_peaks(bool reprobe);
 
 // Installs a SIGINT handler that cancels the request running on client (through the
 // async-signal-safe hearth_client_cancel) while `generating` is set, and otherwise calls

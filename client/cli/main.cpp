@@ -1,5 +1,5 @@
 // hearth: the command line of hearthd, built only on libhearth-client's C API.
-//   hearth [--socket PATH] ask|chat|status|models|cache ...
+//   hearth [--socket PATH] ask|chat|status|models|cache|bench ...
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   CLI::App* models_cmd = app.add_subcommand("models", "list the daemon's models");
   CacheOptions cache;
   add_cache_command(&app, &cache);
+  BenchOptions bench;
+  CLI::App* bench_cmd = nullptr;
+  add_bench_command(&app, &bench, &bench_cmd);
 
   try {
     app.parse(argc, argv);
@@ -87,5 +90,6 @@ int main(int argc, char** argv) {
   if (status_cmd->parsed()) return run_status(global);
   if (models_cmd->parsed()) return run_models(global);
   if (cache.action != CacheOptions::Action::kNone) return run_cache(global, cache);
+  if (bench_cmd->parsed()) return run_bench(global, bench);
   return kExitError;
 }

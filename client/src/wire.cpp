@@ -91,6 +91,8 @@ void read_stats(const Json& object, hearth_stats* stats) {
     read_number(*t, "decode_ms", &stats->decode_ms);
     read_number(*t, "prefill_tok_s", &stats->prefill_tok_s);
     read_number(*t, "decode_tok_s", &stats->decode_tok_s);
+    read_number(*t, "prefill_gops", &stats->prefill_gops);
+    read_number(*t, "decode_gb_s", &stats->decode_gb_s);
     read_number(*t, "queue_ms", &stats->queue_ms);
     read_number(*t, "cache_restore_ms", &stats->cache_restore_ms);
     read_count(*t, "prefilled_tokens", &stats->prefilled_tokens);
@@ -102,6 +104,7 @@ void read_stats(const Json& object, hearth_stats* stats) {
       read_number(*itl, "mean", &stats->itl_mean_ms);
       read_number(*itl, "p50", &stats->itl_p50_ms);
       read_number(*itl, "p95", &stats->itl_p95_ms);
+      read_number(*itl, "max", &stats->itl_max_ms);
     }
   }
 }

@@ -63,7 +63,10 @@ struct RequestTimings {
   double decode_ms = 0;            // first token to the last
   double prefill_tok_s = 0;        // prefilled (not cached) prompt tokens / prefill time
   double decode_tok_s = 0;         // (completion_tokens - 1) / decode time
+  double prefill_gops = 0;         // prefill_tok_s × the layers' multiply-adds per token ×2 (10^9 op/s)
+  double decode_gb_s = 0;          // decode_tok_s × weight bytes read per step (10^9 B/s)
   double itl_mean_ms = 0, itl_p50_ms = 0, itl_p95_ms = 0;  // gaps between consecutive tokens
+  double itl_max_ms = 0;           // the longest gap
 };
 
 struct RequestEvent {

@@ -1,5 +1,6 @@
 #include "engine/scheduler/scheduler.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -37,6 +38,8 @@ class Scheduler::Impl {
  public:
   Impl(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o)
       : model_(model), backend_(backend), tokenizer_(tokenizer), options_(o),
+        clock_(o.clock ? o.clock : steady_step_clock()),
+        work_(token_work(model.file())),
         pool_(o.n_parallel * ((o.n_ctx + o.block_tokens - 1) / o.block_tokens), o.block_tokens) {}
 
   ~Impl() {
@@ -85,7 +88,7 @@ class Scheduler::Impl {
     if (static_cast<int64_t>(queue_.size()) >= options_.queue_max + std::max<int64_t>(free_running, 0))
       return {SubmitStatus::QueueFull, "too many requests are waiting; try again later", nullptr};
     out.handle = std::make_shared<RequestHandle>(std::move(on_event));
-    queue_.push_back(Queued{std::move(request), out.handle, Clock::now()});
+    queue_.push_back(Queued{std::move(request), out.handle, clock_->now()});
     stats_.queue_depth = static_cast<int64_t>(queue_.size());
     wake_.notify_one();
     return out;
@@ -197,11 +200,11 @@ class Scheduler::Impl {
   // Puts the longest cached prefix of a new sequence's prompt into its block table.
   void attach_cached(Sequence& s) {
     if (!cache_) return;
-    const Clock::time_point t0 = Clock::now();
+    const Clock::time_point t0 = clock_->now();
     SeqCacheState& st = s.cache();
     const int32_t n = cache_->attach_prefix(s.tokens(), s.cacheable(), s.table(), st);
     s.on_cached(n);
-    st.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    st.restore_ms = std::chrono::duration<double, std::milli>(clock_->now() - t0).count();
     std::lock_guard<std::mutex> lock(mutex_);
     ++cache_counters_.memory_lookups;
     if (st.memory_tokens > 0) ++cache_counters_.memory_hits;
@@ -273,18 +276,18 @@ class Scheduler::Impl {
         stats_.cancelled_total += dropped.size();
       }
       for (std::packaged_task<void()>& t : tasks) t();
-      const Clock::time_point now = Clock::now();
+      const Clock::time_point now = clock_->now();
       for (Queued& q : dropped) {
         Sequence seq(std::move(q.request), q.handle, tokenizer_, options_.n_ctx, q.submitted);
         seq.finish("cancelled", now);
       }
       for (Queued& q : admitted) {
         running_.push_back(std::make_unique<Sequence>(std::move(q.request), q.handle, tokenizer_, options_.n_ctx,
-                                                      q.submitted));
+                                                      q.submitted, work_));
         running_.back()->on_admitted(now);
         attach_cached(*running_.back());
         if (running_.back()->warm() && !running_.back()->prefilling())
-          retire(std::prev(running_.end()), "warmed", Clock::now());
+          retire(std::prev(running_.end()), "warmed", clock_->now());
       }
       drop_cancelled();
       if (!running_.empty()) step();
@@ -298,7 +301,7 @@ class Scheduler::Impl {
     return false;
   }
   void drop_cancelled() {
-    const Clock::time_point now = Clock::now();
+    const Clock::time_point now = clock_->now();
     for (auto it = running_.begin(); it != running_.end();) {
       if ((*it)->handle().cancelled()) {
         {
@@ -336,8 +339,8 @@ class Scheduler::Impl {
     return running_.erase(it);
   }
 
-  // One forward pass: every decoding sequence's pending token, then prompt chunks in
-  // admission order within the prefill budget.
+  // One forward pass: every decoding sequence's pending token, then prompt chunks within
+  // the prefill share, split evenly between the prefilling sequences (see prefill_share).
   void step() {
     struct Planned {
       SeqList::iterator seq;
@@ -345,12 +348,11 @@ class Scheduler::Impl {
       bool wants_logits; // the chunk ends at the sequence's last known token
     };
     std::vector<Planned> plan;
-    int64_t rows = 0;
+    std::vector<SeqList::iterator> prefilling;
+    int32_t n_decode = 0;
     for (auto it = running_.begin(); it != running_.end(); ++it)
-      if (!(*it)->prefilling()) plan.push_back({it, 1, true}), rows += 1;
-    int64_t budget = n_batch_ - rows;
-    if (options_.prefill_chunk > 0) budget = std::min<int64_t>(budget, options_.prefill_chunk);
-    for (auto it = running_.begin(); it != running_.end() && budget > 0; ++it) {
+      if (!(*it)->prefilling()) plan.push_back({it, 1, true}), ++n_decode;
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
       Sequence& s = **it;
       if (!s.prefilling()) continue;
       if (cache_) {
@@ -363,17 +365,27 @@ class Scheduler::Impl {
         if (waits_for_other(s)) continue;
       }
       if (s.n_pending() == 0) continue;  // a warm prompt wholly attached: ends after this step
-      const int32_t n = static_cast<int32_t>(std::min<int64_t>(s.n_pending(), budget));
-      plan.push_back({it, n, n == s.n_pending() && !s.warm()});
-      budget -= n;
-      rows += n;
+      prefilling.push_back(it);
     }
+    StepShape shape;
+    shape.n_decode = n_decode;
+    double pos_sum = 0;
+    const std::vector<int32_t> share = split_evenly(prefill_share(n_decode, prefilling), prefilling);
+    for (size_t i = 0; i < prefilling.size(); ++i) {
+      if (share[i] == 0) continue;
+      Sequence& s = **prefilling[i];
+      plan.push_back({prefilling[i], share[i], share[i] == s.n_pending() && !s.warm()});
+      shape.n_prefill += share[i];
+      ++shape.n_prefill_seqs;
+      pos_sum += share[i] * (s.n_computed() + (share[i] - 1) / 2.0);
+    }
+    if (shape.n_prefill > 0) shape.prefill_pos = pos_sum / static_cast<double>(shape.n_prefill);
     if (plan.empty()) {
-      retire_warmed(Clock::now());
+      retire_warmed(clock_->now());
       return;
     }
 
-    const Clock::time_point start = Clock::now();
+    const Clock::time_point start = clock_->now();
     ForwardBatch batch;
     int64_t row = 0;
     for (Planned& p : plan) {
@@ -399,10 +411,14 @@ class Scheduler::Impl {
       backend_.read(*buffers_.act.logits.buffer, buffers_.act.logits.offset, logits_.data(),
                     logits_.size() * sizeof(float));
     }
-    const Clock::time_point end = Clock::now();
+    clock_->on_forward(shape);
+    const Clock::time_point end = clock_->now();
+    const double step_ms = std::chrono::duration<double, std::milli>(end - start).count();
+    if (st) costs_.observe(shape, step_ms);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.steps_total;
+      stats_.step_ms.observe(step_ms);
     }
     if (!st) {
       LOG_ERROR("engine: forward pass failed: " + st.error().message);
@@ -433,6 +449,49 @@ class Scheduler::Impl {
       if (finished) retire(p.seq, finished, end);
     }
     retire_warmed(end);
+  }
+
+  // Prompt tokens this step reads, all sequences together. Next to decoding streams, as
+  // many as the learned costs fit in the step budget (at most prefill_chunk); with no
+  // stream waiting, or no budget, prefill_chunk (0: as many as the batch holds).
+  int64_t prefill_share(int32_t n_decode, const std::vector<SeqList::iterator>& prefilling) const {
+    if (prefilling.empty()) return 0;
+    int64_t upper = n_batch_ - n_decode;
+    if (options_.prefill_chunk > 0) upper = std::min<int64_t>(upper, options_.prefill_chunk);
+    if (n_decode == 0 || options_.step_budget_ms <= 0) return upper;
+    // Priced at the furthest prompt's position: its tokens attend to the most context.
+    int32_t first = 0;
+    for (const SeqList::iterator& it : prefilling) first = std::max(first, (*it)->n_computed());
+    return costs_.prefill_tokens(options_.step_budget_ms, n_decode, first, upper);
+  }
+
+  // Splits `total` prompt tokens between the prefilling sequences: an even share each, the
+  // remainder to those with the most left to read, and what a sequence does not need goes
+  // to the others. Two long prompts that arrive together both move at every step, and
+  // neither pulls ahead, rather than one waiting for the other to finish.
+  static std::vector<int32_t> split_evenly(int64_t total, const std::vector<SeqList::iterator>& prefilling) {
+    std::vector<int32_t> share(prefilling.size(), 0);
+    std::vector<size_t> order(prefilling.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return (*prefilling[x])->n_pending() > (*prefilling[y])->n_pending(); });
+    auto want = [&](size_t i) { return static_cast<int64_t>((*prefilling[i])->n_pending()) - share[i]; };
+    // Each round either hands out all that is left or fills some sequence's whole need.
+    for (;;) {
+      int64_t open = 0;
+      for (size_t i = 0; i < share.size(); ++i) open += want(i) > 0;
+      if (total <= 0 || open == 0) break;
+      const int64_t each = total / open;
+      int64_t extra = total % open;
+      for (size_t i : order) {
+        if (want(i) <= 0) continue;
+        const int64_t give = std::min(want(i), each + (extra > 0 ? 1 : 0));
+        if (extra > 0) --extra;
+        share[i] += static_cast<int32_t>(give);
+        total -= give;
+      }
+    }
+    return share;
   }
 
   // Warm requests whose prompt is all in the cache now end: nothing is generated.
@@ -467,11 +526,14 @@ class Scheduler::Impl {
   Backend& backend_;
   const Tokenizer& tokenizer_;
   const SchedulerOptions options_;
+  const std::shared_ptr<StepClock> clock_;
+  const TokenWork work_;  // the model's cost of a token, for the GOP/s and GB/s in timings
 
   // Engine thread only.
   BlockPool pool_;
   ForwardBuffers buffers_;
   int64_t n_batch_ = 0;
+  StepCostModel costs_;  // learned from this engine's steps
   Graph graph_;
   std::vector<float> logits_;
   SeqList running_;
@@ -498,6 +560,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend
   if (o.n_parallel < 1 || o.n_parallel > 256) return make_error("scheduler: parallel must be in [1, 256]");
   if (o.n_ctx < 2) return make_error("scheduler: the context must hold at least 2 tokens");
   if (o.prefill_chunk < 0) return make_error("scheduler: prefill chunk must be >= 0");
+  if (!(o.step_budget_ms >= 0) || o.step_budget_ms > 1e7) return make_error("scheduler: step budget must be in [0, 1e7] ms");
   if (o.queue_max < 0) return make_error("scheduler: queue length must be >= 0");
   if (o.block_tokens < 1) return make_error("scheduler: block size must be positive");
   if (o.kv_type != DType::F16 && o.kv_type != DType::F32) return make_error("scheduler: KV type must be f16 or f32");

@@ -1,8 +1,9 @@
 // The engine service: one engine thread owns the model's KV block pool and runs the step
 // loop — admit queued requests, build one batch that carries the next token of every
 // running sequence plus a bounded chunk of prompt tokens, run the forward pass, sample,
-// stream text back. A long prompt is prefilled over several steps, so running streams
-// keep flowing while it is read (docs/scheduler.md walks through an example).
+// stream text back. A long prompt is prefilled over several steps, sized so that a step
+// carrying decode tokens fits a time budget: running streams keep flowing while it is
+// read (docs/scheduler.md walks through an example).
 //
 // Thread-safety: submit(), stop_accepting(), cancel_all(), in_flight() and stats() may be
 // called from any thread. The model, the backend and the tokenizer's decoding are used by
@@ -18,6 +19,7 @@
 
 #include "engine/model/model.h"
 #include "engine/scheduler/request.h"
+#include "engine/scheduler/step_budget.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/chunk_store.h"
 
@@ -31,7 +33,16 @@ struct SchedulerOptions {
   // running stream: the stream's largest gap was 165 ms at 64, 316 ms at 128, 612 ms at
   // 256 and 5.3 s without chunking, and the prompt took 5.96 / 5.33 / 5.60 / 5.31 s. 128
   // keeps the stream moving for no measurable prefill cost; 64 costs ~10%.
+  // With a step budget it is an upper bound: the most prompt tokens one step reads.
   int32_t prefill_chunk = 128;
+  // Target duration (ms) of a step that carries decode tokens, i.e. of the gap a running
+  // stream sees while prompts are read: the prompt share of such a step is sized from
+  // costs learned online (step_budget.h). 0: no budget, prefill_chunk tokens every step.
+  // Steps with no decode token read prefill_chunk tokens: no stream waits on them.
+  double step_budget_ms = 100;
+  // Time source of every timing and of the learned costs; null: the steady clock. Tests
+  // inject a fake clock.
+  std::shared_ptr<StepClock> clock;
   int32_t queue_max = 64;       // requests waiting for a free sequence; more get QueueFull
   int32_t block_tokens = 16;    // KV block size (tokens)
   DType kv_type = DType::F16;
@@ -71,6 +82,7 @@ struct SchedulerStats {
   uint64_t cancelled_total = 0;         // requests ended by cancel (disconnects included)
   uint64_t steps_total = 0;             // forward passes
   Histogram ttft_ms, itl_ms;
+  Histogram step_ms;                    // achieved duration of each forward pass
 };
 
 // One owner's (uid's) share of the prompt cache: the blocks and chunks its requests named.

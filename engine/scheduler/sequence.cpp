@@ -20,7 +20,7 @@ double percentile(std::vector<double> v, double q) {
 }  // namespace
 
 Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> handle, const Tokenizer& tokenizer,
-                   int32_t n_ctx, Clock::time_point submitted)
+                   int32_t n_ctx, Clock::time_point submitted, TokenWork work)
     : handle_(std::move(handle)),
       tokenizer_(tokenizer),
       tokens_(std::move(request.prompt)),
@@ -29,7 +29,8 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
       warm_(request.warm),
       sampler_(request.sampling),
       stop_(std::move(request.stop), tokenizer.eog_ids()),
-      submitted_(submitted) {
+      submitted_(submitted),
+      work_(work) {
   const int32_t room = n_ctx - n_prompt_;
   max_tokens_ = request.max_tokens < 0 ? room : std::min(request.max_tokens, room);
   cache_.scope_key = std::move(request.scope.key);
@@ -92,16 +93,19 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
     const Clock::time_point end = prefilling() ? now : prefill_end_;
     t.prefill_ms = ms(prefill_start_, end);
     t.prefill_tok_s = t.prefill_ms > 0 ? ev.usage.prefilled_tokens * 1000.0 / t.prefill_ms : 0;
+    t.prefill_gops = t.prefill_tok_s * work_.prefill_ops / 1e9;
   }
   if (n_generated_ > 0) {
     t.ttft_ms = ms(submitted_, first_token_);
     t.decode_ms = ms(first_token_, last_token_);
     t.decode_tok_s = t.decode_ms > 0 ? (n_generated_ - 1) * 1000.0 / t.decode_ms : 0;
+    t.decode_gb_s = t.decode_tok_s * work_.decode_bytes / 1e9;
   }
   if (!itl_ms_.empty()) {
     t.itl_mean_ms = std::accumulate(itl_ms_.begin(), itl_ms_.end(), 0.0) / static_cast<double>(itl_ms_.size());
     t.itl_p50_ms = percentile(itl_ms_, 0.50);
     t.itl_p95_ms = percentile(itl_ms_, 0.95);
+    t.itl_max_ms = *std::max_element(itl_ms_.begin(), itl_ms_.end());
   }
   handle_->push(std::move(ev));
 }

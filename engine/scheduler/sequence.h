@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/kv/block_pool.h"
+#include "engine/model/token_work.h"
 #include "engine/scheduler/prefix_cache.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
@@ -23,8 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 class Sequence {
  public:
+  // work: the model's cost of a token, for the achieved GOP/s and GB/s in the timings.
   Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> handle, const Tokenizer& tokenizer, int32_t n_ctx,
-           Clock::time_point submitted);
+           Clock::time_point submitted, TokenWork work = {});
 
   RequestHandle& handle() { return *handle_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -86,6 +88,7 @@ class Sequence {
 
   Clock::time_point submitted_, admitted_, prefill_start_, prefill_end_, first_token_, last_token_;
   bool prefill_started_ = false;
+  TokenWork work_;
   std::vector<double> itl_ms_;
 };
 

@@ -380,8 +380,8 @@ TEST_CASE("/metrics is Prometheus text with requests by status, tokens, histogra
   REQUIRE(values.at("hearth_kv_blocks_free") > 0);
   REQUIRE(values.at("hearth_open_connections") >= 2);
   REQUIRE(values.at("hearth_engine_ready") == 1);
-  REQUIRE(buckets.size() == 2);
-  for (const std::string name : {"hearth_ttft_seconds", "hearth_itl_seconds"}) {
+  REQUIRE(buckets.size() == 3);
+  for (const std::string name : {"hearth_ttft_seconds", "hearth_itl_seconds", "hearth_step_seconds"}) {
     const std::vector<double>& b = buckets.at(name);
     REQUIRE(b.size() == 15);  // 14 bounds and +Inf
     REQUIRE(std::is_sorted(b.begin(), b.end()));
@@ -391,6 +391,7 @@ TEST_CASE("/metrics is Prometheus text with requests by status, tokens, histogra
     REQUIRE(values.count(name + "_sum") == 1);
   }
   REQUIRE(values.at("hearth_ttft_seconds_count") >= 1);
+  REQUIRE(values.at("hearth_step_seconds_count") >= 1);
 }
 
 TEST_CASE("One keep-alive connection serves answers, errors and streams in turn") {

@@ -3,6 +3,10 @@
 //   pp N: one fresh sequence, N prompt tokens in one eval (logits of the last token only).
 //   tg N: one fresh sequence, N tokens evaluated one at a time from position 0.
 // The tokens are random ids: no tokenizer is loaded.
+// After the table: achieved prefill GOP/s (2 ops per weight per prompt token, the output
+// projection aside: prefill takes logits of the last token only) and decode GB/s (every
+// weight read once per token; KV reads left out) next to this machine's measured peaks
+// (common/probe), so a figure reads as compute- or memory-bound and how far from the limit.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/probe/machine_probe.h"
 #include "engine/model/context.h"
+#include "engine/model/token_work.h"
 #include "run.h"
 
 namespace hearth {
@@ -66,6 +72,7 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
   const double size_gib = static_cast<double>(std::filesystem::file_size(model_path)) / (1 << 30);
   std::mt19937 rng(42);
   nlohmann::json results = nlohmann::json::array();
+  double pp_tok_s = 0, tg_tok_s = 0;
   if (!o.json) {
     std::printf("| model | size | backend | test | t/s |\n");
     std::printf("| --- | ---: | --- | ---: | ---: |\n");
@@ -82,6 +89,7 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
       tok_s.push_back(n / sec);
     }
     const Stat s = stats(tok_s);
+    (prefill ? pp_tok_s : tg_tok_s) = s.mean;
     const std::string test = (prefill ? "pp" : "tg") + std::to_string(n);
     if (o.json) {
       results.push_back({{"test", test}, {"tok_s_mean", s.mean}, {"tok_s_stdev", s.stdev}, {"reps", o.reps}});
@@ -91,7 +99,33 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
       std::fflush(stdout);
     }
   }
-  if (o.json) std::cout << nlohmann::json{{"model", c.name}, {"backend", l.backend->info().name}, {"results", results}}.dump() << std::endl;
+  if (!o.json) std::fprintf(stderr, "hearth-run: this machine's peaks (%s)...\n", o.reprobe ? "measuring" : "cached, or measured once");
+  const probe::MachinePeaks peaks = probe::machine_peaks(probe::default_probe_cache_dir(), o.threads, o.reprobe);
+  const TokenWork w = token_work(*l.file);
+  const double gops = pp_tok_s * w.prefill_ops / 1e9, gb_s = tg_tok_s * w.decode_bytes / 1e9;
+  if (o.json) {
+    std::cout << nlohmann::json{{"model", c.name},
+                                {"backend", l.backend->info().name},
+                                {"results", results},
+                                {"prefill_gops", gops},
+                                {"decode_gb_s", gb_s},
+                                {"peaks",
+                                 {{"int8_gops", peaks.int8_gops},
+                                  {"read_gb_s", peaks.read_gb_s},
+                                  {"threads", peaks.threads},
+                                  {"cpu", peaks.cpu},
+                                  {"cached", peaks.from_cache}}}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("\n");
+  if (pp_tok_s > 0)
+    std::printf("prefill: %.1f GOP/s = %.0f%% of this machine's int8 peak (%.1f GOP/s, %d threads): compute-bound\n",
+                gops, 100 * gops / peaks.int8_gops, peaks.int8_gops, peaks.threads);
+  if (tg_tok_s > 0)
+    std::printf("decode:  %.1f GB/s = %.0f%% of this machine's memory read peak (%.1f GB/s): memory-bound\n", gb_s,
+                100 * gb_s / peaks.read_gb_s, peaks.read_gb_s);
   return 0;
 }
 

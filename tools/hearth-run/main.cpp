@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--pp", bo.pp, "bench: prompt tokens")->check(CLI::Range(0, 1 << 20));
   app.add_option("--tg", bo.tg, "bench: generated tokens")->check(CLI::Range(0, 1 << 20));
   app.add_option("--reps", bo.reps, "bench: repetitions")->check(CLI::Range(1, 1000));
+  app.add_flag("--reprobe", bo.reprobe,
+               "bench: measure this machine's int8 and memory-read peaks again (they are kept in the cache folder)");
   app.add_option("--simd", simd, "force a SIMD level: scalar, avx2, avx512 (testing)");
   app.add_option("--log-level", log_level, "debug, info, warn, error");
   app.add_flag("--version", version, "print the version");
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
 
   if (bench) {
     bo.json = json;
+    bo.threads = threads;
     return run_bench(l, *path, bo);
   }
 

@@ -23,6 +23,8 @@ struct BenchOptions {
   int tg = 128;    // generated tokens per decode test (0 = skip)
   int reps = 3;
   bool json = false;
+  bool reprobe = false;  // measure this machine's peaks again (else the cached ones)
+  int threads = 0;       // CPU threads the backend runs (0: every core), for the probes
 };
 
 int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o);

@@ -185,6 +185,10 @@ typedef struct hearth_stats {
   int64_t cached_disk_tokens;   /* restored from the daemon's cache directory */
   int64_t prefilled_tokens;     /* computed */
   double cache_restore_ms;      /* looking up and restoring cached KV */
+  /* Added with the step budget. */
+  double itl_max_ms;   /* the longest gap between two tokens */
+  double prefill_gops; /* prefill: 10^9 multiply-add ops/s in the model's weights (compute-bound) */
+  double decode_gb_s;  /* decode: 10^9 bytes/s of weights read (memory-bound) */
 } hearth_stats;
 
 /* Sets struct_size and zeroes every other member. */
