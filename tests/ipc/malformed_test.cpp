@@ -294,20 +294,6 @@ int check_case(const std::string& socket_path, const Case& c) {
   return r->status;
 }
 
-// A loopback TCP listener for adopt_tcp_fd; returns the fd and sets *port.
-int loopback_listener(uint16_t* port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(fd, 16) == 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  *port = ntohs(addr.sin_port);
-  return fd;
-}
-
 uint64_t metric(const std::string& socket_path, const std::string& name) {
   auto r = http_call(socket_path, "GET", "/metrics");
   REQUIRE(r);

@@ -21,19 +21,6 @@ using json = nlohmann::json;
 constexpr const char* kAllowed = "http://localhost:5173";
 const std::string kBody = R"({"prompt": "hello world", "max_tokens": 1, "temperature": 0})";
 
-int listener(uint16_t* port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(fd, 16) == 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  *port = ntohs(addr.sin_port);
-  return fd;
-}
-
 // A request with exactly these headers (http_request() would add a JSON Content-Type).
 std::string raw_request(const std::string& method, const std::string& target, const std::string& body,
                         const std::string& headers) {
@@ -49,7 +36,7 @@ struct TcpServer {
     o.server.allowed_origins = {kAllowed};
     return o;
   }
-  TcpServer() : s(options()) { REQUIRE(s.server().adopt_tcp_fd(listener(&port), false).ok()); }
+  TcpServer() : s(options()) { REQUIRE(s.server().adopt_tcp_fd(loopback_listener(&port), false).ok()); }
   HttpReply call(const std::string& method, const std::string& target, const std::string& body,
                  const std::string& headers) {
     HttpConn c = HttpConn::tcp(port);

@@ -1,7 +1,11 @@
 #include "test_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <stdexcept>
 
@@ -13,6 +17,20 @@
 #include "tests/tools/synthetic_model.h"
 
 namespace hearth::test {
+
+int loopback_listener(uint16_t* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 16) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/hearth-ipc-XXXXXX";

@@ -11,6 +11,10 @@
 
 namespace hearth::test {
 
+// A loopback TCP listener on a free port, for Server::adopt_tcp_fd; returns the fd and
+// sets *port.
+int loopback_listener(uint16_t* port);
+
 // A private directory under /tmp, removed with everything in it.
 class TempDir {
  public:
