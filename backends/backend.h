@@ -9,7 +9,9 @@
 //    backend can build one command buffer per forward pass;
 //  - small integer inputs an op needs (token ids, positions, KV slots) travel inside the
 //    Graph, so a device backend uploads them together with the submission;
-//  - host <-> device transfers are explicit (write, read).
+//  - host <-> device transfers are explicit (write, read), and so are copies inside the
+//    device (copy: KV block to block, no host round trip). Every transfer reports failure;
+//    a caller that gets an error must not use what the destination holds.
 //
 // Thread-safety: a Backend and everything it allocates are used by one thread (the
 // engine thread). Buffers must not outlive their Backend.
@@ -146,6 +148,17 @@ struct Graph {
   }
 };
 
+// One device-side copy: `bytes` bytes from src at src_offset to dst at dst_offset. Both
+// buffers belong to the same backend; when they are the same buffer the ranges must not
+// overlap.
+struct BufferCopy {
+  const Buffer* src = nullptr;
+  size_t src_offset = 0;
+  Buffer* dst = nullptr;
+  size_t dst_offset = 0;
+  size_t bytes = 0;
+};
+
 struct DeviceInfo {
   std::string name;         // e.g. "cpu (AMD EPYC, 2 threads, avx512)"
   std::string kind;         // "cpu", "vulkan", "cuda"
@@ -169,9 +182,15 @@ class Backend {
   // Whether execute() can run a MatMul / GetRows whose weights have this type.
   virtual bool supports_weight_type(DType type) const = 0;
 
-  // Host <-> device copies; they complete before returning.
-  virtual void write(Buffer& dst, size_t offset, const void* src, size_t bytes) = 0;
-  virtual void read(const Buffer& src, size_t offset, void* dst, size_t bytes) = 0;
+  // Host <-> device copies; they complete before returning. An error (a range outside the
+  // buffer, a buffer of another backend, a device failure) leaves the destination's bytes
+  // undefined.
+  virtual Status write(Buffer& dst, size_t offset, const void* src, size_t bytes) = 0;
+  virtual Status read(const Buffer& src, size_t offset, void* dst, size_t bytes) = 0;
+
+  // Device-side copies, all complete before returning (one submission on a GPU). Every copy
+  // is checked before any runs; on an error the destinations' bytes are undefined.
+  virtual Status copy(std::span<const BufferCopy> copies) = 0;
 
   // Runs every op of the graph in order and waits for completion.
   virtual Status execute(const Graph& graph) = 0;

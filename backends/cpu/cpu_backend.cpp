@@ -8,6 +8,7 @@
 #include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
+#include "backends/transfer_check.h"
 
 namespace hearth::cpu {
 namespace {
@@ -70,11 +71,29 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
-    std::memcpy(static_cast<uint8_t*>(dst.host_data()) + offset, src, bytes);
+  Status write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
+    if (Status st = check_range("cpu", "write", &dst, offset, bytes); !st) return st;
+    if (dst.host_data() == nullptr) return make_error("cpu: write to a buffer of another backend");
+    if (bytes > 0) std::memcpy(static_cast<uint8_t*>(dst.host_data()) + offset, src, bytes);
+    return {};
   }
-  void read(const Buffer& src, size_t offset, void* dst, size_t bytes) override {
-    std::memcpy(dst, static_cast<const uint8_t*>(src.host_data()) + offset, bytes);
+  Status read(const Buffer& src, size_t offset, void* dst, size_t bytes) override {
+    if (Status st = check_range("cpu", "read", &src, offset, bytes); !st) return st;
+    if (src.host_data() == nullptr) return make_error("cpu: read from a buffer of another backend");
+    if (bytes > 0) std::memcpy(dst, static_cast<const uint8_t*>(src.host_data()) + offset, bytes);
+    return {};
+  }
+  Status copy(std::span<const BufferCopy> copies) override {
+    for (const BufferCopy& c : copies) {
+      if (Status st = check_copy("cpu", c); !st) return st;
+      if (c.src->host_data() == nullptr || c.dst->host_data() == nullptr)
+        return make_error("cpu: copy between buffers of another backend");
+    }
+    for (const BufferCopy& c : copies)
+      if (c.bytes > 0)
+        std::memcpy(static_cast<uint8_t*>(c.dst->host_data()) + c.dst_offset,
+                    static_cast<const uint8_t*>(c.src->host_data()) + c.src_offset, c.bytes);
+    return {};
   }
 
   Status execute(const Graph& g) override {

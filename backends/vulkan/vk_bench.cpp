@@ -46,7 +46,10 @@ int main(int argc, char** argv) {
       auto x = be.alloc(n_in * 4 * n_tok, BufferKind::Activations);
       auto y = be.alloc(n_out * 4 * n_tok, BufferKind::Activations);
       std::vector<float> xs(n_in * n_tok, 0.5f);
-      be.write(**x, 0, xs.data(), xs.size() * 4);
+      if (Status st = be.write(**x, 0, xs.data(), xs.size() * 4); !st) {
+        printf("%s\n", st.error().message.c_str());
+        return 1;
+      }
       Graph g;
       Op op(OpKind::MatMul);
       op.src0 = Tensor{w->get(), 0, t, n_in, n_out, row_bytes(t, n_in)};

@@ -185,4 +185,11 @@ Status Transfers::read(VkBuffer src, VkDeviceSize offset, void* dst, VkDeviceSiz
   return {};
 }
 
+Status Transfers::copy(std::span<const DeviceCopy> copies) {
+  Result<VkCommandBuffer> cmd = sub_.begin();
+  if (!cmd) return cmd.error();
+  for (const DeviceCopy& c : copies) ctx_.fn.vkCmdCopyBuffer(*cmd, c.src, c.dst, 1, &c.region);
+  return sub_.submit_and_wait();
+}
+
 }  // namespace hearth::vulkan

@@ -55,6 +55,13 @@ class Submitter {
   VkFence fence_ = VK_NULL_HANDLE;
 };
 
+// One device-side copy region between two buffers.
+struct DeviceCopy {
+  VkBuffer src = VK_NULL_HANDLE;
+  VkBuffer dst = VK_NULL_HANDLE;
+  VkBufferCopy region{};
+};
+
 // Host <-> device copies through a host-visible staging buffer (grown on demand, copies
 // larger than kMaxStaging go in pieces); each call completes before it returns.
 class Transfers {
@@ -64,6 +71,8 @@ class Transfers {
   ~Transfers() { destroy_buffer(ctx_, &staging_); }
   Status write(VkBuffer dst, VkDeviceSize offset, const void* src, VkDeviceSize bytes);
   Status read(VkBuffer src, VkDeviceSize offset, void* dst, VkDeviceSize bytes);
+  // Device-side copies in one submission.
+  Status copy(std::span<const DeviceCopy> copies);
 
  private:
   Status ensure_staging(VkDeviceSize bytes);

@@ -8,6 +8,7 @@
 #include "backends/vulkan/vk_ops.h"
 #include "backends/vulkan/vk_pipelines.h"
 #include "backends/vulkan/vk_recorder.h"
+#include "backends/transfer_check.h"
 #include "common/log.h"
 
 namespace hearth::vulkan {
@@ -53,24 +54,33 @@ class VulkanBackend final : public Backend {
 
   bool supports_weight_type(DType t) const override { return vulkan_supports_weight_type(t); }
 
-  void write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
+  Status write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
+    if (Status st = check_range("vulkan", "write", &dst, offset, bytes); !st) return st;
     auto* vb = dynamic_cast<VulkanBuffer*>(&dst);
-    if (vb == nullptr || offset + bytes > vb->bytes()) {
-      LOG_ERROR("vulkan: write outside a buffer of this backend");
-      return;
-    }
-    if (bytes == 0) return;
-    if (Status st = transfers_.write(vb->handle(), offset, src, bytes); !st) LOG_ERROR(st.error().message);
+    if (vb == nullptr) return make_error("vulkan: write to a buffer of another backend");
+    if (bytes == 0) return {};
+    return transfers_.write(vb->handle(), offset, src, bytes);
   }
 
-  void read(const Buffer& src, size_t offset, void* dst, size_t bytes) override {
+  Status read(const Buffer& src, size_t offset, void* dst, size_t bytes) override {
+    if (Status st = check_range("vulkan", "read", &src, offset, bytes); !st) return st;
     const auto* vb = dynamic_cast<const VulkanBuffer*>(&src);
-    if (vb == nullptr || offset + bytes > vb->bytes()) {
-      LOG_ERROR("vulkan: read outside a buffer of this backend");
-      return;
+    if (vb == nullptr) return make_error("vulkan: read from a buffer of another backend");
+    if (bytes == 0) return {};
+    return transfers_.read(vb->handle(), offset, dst, bytes);
+  }
+
+  Status copy(std::span<const BufferCopy> copies) override {
+    regions_.clear();
+    for (const BufferCopy& c : copies) {
+      if (Status st = check_copy("vulkan", c); !st) return st;
+      const auto* s = dynamic_cast<const VulkanBuffer*>(c.src);
+      const auto* d = dynamic_cast<const VulkanBuffer*>(c.dst);
+      if (s == nullptr || d == nullptr) return make_error("vulkan: copy between buffers of another backend");
+      if (c.bytes > 0) regions_.push_back({s->handle(), d->handle(), VkBufferCopy{c.src_offset, c.dst_offset, c.bytes}});
     }
-    if (bytes == 0) return;
-    if (Status st = transfers_.read(vb->handle(), offset, dst, bytes); !st) LOG_ERROR(st.error().message);
+    if (regions_.empty()) return {};
+    return transfers_.copy(regions_);
   }
 
   Status execute(const Graph& graph) override {
@@ -95,6 +105,7 @@ class VulkanBackend final : public Backend {
   Recorder recorder_;
   OpPlanner planner_;
   std::vector<Dispatch> dispatches_;
+  std::vector<DeviceCopy> regions_;
 };
 
 }  // namespace

@@ -113,7 +113,9 @@ Status InferenceContext::eval(std::span<const int32_t> tokens, bool all_logits) 
     if (Status s = forward(tokens.subspan(begin, n), rows); !s) return s;
     if (!rows.empty()) {
       float* dst = logits_.data() + (all_logits ? begin * v : 0);
-      backend_.read(*buf_.act.logits.buffer, buf_.act.logits.offset, dst, rows.size() * v * sizeof(float));
+      if (Status s = backend_.read(*buf_.act.logits.buffer, buf_.act.logits.offset, dst, rows.size() * v * sizeof(float));
+          !s)
+        return s;
     }
   }
   return {};

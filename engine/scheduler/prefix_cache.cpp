@@ -77,11 +77,13 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
     if (from >= 0) {
       pool_.attach(from);  // keeps it from being the block allocate() reuses
       const int32_t to = pool_.allocate();
-      if (to >= 0) {
-        copy_block(from, to, common);
+      // A failed copy leaves `to` unused: those tokens are prefilled instead.
+      if (to >= 0 && copy_block(from, to, common)) {
         table.append(to, bt_);
         st.memory_tokens += common;
         n += common;
+      } else if (to >= 0) {
+        pool_.release(to);
       }
       pool_.release(from);
     }
@@ -103,17 +105,33 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
   if (!payload) return false;
   const size_t n_layer = kv_.k.size();
   if (payload->size() != n_layer * 2 * static_cast<size_t>(chunk_tokens) * row_bytes_) return false;
+  // Every block of the chunk is written before any joins the table, so a failed write
+  // (the device, not the file) leaves the table as it was and the caller prefills.
+  std::vector<int32_t> blocks;
   for (int32_t blk = first_block; blk <= last; ++blk) {
     const int32_t b = pool_.allocate();
-    if (b < 0) return false;  // cannot happen while the pool holds n_ctx per sequence
+    bool ok = b >= 0;  // cannot fail while the pool holds n_ctx per sequence
     const int32_t j = blk - chunk * kChunkBlocks;  // block within the chunk
-    for (size_t l = 0; l < n_layer; ++l)
-      for (int kind = 0; kind < 2; ++kind) {
+    for (size_t l = 0; ok && l < n_layer; ++l)
+      for (int kind = 0; ok && kind < 2; ++kind) {
         const Tensor& t = tensor(l, kind);
         const size_t src = ((l * 2 + static_cast<size_t>(kind)) * static_cast<size_t>(chunk_tokens) +
                             static_cast<size_t>(j * bt_)) * row_bytes_;
-        backend_.write(*t.buffer, slot_offset(t, b * bt_), payload->data() + src, static_cast<size_t>(bt_) * row_bytes_);
+        Status w = backend_.write(*t.buffer, slot_offset(t, b * bt_), payload->data() + src,
+                                  static_cast<size_t>(bt_) * row_bytes_);
+        if (!w) {
+          LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
+          ok = false;
+        }
       }
+    if (b >= 0) blocks.push_back(b);
+    if (!ok) {
+      for (int32_t x : blocks) pool_.release(x);
+      return false;
+    }
+  }
+  for (int32_t blk = first_block; blk <= last; ++blk) {
+    const int32_t b = blocks[static_cast<size_t>(blk - first_block)];
     table.append(b, bt_);
     pool_.name_full(b, st.hashes[static_cast<size_t>(blk)], parent_of(st, static_cast<size_t>(blk)),
                     tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)), st.owner);
@@ -172,7 +190,12 @@ void PrefixCache::persist_chunk(std::span<const int32_t> tokens, int32_t chunk, 
         const Tensor& t = tensor(l, kind);
         const int32_t b = table.blocks()[static_cast<size_t>(chunk * kChunkBlocks + j)];
         const size_t dst = ((l * 2 + static_cast<size_t>(kind)) * chunk_tokens + static_cast<size_t>(j * bt_)) * row_bytes_;
-        backend_.read(*t.buffer, slot_offset(t, b * bt_), w.payload.data() + dst, static_cast<size_t>(bt_) * row_bytes_);
+        Status r = backend_.read(*t.buffer, slot_offset(t, b * bt_), w.payload.data() + dst,
+                                 static_cast<size_t>(bt_) * row_bytes_);
+        if (!r) {  // not written: a later user of the prefix offers it again
+          LOG_WARN("prompt cache: reading a chunk for the disk tier failed: " + r.error().message);
+          return;
+        }
       }
   if (store_->enqueue(std::move(w))) ++st.chunks_written;
 }
@@ -187,14 +210,17 @@ void PrefixCache::on_retire(std::span<const int32_t> tokens, int32_t n_computed,
                      tokens.subspan(static_cast<size_t>(n_full * bt_), static_cast<size_t>(rest)), st.owner);
 }
 
-void PrefixCache::copy_block(int32_t from, int32_t to, int32_t n) {
-  scratch_.resize(static_cast<size_t>(n) * row_bytes_);
+bool PrefixCache::copy_block(int32_t from, int32_t to, int32_t n) {
+  copies_.clear();
+  const size_t bytes = static_cast<size_t>(n) * row_bytes_;
   for (size_t l = 0; l < kv_.k.size(); ++l)
     for (int kind = 0; kind < 2; ++kind) {
       const Tensor& t = tensor(l, kind);
-      backend_.read(*t.buffer, slot_offset(t, from * bt_), scratch_.data(), scratch_.size());
-      backend_.write(*t.buffer, slot_offset(t, to * bt_), scratch_.data(), scratch_.size());
+      copies_.push_back(BufferCopy{t.buffer, slot_offset(t, from * bt_), t.buffer, slot_offset(t, to * bt_), bytes});
     }
+  Status st = backend_.copy(copies_);
+  if (!st) LOG_WARN("prompt cache: copying a partial block failed, its tokens are computed instead: " + st.error().message);
+  return st.ok();
 }
 
 }  // namespace hearth

@@ -70,8 +70,9 @@ class PrefixCache {
   // The K (kind 0) or V (kind 1) tensor of a layer.
   const Tensor& tensor(size_t layer, int kind) const { return kind == 0 ? kv_.k[layer] : kv_.v[layer]; }
   size_t slot_offset(const Tensor& t, int32_t slot) const { return t.offset + static_cast<size_t>(slot) * t.row_stride; }
-  // Copies the first n slots of block `from` into block `to`, every layer, K and V.
-  void copy_block(int32_t from, int32_t to, int32_t n);
+  // Copies the first n slots of block `from` into block `to`, every layer, K and V, on the
+  // device. False when the backend failed (`to` then holds nothing usable).
+  bool copy_block(int32_t from, int32_t to, int32_t n);
 
   BlockPool& pool_;
   Backend& backend_;
@@ -80,7 +81,7 @@ class PrefixCache {
   storage::ChunkStore* store_;
   int32_t bt_;           // tokens per block
   size_t row_bytes_;     // one token's K (or V) in one layer
-  std::vector<uint8_t> scratch_;
+  std::vector<BufferCopy> copies_;
 };
 
 }  // namespace hearth

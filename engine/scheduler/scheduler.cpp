@@ -408,8 +408,8 @@ class Scheduler::Impl {
     const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
     if (st && !batch.logit_rows.empty()) {
       logits_.resize(batch.logit_rows.size() * n_vocab);
-      backend_.read(*buffers_.act.logits.buffer, buffers_.act.logits.offset, logits_.data(),
-                    logits_.size() * sizeof(float));
+      st = backend_.read(*buffers_.act.logits.buffer, buffers_.act.logits.offset, logits_.data(),
+                         logits_.size() * sizeof(float));
     }
     clock_->on_forward(shape);
     const Clock::time_point end = clock_->now();

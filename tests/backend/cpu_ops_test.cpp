@@ -10,6 +10,7 @@
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
 #include "common/fp16.h"
+#include "transfer_contract.h"
 
 namespace {
 
@@ -32,7 +33,7 @@ struct Fixture {
   }
   Tensor make_f32(int64_t ne0, int64_t rows, const std::vector<float>& v) {
     Tensor t = make(DType::F32, ne0, rows);
-    be->write(*t.buffer, 0, v.data(), v.size() * sizeof(float));
+    REQUIRE(be->write(*t.buffer, 0, v.data(), v.size() * sizeof(float)).ok());
     return t;
   }
   std::vector<float> random(size_t n, float scale = 1.0f) {
@@ -43,7 +44,7 @@ struct Fixture {
   }
   std::vector<float> read(const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.ne0 * t.rows));
-    be->read(*t.buffer, t.offset, v.data(), v.size() * sizeof(float));
+    REQUIRE(be->read(*t.buffer, t.offset, v.data(), v.size() * sizeof(float)).ok());
     return v;
   }
   void run(const Op& op, std::vector<int32_t> ints_a = {}, std::vector<int32_t> ints_b = {}) {
@@ -69,6 +70,15 @@ struct LevelGuard {
 };
 
 }  // namespace
+
+TEST_CASE("CPU transfers land where sent, copy on the device, and refuse bad ranges and foreign buffers") {
+  // A buffer the CPU backend did not make: device memory it cannot address.
+  struct Foreign final : Buffer {
+    size_t bytes() const override { return 1024; }
+  } foreign;
+  auto be = cpu::make_cpu_backend({1});
+  test::check_transfer_contract(*be, &foreign);
+}
 
 TEST_CASE("RmsNorm normalises each row, or each head of a row, and applies the weight") {
   Fixture f;
@@ -180,7 +190,7 @@ TEST_CASE("GetRows dequantizes the selected rows and scales them") {
   Tensor t = f.make(DType::Q8_0, d, n);
   std::vector<uint8_t> q(t.row_stride * n);
   for (int64_t r = 0; r < n; ++r) cpu::quantize_row(DType::Q8_0, &table[r * d], q.data() + r * t.row_stride, d);
-  f.be->write(*t.buffer, 0, q.data(), q.size());
+  REQUIRE(f.be->write(*t.buffer, 0, q.data(), q.size()).ok());
   Op op{OpKind::GetRows};
   op.src0 = t;
   op.dst = f.make(DType::F32, d, 3);
@@ -209,7 +219,7 @@ TEST_CASE("MatMul of every weight type matches the dequantized product at every 
       cpu::quantize_row(wt, &w[r * n_in], q.data() + r * wt_t.row_stride, n_in);
       cpu::dequantize_row(wt, q.data() + r * wt_t.row_stride, &wd[r * n_in], n_in);
     }
-    f.be->write(*wt_t.buffer, 0, q.data(), q.size());
+    REQUIRE(f.be->write(*wt_t.buffer, 0, q.data(), q.size()).ok());
     for (cpu::SimdLevel level : levels()) {
       cpu::set_simd_level(level);
       Op op{OpKind::MatMul};
@@ -283,8 +293,8 @@ TEST_CASE("Attention is causal, honours the sliding window and grouped heads, at
         kh[perm[j] * n_kv_heads * hd + i] = fp32_to_fp16(k[j * n_kv_heads * hd + i]);
         vh[perm[j] * n_kv_heads * hd + i] = fp32_to_fp16(v[j * n_kv_heads * hd + i]);
       }
-    f.be->write(*kc.buffer, 0, kh.data(), kh.size() * 2);
-    f.be->write(*vc.buffer, 0, vh.data(), vh.size() * 2);
+    REQUIRE(f.be->write(*kc.buffer, 0, kh.data(), kh.size() * 2).ok());
+    REQUIRE(f.be->write(*vc.buffer, 0, vh.data(), vh.size() * 2).ok());
     const std::vector<int32_t> pos{0, 3, 9, 21, 22};
     std::vector<float> q = f.random(pos.size() * n_heads * hd);
     const std::vector<double> want = naive_attention(q, k, v, pos, n_kv, n_heads, n_kv_heads, hd, window, 0.2);
@@ -328,8 +338,8 @@ TEST_CASE("StoreKv writes rows into the given slots in f16") {
   op.src3 = f.make(DType::F16, d, 8);
   f.run(op, {5, 2});
   std::vector<uint16_t> kh(8 * d), vh(8 * d);
-  f.be->read(*op.src2.buffer, 0, kh.data(), kh.size() * 2);
-  f.be->read(*op.src3.buffer, 0, vh.data(), vh.size() * 2);
+  REQUIRE(f.be->read(*op.src2.buffer, 0, kh.data(), kh.size() * 2).ok());
+  REQUIRE(f.be->read(*op.src3.buffer, 0, vh.data(), vh.size() * 2).ok());
   for (int64_t i = 0; i < d; ++i) {
     REQUIRE(kh[5 * d + i] == fp32_to_fp16(k[i]));
     REQUIRE(vh[2 * d + i] == fp32_to_fp16(v[d + i]));
@@ -371,7 +381,7 @@ TEST_CASE("MatMul: a row's result is bitwise the same whatever the batch size") 
     Tensor wt_t = f.make(wt, n_in_t, n_out);
     std::vector<uint8_t> q(wt_t.row_stride * n_out);
     for (int64_t r = 0; r < n_out; ++r) cpu::quantize_row(wt, &w[r * n_in_t], q.data() + r * wt_t.row_stride, n_in_t);
-    f.be->write(*wt_t.buffer, 0, q.data(), q.size());
+    REQUIRE(f.be->write(*wt_t.buffer, 0, q.data(), q.size()).ok());
     const int64_t max_tok = 72;
     std::vector<float> x = f.random(max_tok * n_in_t);
     // Reference: each row alone.

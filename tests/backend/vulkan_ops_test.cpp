@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fp16.h"
+#include "transfer_contract.h"
 #include "vulkan_pair.h"
 
 namespace {
@@ -20,6 +21,14 @@ const std::vector<DType> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16, 
                                          DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 }  // namespace
+
+TEST_CASE("Vulkan transfers land where sent, copy on the device, and refuse bad ranges and foreign buffers",
+          "[vulkan]") {
+  NEED_VULKAN(f);
+  std::unique_ptr<Buffer> cpu_buffer = std::move(*f.cpu().alloc(1024, BufferKind::Activations));
+  test::check_transfer_contract(f.vk(), cpu_buffer.get());
+  f.finish();
+}
 
 TEST_CASE("Vulkan GetRows equals the CPU's for every weight type", "[vulkan]") {
   NEED_VULKAN(f);

@@ -71,8 +71,8 @@ class VkPair {
     Buffer* key = c->get();
     vk_twin_[key] = v->get();
     std::vector<uint8_t> pattern(bytes, fill);
-    cpu_->write(**c, 0, pattern.data(), bytes);
-    vk_->write(**v, 0, pattern.data(), bytes);
+    REQUIRE(cpu_->write(**c, 0, pattern.data(), bytes).ok());
+    REQUIRE(vk_->write(**v, 0, pattern.data(), bytes).ok());
     cpu_buffers_.push_back(std::move(*c));
     vk_buffers_.push_back(std::move(*v));
     return key;
@@ -134,8 +134,8 @@ class VkPair {
   // Writes one row (row_size() bytes) of t on both backends.
   void write_row(const Tensor& t, int64_t r, const void* data) {
     const size_t at = t.offset + static_cast<size_t>(r) * t.row_stride;
-    cpu_->write(*t.buffer, at, data, t.row_size());
-    vk_->write(*twin(t.buffer), at, data, t.row_size());
+    REQUIRE(cpu_->write(*t.buffer, at, data, t.row_size()).ok());
+    REQUIRE(vk_->write(*twin(t.buffer), at, data, t.row_size()).ok());
   }
 
   // The rows of t (F32) as read back from one backend, packed.
@@ -184,12 +184,13 @@ class VkPair {
   static std::vector<float> read(Backend& be, const Buffer& b, const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.ne0 * t.rows));
     for (int64_t r = 0; r < t.rows; ++r)
-      be.read(b, t.offset + static_cast<size_t>(r) * t.row_stride, &v[static_cast<size_t>(r * t.ne0)], t.row_size());
+      REQUIRE(be.read(b, t.offset + static_cast<size_t>(r) * t.row_stride, &v[static_cast<size_t>(r * t.ne0)], t.row_size())
+                  .ok());
     return v;
   }
   static std::vector<uint8_t> bytes(Backend& be, const Buffer& b) {
     std::vector<uint8_t> v(b.bytes());
-    be.read(b, 0, v.data(), v.size());
+    REQUIRE(be.read(b, 0, v.data(), v.size()).ok());
     return v;
   }
 

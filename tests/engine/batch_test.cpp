@@ -24,7 +24,7 @@ struct Runner {
     REQUIRE(backend.execute(g).ok());
     const size_t v = static_cast<size_t>(model.config().n_vocab);
     std::vector<float> out(batch.logit_rows.size() * v);
-    backend.read(*fb.act.logits.buffer, fb.act.logits.offset, out.data(), out.size() * sizeof(float));
+    REQUIRE(backend.read(*fb.act.logits.buffer, fb.act.logits.offset, out.data(), out.size() * sizeof(float)).ok());
     return out;
   }
 };

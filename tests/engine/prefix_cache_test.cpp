@@ -18,51 +18,6 @@
 using namespace hearth;
 using namespace hearth::test;
 
-namespace {
-
-struct Run {
-  std::string text;
-  RequestUsage usage;
-  std::string finish_reason;
-};
-
-Run run_one(Scheduler& s, GenerationRequest r) {
-  Collector c;
-  Submitted sub = s.submit(std::move(r), c.callback());
-  REQUIRE(sub.status == SubmitStatus::Accepted);
-  c.handle = sub.handle;
-  REQUIRE(c.wait());
-  REQUIRE(c.end.kind == RequestEvent::Kind::Finished);
-  return {c.text, c.end.usage, c.end.finish_reason};
-}
-
-std::vector<int32_t> random_prompt(int32_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p{1};  // BOS
-  while (static_cast<int32_t>(p.size()) < n) p.push_back(3 + static_cast<int32_t>(rng() % 300));
-  return p;
-}
-
-SchedulerOptions options(const std::string& cache_dir = "", const std::string& fingerprint = "") {
-  SchedulerOptions so;
-  so.n_parallel = 8;
-  so.n_ctx = 512;
-  so.prefill_chunk = 48;
-  so.model_fingerprint = fingerprint;
-  so.cache_dir = cache_dir;
-  return so;
-}
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("hearth-prefix-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
-}  // namespace
 
 TEST_CASE("block pool: named blocks are shared, cached after release and reused tail first") {
   BlockPool pool(4, 2);

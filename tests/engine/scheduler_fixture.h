@@ -5,10 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <random>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include <unistd.h>
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/scheduler/generate.h"
@@ -121,5 +125,51 @@ inline GenerateResult alone_result(Fixture& f, const GenerationRequest& r, int32
 }
 inline std::string alone(Fixture& f, const GenerationRequest& r) { return alone_result(f, r).text; }
 
+// What one finished request gave.
+struct Run {
+  std::string text;
+  RequestUsage usage;
+  std::string finish_reason;
+};
+
+// Runs one request to its end; it must finish (not fail).
+inline Run run_one(Scheduler& s, GenerationRequest r) {
+  Collector c;
+  Submitted sub = s.submit(std::move(r), c.callback());
+  REQUIRE(sub.status == SubmitStatus::Accepted);
+  c.handle = sub.handle;
+  REQUIRE(c.wait());
+  REQUIRE(c.end.kind == RequestEvent::Kind::Finished);
+  return {c.text, c.end.usage, c.end.finish_reason};
+}
+
+// n tokens: BOS, then random ids in [3, 303) from seed.
+inline std::vector<int32_t> random_prompt(int32_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p{1};  // BOS
+  while (static_cast<int32_t>(p.size()) < n) p.push_back(3 + static_cast<int32_t>(rng() % 300));
+  return p;
+}
+
+// 8 sequences of 512 tokens, 48-token prefill chunks; a disk tier when cache_dir is given.
+inline SchedulerOptions options(const std::string& cache_dir = "", const std::string& fingerprint = "") {
+  SchedulerOptions so;
+  so.n_parallel = 8;
+  so.n_ctx = 512;
+  so.prefill_chunk = 48;
+  so.model_fingerprint = fingerprint;
+  so.cache_dir = cache_dir;
+  return so;
+}
+
+// A directory for one test's disk tier, removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("hearth-prefix-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
 
 }  // namespace hearth::test
