@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/device_caps.h"
 #include "common/dtype.h"
 #include "common/result.h"
 
@@ -179,8 +180,8 @@ class Backend {
   // unchanged for the buffer's lifetime.
   virtual Result<std::unique_ptr<Buffer>> upload_weights(const void* host, size_t bytes) = 0;
 
-  // Whether execute() can run a MatMul / GetRows whose weights have this type.
-  virtual bool supports_weight_type(DType type) const = 0;
+  // What execute() can run: weight types of MatMul / GetRows, KV cache types.
+  virtual const DeviceCaps& caps() const = 0;
 
   // Host <-> device copies; they complete before returning. An error (a range outside the
   // buffer, a buffer of another backend, a device failure) leaves the destination's bytes
@@ -192,7 +193,9 @@ class Backend {
   // is checked before any runs; on an error the destinations' bytes are undefined.
   virtual Status copy(std::span<const BufferCopy> copies) = 0;
 
-  // Runs every op of the graph in order and waits for completion.
+  // Runs every op of the graph in order and waits for completion. The graph is checked
+  // first (check_graph in graph_check.h, then the device's own limits): a graph that breaks
+  // the contract is an error, and nothing of it runs.
   virtual Status execute(const Graph& graph) = 0;
 };
 

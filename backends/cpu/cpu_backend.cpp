@@ -8,6 +8,7 @@
 #include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
+#include "backends/graph_check.h"
 #include "backends/transfer_check.h"
 
 namespace hearth::cpu {
@@ -60,16 +61,7 @@ class CpuBackend final : public Backend {
     return b;
   }
 
-  bool supports_weight_type(DType t) const override {
-    switch (t) {
-      case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
-      case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
-      case DType::Q6_K:
-        return true;
-      default:
-        return false;
-    }
-  }
+  const DeviceCaps& caps() const override { return caps_; }
 
   Status write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
     if (Status st = check_range("cpu", "write", &dst, offset, bytes); !st) return st;
@@ -97,6 +89,7 @@ class CpuBackend final : public Backend {
   }
 
   Status execute(const Graph& g) override {
+    if (Status st = check_graph(g, caps_); !st) return make_error("cpu: " + st.error().message);
     for (const Op& op : g.ops) {
       switch (op.kind) {
         case OpKind::GetRows: op_get_rows(op, g, ctx_); break;
@@ -120,6 +113,7 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   ExecContext ctx_;
+  DeviceCaps caps_ = DeviceCaps::all();
 };
 
 }  // namespace

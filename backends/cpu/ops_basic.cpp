@@ -8,6 +8,7 @@
 #include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
+#include "backends/rope_math.h"
 #include "common/fp16.h"
 
 #if defined(__x86_64__)
@@ -69,7 +70,7 @@ void op_rope(const Op& op, const Graph& g, ExecContext& ctx) {
   const int64_t head_dim = op.i0, n_rot = op.i1;
   const bool neox = op.i2 == kRopeNeox;
   const int64_t n_heads = op.dst.ne0 / head_dim;
-  const float theta_scale = std::pow(op.f0, -2.0f / static_cast<float>(n_rot));
+  const float theta_scale = rope_theta_ratio(op.f0, static_cast<int>(n_rot));
   ctx.pool->run([&](int ith, int nth) {
     std::vector<float> cs(n_rot);  // cos, sin pairs for one position
     int64_t b, e;

@@ -8,8 +8,6 @@
 
 namespace hearth::vulkan {
 
-bool vulkan_supports_weight_type(DType t);
-
 class OpPlanner {
  public:
   OpPlanner(const Context& ctx, Pipelines& pipelines) : ctx_(ctx), pipelines_(pipelines) {}

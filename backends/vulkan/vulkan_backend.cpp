@@ -8,6 +8,7 @@
 #include "backends/vulkan/vk_ops.h"
 #include "backends/vulkan/vk_pipelines.h"
 #include "backends/vulkan/vk_recorder.h"
+#include "backends/graph_check.h"
 #include "backends/transfer_check.h"
 #include "common/log.h"
 
@@ -52,7 +53,7 @@ class VulkanBackend final : public Backend {
     return buf;
   }
 
-  bool supports_weight_type(DType t) const override { return vulkan_supports_weight_type(t); }
+  const DeviceCaps& caps() const override { return caps_; }
 
   Status write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
     if (Status st = check_range("vulkan", "write", &dst, offset, bytes); !st) return st;
@@ -84,6 +85,7 @@ class VulkanBackend final : public Backend {
   }
 
   Status execute(const Graph& graph) override {
+    if (Status st = check_graph(graph, caps_); !st) return make_error("vulkan: " + st.error().message);
     dispatches_.clear();
     if (Status st = planner_.prepare(graph); !st) return st;
     for (const Op& op : graph.ops)
@@ -106,6 +108,7 @@ class VulkanBackend final : public Backend {
   OpPlanner planner_;
   std::vector<Dispatch> dispatches_;
   std::vector<DeviceCopy> regions_;
+  DeviceCaps caps_ = DeviceCaps::all();  // a shader for every weight type, F16 and F32 KV
 };
 
 }  // namespace

@@ -185,7 +185,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   WeightBinder binder(f, m->weight_buffer_.get());
   if (Status s = m->arch_->bind_weights(binder, m->config_, m->weights_); !s) return s.error();
 
-  auto check_type = [&](const Tensor& t) { return !t.valid() || backend.supports_weight_type(t.type); };
+  auto check_type = [&](const Tensor& t) { return !t.valid() || backend.caps().supports_weight(t.type); };
   bool ok = check_type(m->weights_.tok_embd) && check_type(m->weights_.output);
   for (const LayerWeights& l : m->weights_.layers)
     for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) ok = ok && check_type(*t);

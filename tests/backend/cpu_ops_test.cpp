@@ -10,6 +10,7 @@
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
 #include "common/fp16.h"
+#include "malformed_graphs.h"
 #include "transfer_contract.h"
 
 namespace {
@@ -78,6 +79,29 @@ TEST_CASE("CPU transfers land where sent, copy on the device, and refuse bad ran
   } foreign;
   auto be = cpu::make_cpu_backend({1});
   test::check_transfer_contract(*be, &foreign);
+}
+
+TEST_CASE("CPU execute refuses every malformed graph and runs the well-formed one it was spoiled from") {
+  struct Make {
+    Fixture& f;
+    Tensor tensor(DType type, int64_t ne0, int64_t rows) {
+      Tensor t = f.make(type, ne0, rows);
+      std::vector<uint8_t> zero(t.row_stride * static_cast<size_t>(rows));
+      REQUIRE(f.be->write(*t.buffer, 0, zero.data(), zero.size()).ok());
+      return t;
+    }
+  };
+  Fixture f;
+  Make make{f};
+  for (const test::GraphCase& c : test::malformed_graphs(make)) {
+    INFO(c.name);
+    const Status good = f.be->execute(c.good);
+    INFO((good ? std::string() : good.error().message));
+    CHECK(good.ok());
+    const Status bad = f.be->execute(c.bad);
+    CHECK_FALSE(bad.ok());
+    if (!bad) CHECK_THAT(bad.error().message, Catch::StartsWith("cpu: op 0 ("));
+  }
 }
 
 TEST_CASE("RmsNorm normalises each row, or each head of a row, and applies the weight") {

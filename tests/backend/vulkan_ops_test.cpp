@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fp16.h"
+#include "malformed_graphs.h"
 #include "transfer_contract.h"
 #include "vulkan_pair.h"
 
@@ -16,9 +17,6 @@ namespace {
 using namespace hearth;
 using hearth::test::expect_close;
 
-// Every type a weight table can have in a GGUF file hearth reads.
-const std::vector<DType> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                                         DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 }  // namespace
 
@@ -30,11 +28,35 @@ TEST_CASE("Vulkan transfers land where sent, copy on the device, and refuse bad 
   f.finish();
 }
 
+TEST_CASE("Vulkan and the CPU refuse the same malformed graphs and run the well-formed ones", "[vulkan]") {
+  NEED_VULKAN(f);
+  struct Make {
+    test::VkPair& f;
+    Tensor tensor(DType type, int64_t ne0, int64_t rows) {
+      return f.tensor(type, ne0, rows, BufferKind::Activations, 0, 0, 0);
+    }
+  } make{f};
+  for (const test::GraphCase& c : test::malformed_graphs(make)) {
+    INFO(c.name);
+    const auto [cpu_good, vk_good] = f.try_run(c.good);
+    CHECK(cpu_good.ok());
+    INFO((vk_good ? std::string() : vk_good.error().message));
+    CHECK(vk_good.ok());
+    const auto [cpu_bad, vk_bad] = f.try_run(c.bad);
+    CHECK_FALSE(cpu_bad.ok());
+    CHECK_FALSE(vk_bad.ok());
+    if (!cpu_bad && !vk_bad) {  // the same complaint, from the shared check
+      CHECK(cpu_bad.error().message.substr(5) == vk_bad.error().message.substr(8));
+    }
+  }
+  f.finish();
+}
+
 TEST_CASE("Vulkan GetRows equals the CPU's for every weight type", "[vulkan]") {
   NEED_VULKAN(f);
   // 512 columns: a whole number of blocks of every type; 640 as well for the 32-blocks.
   for (DType type : kWeightTypes) {
-    if (!f.vk().supports_weight_type(type)) {
+    if (!f.vk().caps().supports_weight(type)) {
       WARN("Vulkan backend does not support " << dtype_name(type) << " weights");
       continue;
     }

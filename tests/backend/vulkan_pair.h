@@ -81,14 +81,14 @@ class VkPair {
   // rows x ne0 of `type`, rows `row_stride` bytes apart (0: packed), starting `offset`
   // bytes into a buffer of its own.
   Tensor tensor(DType type, int64_t ne0, int64_t rows, BufferKind kind = BufferKind::Activations,
-                size_t row_stride = 0, size_t offset = 0) {
+                size_t row_stride = 0, size_t offset = 0, uint8_t fill = 0x7f) {
     Tensor t;
     t.type = type;
     t.ne0 = ne0;
     t.rows = rows;
     t.row_stride = row_stride ? row_stride : row_bytes(type, ne0);
     t.offset = offset;
-    t.buffer = alloc(offset + t.row_stride * static_cast<size_t>(rows), kind);
+    t.buffer = alloc(offset + t.row_stride * static_cast<size_t>(rows), kind, fill);
     return t;
   }
 
@@ -144,6 +144,16 @@ class VkPair {
   // Raw bytes of a whole buffer.
   std::vector<uint8_t> bytes_cpu(const Tensor& t) { return bytes(*cpu_, *t.buffer); }
   std::vector<uint8_t> bytes_vk(const Tensor& t) { return bytes(*vk_, *twin(t.buffer)); }
+
+  // Executes the graph (built with CPU tensors) on both backends; their results.
+  std::pair<Status, Status> try_run(const Graph& g) {
+    Status c = cpu_->execute(g);
+    Graph vg = g;
+    for (Op& op : vg.ops)
+      for (Tensor* t : {&op.dst, &op.src0, &op.src1, &op.src2, &op.src3})
+        if (t->valid()) t->buffer = twin(t->buffer);
+    return {c, vk_->execute(vg)};
+  }
 
   // Executes the graph (built with CPU tensors) on both backends.
   void run(const Graph& g) {

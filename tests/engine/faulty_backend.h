@@ -39,7 +39,7 @@ class FaultyBackend final : public Backend {
   Result<std::unique_ptr<Buffer>> upload_weights(const void* host, size_t bytes) override {
     return inner_.upload_weights(host, bytes);
   }
-  bool supports_weight_type(DType type) const override { return inner_.supports_weight_type(type); }
+  const DeviceCaps& caps() const override { return inner_.caps(); }
 
   Status write(Buffer& dst, size_t offset, const void* src, size_t bytes) override {
     if (Status st = tick(Write, "write"); !st) {
