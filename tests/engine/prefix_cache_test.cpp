@@ -137,7 +137,6 @@ TEST_CASE("eight requests sharing a long prefix prefill it once") {
     auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));
     const std::vector<int32_t> system = random_prompt(200, 4);
     std::vector<GenerationRequest> reqs;
-    std::vector<std::unique_ptr<Collector>> cs;
     for (int i = 0; i < 8; ++i) {
       GenerationRequest r = greedy(system, 6);
       const std::vector<int32_t> q = random_prompt(11, 10 + static_cast<uint32_t>(i));
@@ -146,12 +145,7 @@ TEST_CASE("eight requests sharing a long prefix prefill it once") {
     }
     std::vector<std::string> expected;
     for (const GenerationRequest& r : reqs) expected.push_back(alone(f, r));
-    for (const GenerationRequest& r : reqs) {
-      cs.push_back(std::make_unique<Collector>());
-      Submitted s = sched->submit(r, cs.back()->callback());
-      REQUIRE(s.status == SubmitStatus::Accepted);
-      cs.back()->handle = s.handle;
-    }
+    const std::vector<std::unique_ptr<Collector>> cs = submit_all(*sched, reqs);
     int32_t prefilled = 0;
     for (size_t i = 0; i < cs.size(); ++i) {
       INFO("request " << i << " of " << cs.size() << ": " << reqs[i].prompt.size() << " prompt tokens, "

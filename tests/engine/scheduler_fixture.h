@@ -132,6 +132,18 @@ struct Run {
   std::string finish_reason;
 };
 
+// Submits every request at once (each must be accepted); one collector per request.
+inline std::vector<std::unique_ptr<Collector>> submit_all(Scheduler& s, const std::vector<GenerationRequest>& reqs) {
+  std::vector<std::unique_ptr<Collector>> cs;
+  for (const GenerationRequest& r : reqs) {
+    cs.push_back(std::make_unique<Collector>());
+    Submitted sub = s.submit(r, cs.back()->callback());
+    REQUIRE(sub.status == SubmitStatus::Accepted);
+    cs.back()->handle = sub.handle;
+  }
+  return cs;
+}
+
 // Runs one request to its end; it must finish (not fail).
 inline Run run_one(Scheduler& s, GenerationRequest r) {
   Collector c;

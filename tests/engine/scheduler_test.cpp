@@ -31,13 +31,7 @@ TEST_CASE("scheduled greedy output equals the same request run alone, whatever r
       so.prefill_chunk = chunk;
       so.block_tokens = 16;
       auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
-      std::vector<std::unique_ptr<Collector>> cs;
-      for (const GenerationRequest& r : reqs) {
-        cs.push_back(std::make_unique<Collector>());
-        Submitted s = sched->submit(r, cs.back()->callback());
-        REQUIRE(s.status == SubmitStatus::Accepted);
-        cs.back()->handle = s.handle;
-      }
+      std::vector<std::unique_ptr<Collector>> cs = submit_all(*sched, reqs);
       for (size_t i = 0; i < cs.size(); ++i) {
         INFO(arch << " chunk " << chunk << " request " << i);
         REQUIRE(cs[i]->wait());

@@ -153,13 +153,7 @@ TEST_CASE("under a fault at every transfer in turn, each request gets the cold a
     auto sched = std::move(*Scheduler::create(*f.model, faulty, *f.tok, options(dir.path.string(), "fp-a")));
     const FaultyBackend::Call call = static_cast<FaultyBackend::Call>(n % FaultyBackend::kCalls);
     faulty.fail_nth(call, 1 + n / FaultyBackend::kCalls);
-    std::vector<std::unique_ptr<Collector>> cs;
-    for (const GenerationRequest& r : reqs) {
-      cs.push_back(std::make_unique<Collector>());
-      Submitted s = sched->submit(r, cs.back()->callback());
-      REQUIRE(s.status == SubmitStatus::Accepted);
-      cs.back()->handle = s.handle;
-    }
+    std::vector<std::unique_ptr<Collector>> cs = submit_all(*sched, reqs);
     for (size_t i = 0; i < cs.size(); ++i) {
       REQUIRE(cs[i]->wait());
       if (cs[i]->end.kind == RequestEvent::Kind::Failed) {
