@@ -5,7 +5,7 @@ add_library(hearth_quants STATIC
   ${CMAKE_CURRENT_LIST_DIR}/quant_ref.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vec_dot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vec_dot_scalar.cpp)
-target_include_directories(hearth_quants PUBLIC ${PROJECT_SOURCE_DIR})
+target_include_directories(hearth_quants PUBLIC ${HEARTH_LAYER_backends})
 target_link_libraries(hearth_quants PUBLIC hearth_common)
 # No a*b+c fusion behind our back: results must not depend on which TU (ISA flags) computed
 # them, and gemm must reproduce vec_dot bit for bit.
