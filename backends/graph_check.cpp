@@ -10,26 +10,41 @@ namespace hearth {
 
 const char* op_name(OpKind k) {
   switch (k) {
-    case OpKind::GetRows: return "GetRows";
-    case OpKind::RmsNorm: return "RmsNorm";
-    case OpKind::MatMul: return "MatMul";
-    case OpKind::Rope: return "Rope";
-    case OpKind::Add: return "Add";
-    case OpKind::AddRow: return "AddRow";
-    case OpKind::Scale: return "Scale";
-    case OpKind::GeluMul: return "GeluMul";
-    case OpKind::SiluMul: return "SiluMul";
-    case OpKind::Softcap: return "Softcap";
-    case OpKind::StoreKv: return "StoreKv";
-    case OpKind::Attention: return "Attention";
-    case OpKind::CopyRows: return "CopyRows";
+    case OpKind::GetRows:
+      return "GetRows";
+    case OpKind::RmsNorm:
+      return "RmsNorm";
+    case OpKind::MatMul:
+      return "MatMul";
+    case OpKind::Rope:
+      return "Rope";
+    case OpKind::Add:
+      return "Add";
+    case OpKind::AddRow:
+      return "AddRow";
+    case OpKind::Scale:
+      return "Scale";
+    case OpKind::GeluMul:
+      return "GeluMul";
+    case OpKind::SiluMul:
+      return "SiluMul";
+    case OpKind::Softcap:
+      return "Softcap";
+    case OpKind::StoreKv:
+      return "StoreKv";
+    case OpKind::Attention:
+      return "Attention";
+    case OpKind::CopyRows:
+      return "CopyRows";
   }
   return "?";
 }
 
 namespace {
 
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 // The bytes [lo, hi) the first `rows` rows of t occupy; hi = lo when rows is 0.
 struct Extent {
@@ -58,15 +73,17 @@ class Checker {
   Status tensor(const Tensor& t, const char* what, int64_t rows) const {
     if (!t.valid()) return make_error(std::string(what) + " is missing");
     const DTypeInfo& info = dtype_info(t.type);
-    if (info.block_elems <= 0 || !info.supported) return make_error(std::string(what) + " has type " + dtype_name(t.type) + ", which hearth does not compute with");
+    if (info.block_elems <= 0 || !info.supported)
+      return make_error(std::string(what) + " has type " + dtype_name(t.type) + ", which hearth does not compute with");
     if (t.ne0 < 0 || t.rows < 0 || t.ne0 % info.block_elems != 0)
-      return make_error(std::string(what) + " has " + num(t.ne0) + " elements per row, not whole " + dtype_name(t.type) + " blocks");
-    if (rows > t.rows) return make_error(std::string(what) + " has " + num(t.rows) + " rows, the op needs " + num(rows));
+      return make_error(std::string(what) + " has " + num(t.ne0) + " elements per row, not whole " +
+                        dtype_name(t.type) + " blocks");
+    if (rows > t.rows)
+      return make_error(std::string(what) + " has " + num(t.rows) + " rows, the op needs " + num(rows));
     if (rows <= 0) return {};
     const size_t size = t.buffer->bytes(), row = t.row_size();
     const auto r = static_cast<size_t>(rows - 1);
-    if (t.offset > size || row > size - t.offset ||
-        (r > 0 && (t.row_stride > (size - t.offset - row) / r)))
+    if (t.offset > size || row > size - t.offset || (r > 0 && (t.row_stride > (size - t.offset - row) / r)))
       return make_error(std::string(what) + ": " + num(rows) + " rows of " + std::to_string(row) + " bytes, " +
                         std::to_string(t.row_stride) + " apart from offset " + std::to_string(t.offset) +
                         ", do not fit in a buffer of " + std::to_string(size) + " bytes");
@@ -110,7 +127,8 @@ class Checker {
     if (op.src2.type != op.src3.type || !caps_.supports_kv(op.src2.type))
       return make_error(std::string("the K and V caches must have one type this backend keeps KV in, not ") +
                         dtype_name(op.src2.type) + " and " + dtype_name(op.src3.type));
-    if (overlap(extent(op.src2, op.src2.rows), extent(op.src3, op.src3.rows))) return make_error("the K and V caches overlap");
+    if (overlap(extent(op.src2, op.src2.rows), extent(op.src3, op.src3.rows)))
+      return make_error("the K and V caches overlap");
     return {};
   }
 
@@ -138,7 +156,8 @@ Status Checker::get_rows(const Op& op) {
   const int64_t n = op.ia.count;
   if (Status st = weights(op.src0, "src0 (table)"); !st) return st;
   if (Status st = f32(op.dst, "dst", n); !st) return st;
-  if (op.dst.ne0 != op.src0.ne0) return make_error("dst rows hold " + num(op.dst.ne0) + " elements, the table's " + num(op.src0.ne0));
+  if (op.dst.ne0 != op.src0.ne0)
+    return make_error("dst rows hold " + num(op.dst.ne0) + " elements, the table's " + num(op.src0.ne0));
   if (Status st = ints(op.ia, "row ids", 0, op.src0.rows); !st) return st;
   return apart(op.dst, n, op.src0, op.src0.rows, "src0", false);
 }
@@ -163,7 +182,8 @@ Status Checker::matmul(const Op& op) const {
   if (Status st = f32(op.dst, "dst", n_tok); !st) return st;
   if (op.src1.ne0 != op.src0.ne0)
     return make_error("src1 rows hold " + num(op.src1.ne0) + " elements, the weights' rows " + num(op.src0.ne0));
-  if (op.dst.ne0 != op.src0.rows) return make_error("dst rows hold " + num(op.dst.ne0) + " outputs, the weights have " + num(op.src0.rows) + " rows");
+  if (op.dst.ne0 != op.src0.rows)
+    return make_error("dst rows hold " + num(op.dst.ne0) + " outputs, the weights have " + num(op.src0.rows) + " rows");
   if (Status st = apart(op.dst, n_tok, op.src0, op.src0.rows, "src0", false); !st) return st;
   return apart(op.dst, n_tok, op.src1, n_tok, "src1", false);
 }
@@ -171,16 +191,18 @@ Status Checker::matmul(const Op& op) const {
 Status Checker::rope(const Op& op) {
   if (Status st = f32(op.dst, "dst", op.dst.rows); !st) return st;
   const int64_t head_dim = op.i0, n_rot = op.i1;
-  if (head_dim <= 0 || op.dst.ne0 % head_dim != 0) return make_error("dst rows are not whole heads of " + num(head_dim));
-  if (n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0) return make_error("rotated dims (" + num(n_rot) + ") must be even and <= head_dim");
+  if (head_dim <= 0 || op.dst.ne0 % head_dim != 0)
+    return make_error("dst rows are not whole heads of " + num(head_dim));
+  if (n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0)
+    return make_error("rotated dims (" + num(n_rot) + ") must be even and <= head_dim");
   if (op.i2 != kRopeNormal && op.i2 != kRopeNeox) return make_error("unknown layout " + num(op.i2));
   if (static_cast<int64_t>(op.ia.count) != op.dst.rows) return make_error("one position per row is required");
   return ints(op.ia, "positions", 0, kIntMax);
 }
 
 Status Checker::elementwise(const Op& op) const {
-  const bool binary = op.kind == OpKind::Add || op.kind == OpKind::AddRow || op.kind == OpKind::GeluMul ||
-                      op.kind == OpKind::SiluMul;
+  const bool binary =
+      op.kind == OpKind::Add || op.kind == OpKind::AddRow || op.kind == OpKind::GeluMul || op.kind == OpKind::SiluMul;
   const int64_t rows = op.dst.rows;
   const int64_t src1_rows = op.kind == OpKind::AddRow ? 1 : rows;  // AddRow reads row 0 for every row
   if (Status st = f32(op.dst, "dst", rows); !st) return st;
@@ -199,7 +221,8 @@ Status Checker::store_kv(const Op& op) {
   if (Status st = f32(op.src1, "src1 (values)", n); !st) return st;
   if (Status st = caches(op); !st) return st;
   const int64_t ne0 = op.src0.ne0;
-  if (op.src1.ne0 != ne0 || op.src2.ne0 != ne0 || op.src3.ne0 != ne0) return make_error("key, value and cache rows differ in length");
+  if (op.src1.ne0 != ne0 || op.src2.ne0 != ne0 || op.src3.ne0 != ne0)
+    return make_error("key, value and cache rows differ in length");
   if (Status st = ints(op.ia, "KV slots", 0, std::min(op.src2.rows, op.src3.rows)); !st) return st;
   for (const Tensor* c : {&op.src2, &op.src3})
     for (const Tensor* s : {&op.src0, &op.src1})
@@ -214,7 +237,8 @@ Status Checker::attention(const Op& op) {
   if (Status st = f32(op.dst, "dst", n_q); !st) return st;
   if (Status st = caches(op); !st) return st;
   if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
-    return make_error("n_heads (" + num(n_heads) + ") must be a positive multiple of n_kv_heads (" + num(n_kv_heads) + ")");
+    return make_error("n_heads (" + num(n_heads) + ") must be a positive multiple of n_kv_heads (" + num(n_kv_heads) +
+                      ")");
   if (head_dim <= 0) return make_error("head_dim must be positive");
   if (op.src0.ne0 != n_heads * head_dim || op.dst.ne0 != n_heads * head_dim)
     return make_error("query and dst rows are not n_heads * head_dim");
@@ -225,7 +249,8 @@ Status Checker::attention(const Op& op) {
   if (n_q > 0 && op.ib.count == 0) return make_error("queries with no keys to attend to");
   if (Status st = ints(op.ia, "positions", 0, kIntMax); !st) return st;
   if (Status st = ints(op.ib, "KV slots", 0, std::min(op.src2.rows, op.src3.rows)); !st) return st;
-  for (const auto& [t, rows, what] : {std::tuple{&op.src0, n_q, "src0"}, {&op.src2, op.src2.rows, "the K cache"},
+  for (const auto& [t, rows, what] : {std::tuple{&op.src0, n_q, "src0"},
+                                      {&op.src2, op.src2.rows, "the K cache"},
                                       {&op.src3, op.src3.rows, "the V cache"}})
     if (Status st = apart(op.dst, n_q, *t, rows, what, false); !st) return st;
   return {};
@@ -242,19 +267,27 @@ Status Checker::copy_rows(const Op& op) {
 
 Status Checker::op(const Op& op) {
   switch (op.kind) {
-    case OpKind::GetRows: return get_rows(op);
-    case OpKind::RmsNorm: return rms_norm(op);
-    case OpKind::MatMul: return matmul(op);
-    case OpKind::Rope: return rope(op);
+    case OpKind::GetRows:
+      return get_rows(op);
+    case OpKind::RmsNorm:
+      return rms_norm(op);
+    case OpKind::MatMul:
+      return matmul(op);
+    case OpKind::Rope:
+      return rope(op);
     case OpKind::Add:
     case OpKind::AddRow:
     case OpKind::Scale:
     case OpKind::GeluMul:
     case OpKind::SiluMul:
-    case OpKind::Softcap: return elementwise(op);
-    case OpKind::StoreKv: return store_kv(op);
-    case OpKind::Attention: return attention(op);
-    case OpKind::CopyRows: return copy_rows(op);
+    case OpKind::Softcap:
+      return elementwise(op);
+    case OpKind::StoreKv:
+      return store_kv(op);
+    case OpKind::Attention:
+      return attention(op);
+    case OpKind::CopyRows:
+      return copy_rows(op);
   }
   return make_error("unknown op kind " + num(static_cast<int64_t>(op.kind)));
 }

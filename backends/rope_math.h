@@ -8,6 +8,8 @@
 
 namespace hearth {
 
-inline float rope_theta_ratio(float base, int n_rot) { return std::pow(base, -2.0f / static_cast<float>(n_rot)); }
+inline float rope_theta_ratio(float base, int n_rot) {
+  return std::pow(base, -2.0f / static_cast<float>(n_rot));
+}
 
 }  // namespace hearth

@@ -26,8 +26,7 @@ inline Status check_copy(std::string_view backend, const BufferCopy& c) {
   if (Status st = check_range(backend, "copy destination", c.dst, c.dst_offset, c.bytes); !st) return st;
   if (c.src == c.dst && c.bytes > 0 && c.src_offset < c.dst_offset + c.bytes && c.dst_offset < c.src_offset + c.bytes)
     return make_error(std::string(backend) + ": a copy of " + std::to_string(c.bytes) + " bytes from offset " +
-                      std::to_string(c.src_offset) + " to offset " + std::to_string(c.dst_offset) +
-                      " overlaps itself");
+                      std::to_string(c.src_offset) + " to offset " + std::to_string(c.dst_offset) + " overlaps itself");
   return {};
 }
 

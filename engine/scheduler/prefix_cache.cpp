@@ -107,13 +107,19 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
   if (payload->size() != n_layer * 2 * static_cast<size_t>(chunk_tokens) * row_bytes_) return false;
   // Every block of the chunk is written before any joins the table, so a failed write
   // (the device, not the file) leaves the table as it was and the caller prefills.
-  std::vector<int32_t> blocks;
+  std::vector<int32_t>& blocks = restoring_;
+  blocks.clear();
+  auto give_back = [&] {
+    for (int32_t b : blocks) pool_.release(b);
+    return false;
+  };
   for (int32_t blk = first_block; blk <= last; ++blk) {
     const int32_t b = pool_.allocate();
-    bool ok = b >= 0;  // cannot fail while the pool holds n_ctx per sequence
+    if (b < 0) return give_back();  // cannot happen while the pool holds n_ctx per sequence
+    blocks.push_back(b);
     const int32_t j = blk - chunk * kChunkBlocks;  // block within the chunk
-    for (size_t l = 0; ok && l < n_layer; ++l)
-      for (int kind = 0; ok && kind < 2; ++kind) {
+    for (size_t l = 0; l < n_layer; ++l)
+      for (int kind = 0; kind < 2; ++kind) {
         const Tensor& t = tensor(l, kind);
         const size_t src = ((l * 2 + static_cast<size_t>(kind)) * static_cast<size_t>(chunk_tokens) +
                             static_cast<size_t>(j * bt_)) * row_bytes_;
@@ -121,14 +127,9 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
                                   static_cast<size_t>(bt_) * row_bytes_);
         if (!w) {
           LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
-          ok = false;
+          return give_back();
         }
       }
-    if (b >= 0) blocks.push_back(b);
-    if (!ok) {
-      for (int32_t x : blocks) pool_.release(x);
-      return false;
-    }
   }
   for (int32_t blk = first_block; blk <= last; ++blk) {
     const int32_t b = blocks[static_cast<size_t>(blk - first_block)];

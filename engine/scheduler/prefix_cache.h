@@ -81,7 +81,8 @@ class PrefixCache {
   storage::ChunkStore* store_;
   int32_t bt_;           // tokens per block
   size_t row_bytes_;     // one token's K (or V) in one layer
-  std::vector<BufferCopy> copies_;
+  std::vector<BufferCopy> copies_;    // copy_block's list, kept to reuse its memory
+  std::vector<int32_t> restoring_;     // restore_chunk's blocks until all are written
 };
 
 }  // namespace hearth
