@@ -1,7 +1,8 @@
 // Micro-benchmark of the quantized gemm kernels, single thread, per SIMD level.
 //   bench_quants [scalar|avx2|avx512 ...]   (default: every level this CPU supports)
-// decode:  Q8_0 262144 x 640 with one token (Gemma 3 270M's tied output projection): GB/s of
-//          weights streamed, which should approach the memory bandwidth of one core.
+// decode:  Q8_0 262144 x 640 with one token (Gemma 3 270M's tied output projection) and Q5_0
+//          65536 x 640 with 1 and 4 tokens: GB/s of weights streamed, which should approach
+//          the memory bandwidth of one core.
 // prefill: Q5_0 / Q4_K / Q6_K / Q8_0 with 512 tokens at the model's FFN shapes: GFLOP/s
 //          (2 * rows * n_in * n_tok per call).
 #include <algorithm>
@@ -82,15 +83,18 @@ double best_time(int reps, F f) {
   return best;
 }
 
-void bench_decode(SimdLevel level, const std::vector<uint8_t>& w, const std::vector<uint8_t>& a, int64_t rows,
-                  int64_t n) {
-  std::vector<float> y(static_cast<size_t>(rows));
-  const size_t row = hearth::row_bytes(DType::Q8_0, n);
+// n_tok tokens (1 for decode; a few for continuous batching's decode steps) against a
+// matrix bigger than the caches: GB/s of weights streamed.
+void bench_decode(SimdLevel level, DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t n, int64_t n_tok) {
+  const auto a = activations(t, n, n_tok);
+  std::vector<float> y(static_cast<size_t>(rows * n_tok));
+  const size_t row = hearth::row_bytes(t, n), arow = hearth::row_bytes(vec_dot_type(t), n);
   const double s = best_time(level == SimdLevel::Scalar ? 2 : 6, [&] {
-    gemm_at(level, DType::Q8_0, n, w.data(), row, 0, rows, a.data(), 0, 1, y.data(), static_cast<size_t>(rows));
+    gemm_at(level, t, n, w.data(), row, 0, rows, a.data(), arow, n_tok, y.data(), static_cast<size_t>(rows));
   });
-  std::printf("  decode  Q8_0 %6lld x %4lld  n_tok=1    %8.2f ms  %7.2f GB/s\n", static_cast<long long>(rows),
-              static_cast<long long>(n), s * 1e3, static_cast<double>(w.size()) / s / 1e9);
+  std::printf("  decode  %-4s %6lld x %4lld  n_tok=%-4lld %8.2f ms  %7.2f GB/s\n", hearth::dtype_name(t),
+              static_cast<long long>(rows), static_cast<long long>(n), static_cast<long long>(n_tok), s * 1e3,
+              static_cast<double>(w.size()) / s / 1e9);
 }
 
 void bench_prefill(SimdLevel level, DType t, int64_t rows, int64_t n, int64_t n_tok) {
@@ -124,12 +128,16 @@ int main(int argc, char** argv) {
 
   constexpr int64_t kVocab = 262144, kEmbd = 640, kFfn = 2048, kTokens = 512;
   const auto w_out = random_weights(DType::Q8_0, kVocab, kEmbd);
-  const auto a_out = activations(DType::Q8_0, kEmbd, 1);
+  const auto w_q5 = random_weights(DType::Q5_0, kVocab / 4, kEmbd);
+  const auto w_q5_l2 = random_weights(DType::Q5_0, kFfn, kEmbd);
   std::printf("detected: %s\n", simd_level_name(detect_simd_level()));
   for (SimdLevel level : levels) {
     if (level > detect_simd_level()) continue;
     std::printf("%s:\n", simd_level_name(level));
-    bench_decode(level, w_out, a_out, kVocab, kEmbd);
+    bench_decode(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
+    bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
+    bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 4);
+    bench_decode(level, DType::Q5_0, w_q5_l2, kFfn, kEmbd, 1);  // in L2: the kernel's own speed
     bench_prefill(level, DType::Q8_0, kFfn, kEmbd, kTokens);
     bench_prefill(level, DType::Q5_0, kFfn, kEmbd, kTokens);  // Q, K, gate, up: 640 -> 2048
     bench_prefill(level, DType::Q5_0, kEmbd, kFfn, kTokens);

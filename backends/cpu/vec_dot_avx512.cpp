@@ -1,16 +1,26 @@
 // AVX-512 (F/BW/VL/DQ) + VNNI kernels: the x86 kernels with vpdpbusd / vpdpwssd dots,
 // mask-register bit expansion and bigger tiles (32 vector registers). Mostly 256-bit
-// vectors (blocks are 32 elements wide); the *_0 x Q8_0 kernels put two blocks in each
-// 512-bit vector (Zen 5 has full-width 512-bit units). Their decode loop runs fewer
+// vectors (blocks are 32 elements wide); the Q8_0 x Q8_0 kernel puts two blocks in each
+// 512-bit vector (Zen 5 has full-width 512-bit units). Its decode loop runs fewer
 // instructions per byte, so the software prefetch reaches further ahead (8 tiles).
+// Q4_0 and Q5_0 use the interleaved kernels of gemm_q0_avx512.inc.
 #define HEARTH_VNNI 1
 #define HEARTH_PREFETCH_TILES 8
+#include <algorithm>
+#include <cstdlib>
+
 #include "backends/cpu/vec_dot_x86.inc"
+// After vec_dot_x86.inc: it uses that file's helpers.
+#include "backends/cpu/gemm_q0_avx512.inc"
 
 namespace hearth::cpu::detail {
 
 const KernelTable& avx512_kernels() {
-  static const KernelTable kTable = make_table();
+  static const KernelTable kTable = [] {
+    KernelTable k = make_table();
+    use_q0_kernels(k);
+    return k;
+  }();
   return kTable;
 }
 

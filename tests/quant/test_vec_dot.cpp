@@ -163,6 +163,85 @@ TEST_CASE("gemm gives each (row, token) exactly vec_dot's float, whatever the ba
   }
 }
 
+// Prefill batches take other paths than decode (weights unpacked once per group of rows and
+// chunk of tokens, interleaved layouts): every output must still be vec_dot's float, at any
+// row range (groups cut short at the end) and token count (chunks and tiles cut short).
+TEST_CASE("gemm over prefill-sized batches gives each (row, token) exactly vec_dot's float", "[vec_dot]") {
+  std::mt19937 rng(21);
+  constexpr int64_t kRows = 37, kTok = 139;
+  for (DType w : kWeightTypes) {
+    CAPTURE(dtype_info(w).name);
+    const DType at = vec_dot_type(w);
+    const int64_t n = is_plain(w) ? 72 : dtype_info(w).block_elems * (dtype_info(w).block_elems == 32 ? 7 : 2);
+    const size_t ws = row_bytes(w, n), as = row_bytes(at, n);
+    std::vector<uint8_t> W, A;
+    for (int64_t r = 0; r < kRows; ++r) {
+      const auto row = random_blocks(w, is_plain(w) ? n : n / dtype_info(w).block_elems, rng);
+      W.insert(W.end(), row.begin(), row.end());
+    }
+    for (int64_t t = 0; t < kTok; ++t) {
+      const auto row = make_acts(w, n, rng);
+      A.insert(A.end(), row.begin(), row.end());
+    }
+    for (SimdLevel level : supported_levels()) {
+      CAPTURE(simd_level_name(level));
+      std::vector<float> want(static_cast<size_t>(kRows * kTok));
+      for (int64_t t = 0; t < kTok; ++t)
+        for (int64_t r = 0; r < kRows; ++r)
+          want[t * kRows + r] = vec_dot_at(level, w, n, W.data() + r * ws, A.data() + t * as);
+      for (int64_t n_tok : {17, 64, 73, 139}) {
+        for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, kRows}, {16, 32}, {5, 30}, {33, 37}}) {
+          CAPTURE(n_tok, r0, r1);
+          std::vector<float> Y(static_cast<size_t>(kRows * kTok), std::numeric_limits<float>::quiet_NaN());
+          gemm_at(level, w, n, W.data(), ws, r0, r1, A.data(), as, n_tok, Y.data(), kRows);
+          for (int64_t t = 0; t < kTok; ++t) {
+            for (int64_t r = 0; r < kRows; ++r) {
+              const float y = Y[t * kRows + r];
+              if (t < n_tok && r >= r0 && r < r1) {
+                REQUIRE(hearth::fp32_to_bits(y) == hearth::fp32_to_bits(want[t * kRows + r]));
+              } else {
+                REQUIRE(std::isnan(y));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 Q4_0 / Q5_0 kernels keep the scalar reference's arithmetic (exact integer dot
+// per block, then float(isum) * (d_w * d_a) added in block order), so they must agree with
+// it bit for bit, at decode and at prefill batch sizes.
+TEST_CASE("AVX-512 Q4_0 and Q5_0 give the scalar reference's floats bit for bit", "[vec_dot]") {
+  if (detect_simd_level() < SimdLevel::AVX512) {
+    WARN("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  std::mt19937 rng(23);
+  constexpr int64_t kRows = 21;
+  for (DType w : {DType::Q4_0, DType::Q5_0}) {
+    CAPTURE(dtype_info(w).name);
+    for (int64_t n : {32, 640, 896}) {
+      CAPTURE(n);
+      const size_t ws = row_bytes(w, n), as = row_bytes(DType::Q8_0, n);
+      const auto W = random_blocks(w, kRows * n / 32, rng);
+      for (int64_t n_tok : {1, 3, 5, 16, 40}) {
+        CAPTURE(n_tok);
+        std::vector<uint8_t> A;
+        for (int64_t t = 0; t < n_tok; ++t) {
+          const auto row = make_acts(w, n, rng);
+          A.insert(A.end(), row.begin(), row.end());
+        }
+        std::vector<float> got(static_cast<size_t>(kRows * n_tok)), want(got.size());
+        gemm_at(SimdLevel::AVX512, w, n, W.data(), ws, 0, kRows, A.data(), as, n_tok, got.data(), kRows);
+        gemm_at(SimdLevel::Scalar, w, n, W.data(), ws, 0, kRows, A.data(), as, n_tok, want.data(), kRows);
+        for (size_t i = 0; i < got.size(); ++i) REQUIRE(hearth::fp32_to_bits(got[i]) == hearth::fp32_to_bits(want[i]));
+      }
+    }
+  }
+}
+
 TEST_CASE("quantize_activations is bitwise the scalar quantize_row at every level", "[vec_dot]") {
   std::mt19937 rng(11);
   for (DType at : {DType::Q8_0, DType::Q8_1, DType::Q8_K, DType::F32}) {
