@@ -164,6 +164,10 @@ struct DeviceInfo {
   std::string name;         // e.g. "cpu (AMD EPYC, 2 threads, avx512)"
   std::string kind;         // "cpu", "vulkan", "cuda"
   size_t memory_bytes = 0;  // device memory, 0 if shared with the host
+  // Names the arithmetic (backend, kernels and their version): two runs of the same graph
+  // with equal numerics give the same bits. Part of the prompt cache's key, so KV computed
+  // by other kernels (another SIMD level, another device, an older hearth) is never restored.
+  std::string numerics;
 };
 
 class Backend {

@@ -2,8 +2,9 @@
 //   h_i = H(h_{i-1}, tokens of block i),   h_{-1} = root,
 // so a name stands for every token before it too, and two prompts share the names of the
 // blocks they have in common. The root is scope_root(seed, scope): the seed binds the chain
-// to one model file (its content fingerprint), one KV dtype and layout, and one chunk
-// format version, so KV of another model or dtype can never be looked up; the scope binds
+// to one model file (its content fingerprint), one KV dtype and layout, one chunk format
+// version and one arithmetic (the backend's DeviceInfo::numerics), so KV of another model,
+// dtype or set of kernels can never be looked up; the scope binds
 // it to one user, group or salt. H is XXH3-64 seeded with the parent. Collisions are
 // possible in principle; every user of a name also compares the token ids.
 #pragma once
@@ -15,7 +16,7 @@
 namespace hearth {
 
 uint64_t prefix_seed(std::string_view model_fingerprint, uint32_t kv_dtype, uint32_t n_layer, uint32_t kv_dim,
-                     uint32_t format_version);
+                     uint32_t format_version, std::string_view numerics);
 // The root of one cache scope's chains: H(seed, scope key); the seed itself for the empty
 // key. Never 0. Two scopes' chains share no name, so neither tier can serve one from the other.
 uint64_t scope_root(uint64_t seed, std::string_view scope_key);
