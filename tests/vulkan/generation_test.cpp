@@ -24,6 +24,7 @@
 #include "engine/model/context.h"
 #include "engine/model/model.h"
 #include "test_util.h"
+#include "tests/model/logit_compare.h"
 #include "tests/tools/synthetic_model.h"
 #include "vulkan/driver_leak_guard.h"
 
@@ -37,11 +38,16 @@ using Ids = std::vector<int32_t>;
 // Vulkan ops agree with the CPU's within the per-op tolerances of tests/backend (activation
 // rounding, f16 attention arithmetic, summation order), the same kinds of difference as
 // between the CPU's own SIMD levels, which end at 0.32-0.44 std after 18 layers (see
-// tests/model/reference_test.cpp); the bound sits just above, like the llama.cpp one.
-// Measured on lavapipe: 0.18 (english_question), 0.32 (python_code), 0.31 (chat); the
-// greedy tokens part at near-ties after 7 (english_question) and 4 (chat) tokens and agree
-// for all 16 on python_code.
-constexpr double kLogitMaxTolStd = 0.6;
+// tests/model/reference_test.cpp). Each side differs from llama.cpp by such amounts, and
+// the two differences add: measured on lavapipe against the CPU at each SIMD level (CPU
+// kernels version 2), english_question / python_code / chat: avx512 0.18 / 0.34 / 0.62,
+// avx2 0.17 / 0.27 / 0.40, scalar 0.19 / 0.40 / 0.38. The bound sits above that; the tight
+// check is Vulkan against llama.cpp's own logits at the CPU's bound (kReferenceMaxTolStd;
+// measured 0.24 python_code, 0.46 chat, the CPU at avx512 0.24 and 0.30),
+// which a wrong RoPE base (3.4) or halved positions (0.67) exceed. The greedy tokens part
+// at near-ties after 6-10 (english_question, chat) and agree for all 16 on python_code.
+constexpr double kLogitMaxTolStd = 0.8;
+constexpr double kReferenceMaxTolStd = 0.6;
 // Where the greedy tokens part, the CPU's top two logits must have been closer than this
 // (the near-tie margin tests/model uses against llama.cpp, measured there).
 constexpr double kNearTie = 1.2;
@@ -76,12 +82,6 @@ std::unique_ptr<InferenceContext> context(const Engine& e) {
   INFO((ctx.ok() ? std::string() : ctx.error().message));
   REQUIRE(ctx.ok());
   return std::move(*ctx);
-}
-
-void eval_ok(InferenceContext& ctx, const Ids& tokens) {
-  Status s = ctx.eval(tokens);
-  INFO((s.ok() ? std::string() : s.error().message));
-  REQUIRE(s.ok());
 }
 
 // The two largest logits' indices, largest first.
@@ -144,11 +144,15 @@ void compare_greedy(const std::string& path, const std::string& fixture_name, co
       REQUIRE(it != fixture["prompts"].end());
       const Ids prompt = (*it)["tokens"].get<Ids>();
       auto cc = context(cpu), vc = context(gpu);
-      eval_ok(*cc, prompt);
-      eval_ok(*vc, prompt);
+      test::eval_ok(*cc, prompt);
+      test::eval_ok(*vc, prompt);
       const double err = max_error_std(cc->logits_row(0), vc->logits_row(0));
       INFO(name << ": last-prompt logits differ by " << err << " std");
       CHECK(err <= kLogitMaxTolStd);
+      // Vulkan on its own is as close to llama.cpp as the CPU must be (tests/model).
+      const double ref_err = test::logit_error(*it, vc->logits_row(0)).max_std;
+      INFO(name << ": Vulkan's last-prompt logits differ from llama.cpp's by " << ref_err << " std");
+      CHECK(ref_err <= kReferenceMaxTolStd);
       int same = 0;
       for (; same < n_tokens; ++same) {
         const auto [first, second] = top2(cc->logits_row(0));
@@ -160,8 +164,8 @@ void compare_greedy(const std::string& path, const std::string& fixture_name, co
           CHECK(row[first] - row[second] < kNearTie);
           break;
         }
-        eval_ok(*cc, {first});
-        eval_ok(*vc, {first});
+        test::eval_ok(*cc, {first});
+        test::eval_ok(*vc, {first});
       }
       std::printf("vulkan vs cpu %-16s %d of %d greedy tokens equal, last-prompt logits within %.3f std\n",
                   name.c_str(), same, n_tokens, err);
