@@ -1,0 +1,29 @@
+// The f32 inner loops of CPU attention, per SIMD level. Several heads and keys go through
+// one call so that a key or value row loaded once serves them all and the independent sums
+// overlap; each (head, key) pair and each output element still gets the same arithmetic
+// however many share a call, which keeps attention independent of how a prompt was chunked
+// or batched.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/vec_dot.h"
+
+namespace hearth::cpu {
+
+inline constexpr int kAttnMaxGroup = 4;  // heads per call
+
+struct AttnKernels {
+  // out[h][j] = q[h] . k_j over n floats, k_j = k + j * k_stride, for h < n_heads
+  // (1 .. kAttnMaxGroup) and j < n_j.
+  void (*qk)(const float* const* q, int n_heads, const float* k, int64_t k_stride, int64_t n_j, int64_t n,
+             float* const* out);
+  // For h < n_heads (1 .. kAttnMaxGroup): out[h][i] = sum over j < n_j, in increasing j, of
+  // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten.
+  void (*weighted_sum)(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,
+                       int64_t n_j, int64_t n);
+};
+
+AttnKernels attn_kernels(SimdLevel level);
+
+}  // namespace hearth::cpu
