@@ -1,7 +1,7 @@
 // Micro-benchmark of the quantized gemm kernels, single thread, per SIMD level.
 //   bench_quants [scalar|avx2|avx512 ...]   (default: every level this CPU supports)
 // decode:  Q8_0 262144 x 640 with one token (Gemma 3 270M's tied output projection) and Q5_0
-//          65536 x 640 with 1 and 4 tokens: GB/s of weights streamed, which should approach
+//          65536 x 640 and Q4_K 16384 x 2048 with 1 and 4 tokens: GB/s of weights streamed, which should approach
 //          the memory bandwidth of one core.
 // prefill: Q5_0 / Q4_K / Q6_K / Q8_0 with 512 tokens at the model's FFN shapes: GFLOP/s
 //          (2 * rows * n_in * n_tok per call).
@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   const auto w_out = random_weights(DType::Q8_0, kVocab, kEmbd);
   const auto w_q5 = random_weights(DType::Q5_0, kVocab / 4, kEmbd);
   const auto w_q5_l2 = random_weights(DType::Q5_0, kFfn, kEmbd);
+  const auto w_q4k = random_weights(DType::Q4_K, kVocab / 16, kFfn);
   std::printf("detected: %s\n", simd_level_name(detect_simd_level()));
   for (SimdLevel level : levels) {
     if (level > detect_simd_level()) continue;
@@ -138,6 +139,8 @@ int main(int argc, char** argv) {
     bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
     bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 4);
     bench_decode(level, DType::Q5_0, w_q5_l2, kFfn, kEmbd, 1);  // in L2: the kernel's own speed
+    bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
+    bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 4);
     bench_prefill(level, DType::Q8_0, kFfn, kEmbd, kTokens);
     bench_prefill(level, DType::Q5_0, kFfn, kEmbd, kTokens);  // Q, K, gate, up: 640 -> 2048
     bench_prefill(level, DType::Q5_0, kEmbd, kFfn, kTokens);
