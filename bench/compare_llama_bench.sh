@@ -1,19 +1,45 @@
 #!/usr/bin/env bash
-# hearth-run --bench next to llama.cpp's llama-bench on the same model file, thread
-# counts and test sizes, alternating the two so drift in machine speed hits both.
-# llama.cpp is not part of hearth: build it yourself and pass its llama-bench.
-#   bench/compare_llama_bench.sh /path/to/llama-bench [model.gguf] [threads...]
+# hearth-run --bench next to one or more llama-bench builds (llama.cpp, ik_llama.cpp, ...)
+# on the same model file, thread counts and test sizes, engines alternating per thread
+# count so drift in machine speed hits all of them. The other engines are not part of
+# hearth: build them yourself and pass each llama-bench as "label=/path/to/llama-bench
+# [extra llama-bench arguments]".
+#   bench/compare_llama_bench.sh "llama.cpp=/opt/lcp/llama-bench" "ik-rtr=/opt/ik/llama-bench -rtr 1"
+# Environment: MODEL (default: Gemma 3 270M in the models folder), THREADS ("1 2"),
+# PP (prompt sizes, "512"), TG (generated tokens, 128), REPS (3).
+# Prints one markdown row per engine and test (tokens/s, mean ± std), then hearth's own
+# GOP/s and GB/s against this machine's peaks.
 set -euo pipefail
-llama_bench="${1:?usage: $0 /path/to/llama-bench [model.gguf] [threads...]}"
-model="${2:-${HEARTH_MODELS:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth/models}/gemma-3-270m-q4_k_m.gguf}"
-shift $(( $# >= 2 ? 2 : 1 ))
-threads=("${@:-1 2}")
+[ $# -ge 1 ] || { sed -n '2,11p' "$0"; exit 2; }
+model="${MODEL:-${HEARTH_MODELS:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth/models}/gemma-3-270m-q4_k_m.gguf}"
+threads="${THREADS:-1 2}"
+pp="${PP:-512}"
+tg="${TG:-128}"
+reps="${REPS:-3}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 hearth_run="${HEARTH_RUN:-$here/build/tools/hearth-run}"
-reps="${REPS:-3}"
 
-for t in ${threads[*]}; do
-  echo "== threads $t"
-  "$hearth_run" -m "$model" --bench --pp 512 --tg 128 --reps "$reps" -t "$t" | grep -E "pp512|tg128"
-  "$llama_bench" -m "$model" -p 512 -n 128 -r "$reps" -t "$t" -o md 2>/dev/null | grep -E "pp512|tg128"
+echo "model: $model"
+echo "| engine | threads | test | t/s |"
+echo "| --- | ---: | ---: | ---: |"
+for t in $threads; do
+  for p in $pp; do
+    "$hearth_run" -m "$model" --bench --pp "$p" --tg 0 --reps "$reps" -t "$t" 2>/dev/null |
+      awk -F'|' -v t="$t" '/ pp[0-9]/ { printf "| hearth | %s | %s | %s |\n", t, $5, $6 }'
+    for engine in "$@"; do
+      label="${engine%%=*}"
+      read -r -a cmd <<<"${engine#*=}"
+      "${cmd[@]}" -m "$model" -p "$p" -n 0 -r "$reps" -t "$t" -o md 2>/dev/null |
+        awk -F'|' -v t="$t" -v l="$label" '/ pp[0-9]/ { printf "| %s | %s | %s | %s |\n", l, t, $(NF-2), $(NF-1) }'
+    done
+  done
+  "$hearth_run" -m "$model" --bench --pp 0 --tg "$tg" --reps "$reps" -t "$t" 2>/dev/null |
+    awk -F'|' -v t="$t" '/ tg[0-9]/ { printf "| hearth | %s | %s | %s |\n", t, $5, $6 }'
+  for engine in "$@"; do
+    label="${engine%%=*}"
+    read -r -a cmd <<<"${engine#*=}"
+    "${cmd[@]}" -m "$model" -p 0 -n "$tg" -r "$reps" -t "$t" -o md 2>/dev/null |
+      awk -F'|' -v t="$t" -v l="$label" '/ tg[0-9]/ { printf "| %s | %s | %s | %s |\n", l, t, $(NF-2), $(NF-1) }'
+  done
+  "$hearth_run" -m "$model" --bench --pp "${pp%% *}" --tg "$tg" --reps "$reps" -t "$t" 2>&1 | grep -E "^(prefill|decode):" || true
 done

@@ -87,27 +87,27 @@ HEARTH_AVX512 void qk_avx512_n(const float* const* q, const float* k, int64_t k_
   constexpr int J = 4;
   for (int64_t j0 = 0; j0 < n_j; j0 += J) {
     const float* kj[J];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int j = 0; j < J; ++j) kj[j] = k + std::min(j0 + j, n_j - 1) * k_stride;
     __m512 acc[H][J];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int h = 0; h < H; ++h)
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int j = 0; j < J; ++j) acc[h][j] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
       const __mmask16 m = tail_mask(n - i);
       __m512 kv[J];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int j = 0; j < J; ++j) kv[j] = _mm512_maskz_loadu_ps(m, kj[j] + i);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int h = 0; h < H; ++h) {
         const __m512 qv = _mm512_maskz_loadu_ps(m, q[h] + i);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int j = 0; j < J; ++j) acc[h][j] = _mm512_fmadd_ps(qv, kv[j], acc[h][j]);
       }
     }
     const int64_t live = std::min<int64_t>(J, n_j - j0);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int h = 0; h < H; ++h) {
       const __m128 s = _mm_hadd_ps(_mm_hadd_ps(quarter_sum(acc[h][0]), quarter_sum(acc[h][1])),
                                    _mm_hadd_ps(quarter_sum(acc[h][2]), quarter_sum(acc[h][3])));
@@ -122,10 +122,18 @@ __attribute__((target("avx512f,avx512dq"))) void qk_avx512(const float* const* q
                                                            int64_t k_stride, int64_t n_j, int64_t n,
                                                            float* const* out) {
   switch (n_heads) {
-    case 1: qk_avx512_n<1>(q, k, k_stride, n_j, n, out); break;
-    case 2: qk_avx512_n<2>(q, k, k_stride, n_j, n, out); break;
-    case 3: qk_avx512_n<3>(q, k, k_stride, n_j, n, out); break;
-    default: qk_avx512_n<4>(q, k, k_stride, n_j, n, out); break;
+    case 1:
+      qk_avx512_n<1>(q, k, k_stride, n_j, n, out);
+      break;
+    case 2:
+      qk_avx512_n<2>(q, k, k_stride, n_j, n, out);
+      break;
+    case 3:
+      qk_avx512_n<3>(q, k, k_stride, n_j, n, out);
+      break;
+    default:
+      qk_avx512_n<4>(q, k, k_stride, n_j, n, out);
+      break;
   }
 }
 
@@ -137,28 +145,28 @@ HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* 
   constexpr int kVecs = 4;
   for (int64_t i = 0; i < n; i += 16 * kVecs) {
     __mmask16 m[kVecs];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int k = 0; k < kVecs; ++k) m[k] = i + 16 * k < n ? tail_mask(n - i - 16 * k) : static_cast<__mmask16>(0);
     __m512 acc[H][kVecs];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int h = 0; h < H; ++h)
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_setzero_ps();
     for (int64_t j = 0; j < n_j; ++j) {
       const float* vj = v + j * v_stride + i;
       __m512 x[kVecs];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int k = 0; k < kVecs; ++k) x[k] = _mm512_maskz_loadu_ps(m[k], vj + 16 * k);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int h = 0; h < H; ++h) {
         const __m512 wj = _mm512_set1_ps(w[h][j]);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_fmadd_ps(wj, x[k], acc[h][k]);
       }
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int h = 0; h < H; ++h)
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int k = 0; k < kVecs; ++k) _mm512_mask_storeu_ps(out[h] + i + 16 * k, m[k], acc[h][k]);
   }
 }
@@ -167,10 +175,18 @@ __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* cons
                                                                      int n_heads, const float* v, int64_t v_stride,
                                                                      int64_t n_j, int64_t n) {
   switch (n_heads) {
-    case 1: weighted_sum_avx512_n<1>(out, w, v, v_stride, n_j, n); break;
-    case 2: weighted_sum_avx512_n<2>(out, w, v, v_stride, n_j, n); break;
-    case 3: weighted_sum_avx512_n<3>(out, w, v, v_stride, n_j, n); break;
-    default: weighted_sum_avx512_n<4>(out, w, v, v_stride, n_j, n); break;
+    case 1:
+      weighted_sum_avx512_n<1>(out, w, v, v_stride, n_j, n);
+      break;
+    case 2:
+      weighted_sum_avx512_n<2>(out, w, v, v_stride, n_j, n);
+      break;
+    case 3:
+      weighted_sum_avx512_n<3>(out, w, v, v_stride, n_j, n);
+      break;
+    default:
+      weighted_sum_avx512_n<4>(out, w, v, v_stride, n_j, n);
+      break;
   }
 }
 #endif
