@@ -3,8 +3,8 @@
 // vectors (blocks are 32 elements wide); the Q8_0 x Q8_0 kernel puts two blocks in each
 // 512-bit vector (Zen 5 has full-width 512-bit units). Its decode loop runs fewer
 // instructions per byte, so the software prefetch reaches further ahead (8 tiles).
-// Q4_0, Q5_0 and Q4_K use the interleaved kernels of gemm_q0_avx512.inc and
-// gemm_q4k_avx512.inc.
+// Q4_0, Q5_0, Q4_K and Q6_K use the interleaved kernels of gemm_q0_avx512.inc,
+// gemm_q4k_avx512.inc and gemm_q6k_avx512.inc.
 #define HEARTH_VNNI 1
 #define HEARTH_PREFETCH_TILES 8
 #include <algorithm>
@@ -14,6 +14,7 @@
 // After vec_dot_x86.inc: it uses that file's helpers.
 #include "backends/cpu/gemm_q0_avx512.inc"
 #include "backends/cpu/gemm_q4k_avx512.inc"
+#include "backends/cpu/gemm_q6k_avx512.inc"
 
 namespace hearth::cpu::detail {
 
@@ -22,6 +23,7 @@ const KernelTable& avx512_kernels() {
     KernelTable k = make_table();
     use_q0_kernels(k);
     use_q4k_kernels(k);
+    use_q6k_kernels(k);
     return k;
   }();
   return kTable;
