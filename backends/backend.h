@@ -164,11 +164,14 @@ struct DeviceInfo {
   std::string name;         // e.g. "cpu (AMD EPYC, 2 threads, avx512)"
   std::string kind;         // "cpu", "vulkan", "cuda"
   size_t memory_bytes = 0;  // device memory, 0 if shared with the host
-  // Names the arithmetic (backend, kernels and their version): two runs of the same graph
-  // with equal numerics give the same bits. Part of the prompt cache's key, so KV computed
-  // by other kernels (another SIMD level, another device, an older hearth) is never restored.
-  std::string numerics;
 };
+
+// The version of the backends' arithmetic: goes up whenever any backend's kernels change
+// their results in any bit. Part of the prompt cache's key, so KV computed by an older
+// hearth's kernels is never restored. Not per backend: KV has one canonical layout and a
+// cache written by one backend serves another (DESIGN.md, storage).
+// 2: the CPU's AVX-512 Q4_0 / Q5_0 / Q4_K / Q6_K kernels follow the scalar arithmetic.
+inline constexpr uint32_t kNumericsVersion = 2;
 
 class Backend {
  public:

@@ -44,7 +44,6 @@ class CpuBackend final : public Backend {
     d.kind = "cpu";
     d.name = "cpu (" + std::to_string(pool_.size()) + " threads, " +
              simd_level_name(active_simd_level()) + ")";
-    d.numerics = numerics_id(active_simd_level());
     return d;
   }
 

@@ -103,10 +103,6 @@ bool parse_simd_level(std::string_view name, SimdLevel* out) {
   return false;
 }
 
-std::string numerics_id(SimdLevel level) {
-  return std::string("cpu-") + simd_level_name(clamp(level)) + "-k" + std::to_string(kKernelsVersion);
-}
-
 DType vec_dot_type(DType w) {
   switch (w) {
     case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return DType::Q8_0;

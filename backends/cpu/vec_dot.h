@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 #include "common/dtype.h"
@@ -37,11 +36,6 @@ SimdLevel set_simd_level(SimdLevel level);
 const char* simd_level_name(SimdLevel level);
 // Accepts the names above (case-insensitive); false (and *out untouched) otherwise.
 bool parse_simd_level(std::string_view name, SimdLevel* out);
-
-// Names the arithmetic of this library's kernels at `level` ("cpu-<level>-k<version>"); the
-// version goes up whenever a kernel's results change in any bit.
-inline constexpr int kKernelsVersion = 2;
-std::string numerics_id(SimdLevel level);
 
 // The activation type weight type w is dotted with: Q4_0/Q5_0/Q8_0 -> Q8_0,
 // Q4_1/Q5_1 -> Q8_1, Q4_K/Q5_K/Q6_K -> Q8_K, F32/F16/BF16 -> F32.

@@ -15,8 +15,6 @@
 namespace hearth::vulkan {
 namespace {
 
-constexpr int kShadersVersion = 1;
-
 class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(std::unique_ptr<Context> ctx)
@@ -37,10 +35,6 @@ class VulkanBackend final : public Backend {
     d.kind = "vulkan";
     d.name = "vulkan: " + ctx_->info.name + " (" + ctx_->info.type + ")";
     d.memory_bytes = ctx_->info.device_local_bytes;
-    // The device, its driver (shader compilers differ in rounding choices) and the version
-    // of hearth's shaders, bumped whenever a shader's results change.
-    d.numerics = "vulkan-s" + std::to_string(kShadersVersion) + "-" + ctx_->info.name + "-" + ctx_->info.driver + "-" +
-                 ctx_->info.api_version;
     return d;
   }
 

@@ -7,15 +7,13 @@
 namespace hearth {
 
 uint64_t prefix_seed(std::string_view model_fingerprint, uint32_t kv_dtype, uint32_t n_layer, uint32_t kv_dim,
-                     uint32_t format_version, std::string_view numerics) {
+                     uint32_t format_version, uint32_t numerics_version) {
   std::string key = "hearth-kv\n";
   key += model_fingerprint;
-  for (uint32_t v : {kv_dtype, n_layer, kv_dim, format_version}) {
+  for (uint32_t v : {kv_dtype, n_layer, kv_dim, format_version, numerics_version}) {
     key += '\n';
     key += std::to_string(v);
   }
-  key += '\n';
-  key += numerics;
   const uint64_t h = XXH3_64bits(key.data(), key.size());
   return h == 0 ? 1 : h;
 }

@@ -176,7 +176,7 @@ class Scheduler::Impl {
     // only as long as this process, so the model's shape is enough.
     const std::string fp = options_.model_fingerprint.empty() ? "unfingerprinted:" + c.name : options_.model_fingerprint;
     const uint64_t seed = prefix_seed(fp, dtype, static_cast<uint32_t>(c.n_layer), static_cast<uint32_t>(c.kv_dim()),
-                                      storage::kChunkFormatVersion, backend_.info().numerics);
+                                      storage::kChunkFormatVersion, options_.numerics_version);
     if (!options_.cache_dir.empty() && !options_.model_fingerprint.empty()) {
       storage::KvFormat f;
       f.model_fingerprint = options_.model_fingerprint;

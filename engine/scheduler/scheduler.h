@@ -50,6 +50,9 @@ struct SchedulerOptions {
   // until their memory is needed. Disk: chunk files under cache_dir (empty: no disk tier).
   bool prefix_cache = true;
   std::string model_fingerprint;  // seeds the hash chain; required for the disk tier
+  // Seeds the hash chain too (see kNumericsVersion); tests set an older one to stand for a
+  // cache written by an older hearth.
+  uint32_t numerics_version = kNumericsVersion;
   std::string cache_dir;
   uint64_t cache_max_bytes = uint64_t{4} << 30;
 };
