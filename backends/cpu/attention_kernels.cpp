@@ -1,6 +1,7 @@
 #include "backends/cpu/attention_kernels.h"
 
 #include <algorithm>
+#include <limits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,6 +22,19 @@ float dot_scalar(const float* a, const float* b, int64_t n) {
 
 void axpy_scalar(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+float scale_max_scalar(float* s, int64_t n, float f) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = f * s[j];
+    m = std::max(m, s[j]);
+  }
+  return m;
+}
+
+void scale_scalar(float* s, int64_t n, float f) {
+  for (int64_t j = 0; j < n; ++j) s[j] = f * s[j];
 }
 
 // One pair or head at a time, with the single-row kernels of a level.
@@ -171,6 +185,33 @@ HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* 
   }
 }
 
+// Multiplications are elementwise and the maximum does not depend on the order (NaNs are
+// skipped, as std::max(m, x) skips them; a +0 / -0 tie gives the same exp(s - max)), so
+// these equal the scalar loops bit for bit.
+__attribute__((target("avx512f,avx512dq"))) float scale_max_avx512(float* s, int64_t n, float f) {
+  const __m512 vf = _mm512_set1_ps(f);
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = tail_mask(n - j);
+    const __m512 x = _mm512_mul_ps(vf, _mm512_maskz_loadu_ps(k, s + j));
+    _mm512_mask_storeu_ps(s + j, k, x);
+    m = _mm512_mask_max_ps(m, k, x, m);
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
+  float r = lanes[0];
+  for (int i = 1; i < 16; ++i) r = std::max(r, lanes[i]);
+  return r;
+}
+
+__attribute__((target("avx512f,avx512dq"))) void scale_avx512(float* s, int64_t n, float f) {
+  const __m512 vf = _mm512_set1_ps(f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = tail_mask(n - j);
+    _mm512_mask_storeu_ps(s + j, k, _mm512_mul_ps(vf, _mm512_maskz_loadu_ps(k, s + j)));
+  }
+}
+
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* const* out, const float* const* w,
                                                                      int n_heads, const float* v, int64_t v_stride,
                                                                      int64_t n_j, int64_t n) {
@@ -195,12 +236,13 @@ __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* cons
 
 AttnKernels attn_kernels(SimdLevel level) {
 #if defined(__x86_64__)
-  if (level >= SimdLevel::AVX512) return {qk_avx512, weighted_sum_avx512};
-  if (level >= SimdLevel::AVX2) return {qk_each<dot_avx2>, weighted_sum_each<axpy_avx2>};
+  if (level >= SimdLevel::AVX512) return {qk_avx512, weighted_sum_avx512, scale_max_avx512, scale_avx512};
+  if (level >= SimdLevel::AVX2)
+    return {qk_each<dot_avx2>, weighted_sum_each<axpy_avx2>, scale_max_scalar, scale_scalar};
 #else
   (void)level;
 #endif
-  return {qk_each<dot_scalar>, weighted_sum_each<axpy_scalar>};
+  return {qk_each<dot_scalar>, weighted_sum_each<axpy_scalar>, scale_max_scalar, scale_scalar};
 }
 
 }  // namespace hearth::cpu

@@ -22,6 +22,10 @@ struct AttnKernels {
   // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten.
   void (*weighted_sum)(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,
                        int64_t n_j, int64_t n);
+  // s[j] = f * s[j] for j < n (each product exact float multiplication: same bits at every
+  // level); scale_max also returns max(-inf, s[0..n)) after scaling (NaNs ignored).
+  float (*scale_max)(float* s, int64_t n, float f);
+  void (*scale)(float* s, int64_t n, float f);
 };
 
 AttnKernels attn_kernels(SimdLevel level);

@@ -86,23 +86,24 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
 
       kern.qk(q, nh, k0, kv_dim, n_j, head_dim, sc);
       for (int h = 0; h < nh; ++h) {
-        for (int64_t j = 0; j < n_j; ++j) {
-          float s = scale * sc[h][j];
-          if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
-          sc[h][j] = s;
+        float max_s;
+        if (softcap > 0.0f) {
+          max_s = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < n_j; ++j) {
+            const float s = scale * sc[h][j];
+            sc[h][j] = softcap * std::tanh(s / softcap);
+            max_s = std::max(max_s, sc[h][j]);
+          }
+        } else {
+          max_s = kern.scale_max(sc[h], n_j, scale);
         }
-      }
-      for (int h = 0; h < nh; ++h) {
-        float max_s = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n_j; ++j) max_s = std::max(max_s, sc[h][j]);
         double sum = 0.0;
         for (int64_t j = 0; j < n_j; ++j) {
           const float w = std::exp(sc[h][j] - max_s);
           sc[h][j] = w;
           sum += w;
         }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t j = 0; j < n_j; ++j) sc[h][j] *= inv;
+        kern.scale(sc[h], n_j, static_cast<float>(1.0 / sum));
       }
       kern.weighted_sum(out, sc, nh, v0, kv_dim, n_j, head_dim);
     }
