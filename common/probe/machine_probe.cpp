@@ -1,9 +1,6 @@
 #include "common/probe/machine_probe.h"
 
 #include <algorithm>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +10,10 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace hearth::probe {
 namespace {
@@ -27,6 +28,20 @@ double timed_parallel(int n, F work) {
   for (int i = 0; i < n; ++i) ts.emplace_back([&, i] { work(i); });
   for (std::thread& t : ts) t.join();
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The best of 3 rounds (the first pays for frequency ramp-up) of work(thread_index) on n
+// threads, as `units` (operations or bytes, all threads together) per second / 10^9. work
+// returns a checksum so that the compiler cannot drop it.
+template <class F>
+double best_rate(int n, double units, F work) {
+  std::atomic<uint64_t> sink{0};
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    const double s = timed_parallel(n, [&](int t) { sink += static_cast<uint64_t>(work(t)); });
+    best = std::max(best, units / s / 1e9);
+  }
+  return sink.load() == 42 ? best + 1e-12 : best;  // uses sink
 }
 
 // int8 dot products of a 4-row tile against 4 columns, K = 512: 8 KiB per operand, held
@@ -78,13 +93,7 @@ double probe_vnni(int threads) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) return 0;
   constexpr int64_t kReps = 200000;  // 200000 x 16 x 64 = 205 M multiply-adds a thread a round
-  std::atomic<int64_t> sink{0};
-  double best = 0;
-  for (int round = 0; round < 3; ++round) {
-    const double s = timed_parallel(threads, [&](int) { sink += vnni_loop(kReps); });
-    best = std::max(best, 2.0 * kReps * 16 * 64 * threads / s / 1e9);
-  }
-  return sink.load() == 42 ? best + 1e-12 : best;
+  return best_rate(threads, 2.0 * kReps * 16 * 64 * threads, [](int) { return vnni_loop(kReps); });
 }
 #else
 double probe_vnni(int) { return 0; }
@@ -94,13 +103,7 @@ double probe_int8(int threads) {
   constexpr int kK = 512, kReps = 4000;  // 4000 × 16 × 512 = 33 M multiply-adds a thread a round
   std::vector<int8_t> a(4 * kK), b(4 * kK);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int8_t>(i * 7), b[i] = static_cast<int8_t>(i * 13);
-  std::atomic<int64_t> sink{0};
-  double best = 0;
-  for (int round = 0; round < 3; ++round) {  // the best of 3: the first pays for frequency ramp-up
-    const double s = timed_parallel(threads, [&](int) { sink += int8_tile(a.data(), b.data(), kReps); });
-    best = std::max(best, 2.0 * kReps * 16 * kK * threads / s / 1e9);
-  }
-  return sink.load() == 42 ? best + 1e-12 : best;  // uses sink
+  return best_rate(threads, 2.0 * kReps * 16 * kK * threads, [&](int) { return int8_tile(a.data(), b.data(), kReps); });
 }
 
 double probe_read(int threads) {
@@ -108,20 +111,14 @@ double probe_read(int threads) {
   const size_t n = (size_t{256} << 20) / sizeof(uint64_t);
   std::vector<uint64_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = i;  // touch every page
-  std::atomic<uint64_t> sink{0};
-  double best = 0;
-  for (int round = 0; round < 3; ++round) {
-    const double s = timed_parallel(threads, [&](int t) {
-      const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      size_t i = lo;
-      for (; i + 4 <= hi; i += 4) s0 += v[i], s1 += v[i + 1], s2 += v[i + 2], s3 += v[i + 3];
-      for (; i < hi; ++i) s0 += v[i];
-      sink += s0 + s1 + s2 + s3;
-    });
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
-  }
-  return sink.load() == 42 ? best + 1e-12 : best;
+  return best_rate(threads, static_cast<double>(n * sizeof(uint64_t)), [&](int t) {
+    const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = lo;
+    for (; i + 4 <= hi; i += 4) s0 += v[i], s1 += v[i + 1], s2 += v[i + 2], s3 += v[i + 3];
+    for (; i < hi; ++i) s0 += v[i];
+    return s0 + s1 + s2 + s3;
+  });
 }
 
 std::string cpu_name() {

@@ -4,9 +4,10 @@
 // folder (machine-peaks.tsv), so hearth-run --bench can print achieved GOP/s and GB/s
 // next to these peaks. A leaf library: no hearth dependencies, usable by the CLI and tools.
 //
-// The figures are rough peaks for plain C++ loops the compiler vectorises, on `threads`
-// threads; hand-written kernels can beat the int8 one. They are for "how far from the
-// limit", not for ranking machines.
+// The figures are rough peaks on `threads` threads: the int8 one is the larger of a plain
+// C++ loop the compiler vectorises and, where the CPU has AVX-512 VNNI, vpdpbusd on
+// registers (the instruction's own rate); the read one a plain summing loop. They are for
+// "how far from the limit", not for ranking machines.
 #pragma once
 
 #include <string>
