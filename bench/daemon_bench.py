@@ -9,9 +9,12 @@
    --step-budget-ms in --budgets (0: fixed chunks, the behaviour before the step budget).
 
 Usage: bench/daemon_bench.py --hearthd build/daemon/hearthd [--threads 2] [--tokens 128]
-       [--chunks 128] [--budgets 0,100]
+       [--chunks 128] [--budgets 0,100] [--model qwen2.5-coder:0.5b]
+       bench/daemon_bench.py --server-url http://127.0.0.1:8080   (the interference test only,
+       against another engine's server started by hand on the same model and threads)
 """
 import argparse
+import http.client
 import json
 import os
 import statistics
@@ -20,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e"))
-from hearthd_process import Hearthd, gemma_model_or_skip, sse_events  # noqa: E402
+from hearthd_process import Hearthd, default_chat_model_or_skip, gemma_model_or_skip, sse_events  # noqa: E402
 
 
 def pct(v, q):
@@ -72,9 +75,38 @@ def long_prompt(tag):
     return tag + ": " + " ".join("item%d is %s;" % (i, "red" if i % 2 else "blue") for i in range(420))
 
 
+class OtherServer:
+    """An OpenAI-compatible server already running on host:port (e.g. llama-server --parallel 2),
+    for the interference figures side by side; its tokenizer endpoint is /tokenize."""
+
+    tokenize_path = "/tokenize"
+
+    def __init__(self, url):
+        self.host, _, port = url.removeprefix("http://").rstrip("/").partition(":")
+        self.port = int(port or 80)
+
+    def connection(self, timeout=600):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def post_json(self, path, body):
+        c = self.connection()
+        try:
+            c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            c.close()
+
+    def close(self):
+        pass
+
+
 def interference(args, model, chunk, budget):
-    d = Hearthd(args.hearthd, model, "--parallel", "2", "--ctx", "4096", "--prefill-chunk", str(chunk),
-                "--step-budget-ms", str(budget), threads=args.threads)
+    if args.server_url:
+        d = OtherServer(args.server_url)
+    else:
+        d = Hearthd(args.hearthd, model, "--parallel", "2", "--ctx", "4096", "--prefill-chunk", str(chunk),
+                    "--step-budget-ms", str(budget), threads=args.threads)
     try:
         # The long prompt alone first (another text: nothing of it is cached for the run beside the stream).
         t0 = time.perf_counter()
@@ -83,7 +115,7 @@ def interference(args, model, chunk, budget):
         alone_ms = 1000 * (time.perf_counter() - t0)
         assert status == 200, resp
         long_text = long_prompt("Beside")
-        _, tok = d.post_json("/api/tokenize", {"content": long_text})
+        _, tok = d.post_json(getattr(d, "tokenize_path", "/api/tokenize"), {"content": long_text})
         a, b = {}, {}
         started = threading.Event()
         ta = threading.Thread(target=stream, args=(d, {"prompt": "Counting: 1, 2, 3,", "temperature": 0,
@@ -104,14 +136,27 @@ def interference(args, model, chunk, budget):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--hearthd", required=True)
+    ap.add_argument("--hearthd")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--chunks", default="128", help="--prefill-chunk values for the interference test")
     ap.add_argument("--budgets", default="0,100", help="--step-budget-ms values for the interference test")
     ap.add_argument("--skip-concurrent", action="store_true")
+    ap.add_argument("--model", default="gemma3:270m",
+                    help="gemma3:270m (the figures of issue 21), qwen2.5-coder:0.5b, or a GGUF path")
+    ap.add_argument("--server-url", help="run only the interference test, against this already running "
+                    "OpenAI-compatible server (e.g. http://127.0.0.1:8080, llama-server --parallel 2)")
     args = ap.parse_args()
-    model = gemma_model_or_skip()  # the stall figures of issue 21 are on Gemma 3 270M
+    if not args.hearthd and not args.server_url:
+        ap.error("--hearthd or --server-url is required")
+    if args.server_url:
+        args.skip_concurrent, args.chunks, args.budgets = True, "0", "0"
+    if args.model == "gemma3:270m":
+        model = gemma_model_or_skip()
+    elif args.model == "qwen2.5-coder:0.5b":
+        model = default_chat_model_or_skip()
+    else:
+        model = args.model
 
     d = None if args.skip_concurrent else Hearthd(args.hearthd, model, "--parallel", "8", "--ctx", "1024",
                                                    threads=args.threads)

@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object: text, tokens, timings");
   app.add_flag("--bench", bench, "benchmark prefill and decode throughput");
   app.add_option("--pp", bo.pp, "bench: prompt tokens")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--ubatch", bo.ubatch, "bench: prompt tokens per forward pass (0: 512; small values show the cost of the small chunks a step budget reads)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--tg", bo.tg, "bench: generated tokens")->check(CLI::Range(0, 1 << 20));
   app.add_option("--reps", bo.reps, "bench: repetitions")->check(CLI::Range(1, 1000));
   app.add_flag("--reprobe", bo.reprobe,

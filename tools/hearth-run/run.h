@@ -21,6 +21,7 @@ struct Loaded {
 struct BenchOptions {
   int pp = 512;    // prompt tokens per prefill test (0 = skip)
   int tg = 128;    // generated tokens per decode test (0 = skip)
+  int ubatch = 0;  // prompt tokens per forward pass of the prefill test (0: 512)
   int reps = 3;
   bool json = false;
   bool reprobe = false;  // measure this machine's peaks again (else the cached ones)
