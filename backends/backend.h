@@ -187,6 +187,19 @@ class Backend {
   // unchanged for the buffer's lifetime.
   virtual Result<std::unique_ptr<Buffer>> upload_weights(const void* host, size_t bytes) = 0;
 
+  // Called once after upload_weights with the views of the weights buffer that only MatMul
+  // reads (never GetRows): a backend may keep them in a layout of its own for its kernels
+  // (the CPU backend interleaves 16 rows of Q4_0 / Q5_0), with the same values and
+  // results. The views stay the names of those weights in later graphs. host_droppable:
+  // the host memory given to upload_weights is a private read-only file mapping, so pages
+  // copied elsewhere may be released (they would be read from the file again if touched).
+  // An error leaves the weights usable as they were uploaded.
+  virtual Status prepare_matmul_weights(std::span<const Tensor> weights, bool host_droppable) {
+    (void)weights;
+    (void)host_droppable;
+    return {};
+  }
+
   // What execute() can run: weight types of MatMul / GetRows, KV cache types.
   virtual const DeviceCaps& caps() const = 0;
 

@@ -1,12 +1,17 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 
+#include "backends/cpu/host_buffer.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
+#include "backends/cpu/repack.h"
 #include "backends/cpu/vec_dot.h"
 #include "backends/graph_check.h"
 #include "backends/transfer_check.h"
@@ -15,22 +20,6 @@ namespace hearth::cpu {
 namespace {
 
 constexpr size_t kAlignment = 64;  // cache line; also enough for any SIMD load
-
-class HostBuffer final : public Buffer {
- public:
-  HostBuffer(void* data, size_t bytes, bool owned) : data_(data), bytes_(bytes), owned_(owned) {}
-  ~HostBuffer() override {
-    if (owned_) std::free(data_);
-  }
-  size_t bytes() const override { return bytes_; }
-  void* host_data() override { return data_; }
-  const void* host_data() const override { return data_; }
-
- private:
-  void* data_;
-  size_t bytes_;
-  bool owned_;
-};
 
 class CpuBackend final : public Backend {
  public:
@@ -59,6 +48,36 @@ class CpuBackend final : public Backend {
     // The mapping stays valid while the model is loaded: use it in place.
     std::unique_ptr<Buffer> b = std::make_unique<HostBuffer>(const_cast<void*>(host), bytes, false);
     return b;
+  }
+
+  // Q4_0 / Q5_0 weights that only MatMul reads go to the row-interleaved layout of
+  // repack.h when this CPU's kernels have one (AVX-512): same values, same results, the
+  // transposition done once here instead of at every use. The copy replaces the mapping's
+  // pages (released when host_droppable), so the weights are not held twice.
+  Status prepare_matmul_weights(std::span<const Tensor> weights, bool host_droppable) override {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    for (const Tensor& t : weights) {
+      auto* hb = dynamic_cast<HostBuffer*>(t.buffer);
+      if (hb == nullptr || hb->repacked(t) != nullptr) continue;
+      if (!repack_useful(t.type, active_simd_level(), t.ne0, t.rows)) continue;
+      const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
+      if (t.offset > hb->bytes() || span > hb->bytes() - t.offset)
+        return make_error("cpu: a weight view lies outside its buffer");
+      const size_t n = repacked_bytes(t.type, t.ne0, t.rows);
+      auto* dst = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment));
+      if (dst == nullptr) return make_error("cpu: out of memory repacking weights");
+      const uint8_t* src = static_cast<const uint8_t*>(hb->host_data()) + t.offset;
+      repack_rows(t.type, t.ne0, src, t.row_stride, t.rows, dst);
+      hb->add_repacked(t, dst);
+      hb->count_repacked(n);
+      if (host_droppable) {
+        // Whole pages inside the view only: its neighbours may share the edge pages.
+        const auto begin = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
+        const auto end = (reinterpret_cast<uintptr_t>(src) + span) / page * page;
+        if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+      }
+    }
+    return {};
   }
 
   const DeviceCaps& caps() const override { return caps_; }

@@ -5,8 +5,10 @@
 #include <cstring>
 
 #include "backends/cpu/f16_convert.h"
+#include "backends/cpu/host_buffer.h"
 #include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
+#include "backends/cpu/repack.h"
 #include "backends/cpu/vec_dot.h"
 #include "backends/rope_math.h"
 #include "common/fp16.h"
@@ -243,15 +245,23 @@ void op_matmul(const Op& op, ExecContext& ctx) {
 
   // Output rows split across threads in multiples of 16 so tiles stay whole.
   constexpr int64_t kRowQuantum = 16;
+  static_assert(kRowQuantum == kRepackRows);
   const size_t y_stride = op.dst.row_stride / sizeof(float);
   float* y = row_f32(op.dst, 0);
+  // Weights repacked at load (repack.h) have whole 16-row groups, so every split is one.
+  const auto* hb = dynamic_cast<const HostBuffer*>(w.buffer);
+  const uint8_t* repacked = hb != nullptr ? hb->repacked(w) : nullptr;
   ctx.pool->run([&](int ith, int nth) {
     const int64_t units = (n_out + kRowQuantum - 1) / kRowQuantum;
     int64_t ub, ue;
     split_range(units, ith, nth, &ub, &ue);
     const int64_t b = ub * kRowQuantum, e = std::min(n_out, ue * kRowQuantum);
     if (b >= e) return;
-    gemm(w.type, n_in, tensor_data(w), w.row_stride, b, e, act, act_stride, n_tok, y, y_stride);
+    if (repacked != nullptr) {
+      gemm_repacked(w.type, n_in, repacked, b, e, act, act_stride, n_tok, y, y_stride);
+    } else {
+      gemm(w.type, n_in, tensor_data(w), w.row_stride, b, e, act, act_stride, n_tok, y, y_stride);
+    }
   });
 }
 

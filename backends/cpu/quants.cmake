@@ -3,6 +3,7 @@
 # runs on every x86-64 CPU (and the library builds on non-x86 with the scalar path only).
 add_library(hearth_quants STATIC
   ${CMAKE_CURRENT_LIST_DIR}/quant_ref.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/repack.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vec_dot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vec_dot_scalar.cpp)
 target_include_directories(hearth_quants PUBLIC ${HEARTH_LAYER_backends})

@@ -69,6 +69,12 @@ detail::GemmFn gemm_fn(SimdLevel level, DType w) {
 
 }  // namespace
 
+detail::GemmFn detail::gemm_repacked_fn(SimdLevel level, DType w) {
+  const int i = detail::type_index(w);
+  assert(i >= 0 && i < detail::kMaxTypeId);
+  return table(clamp(level)).gemm_repacked[i];
+}
+
 SimdLevel detect_simd_level() {
   static const SimdLevel kLevel = detect_uncached();
   return kLevel;

@@ -5,6 +5,12 @@
 // instructions per byte, so the software prefetch reaches further ahead (8 tiles).
 // Q4_0, Q5_0, Q4_K and Q6_K use the interleaved kernels of gemm_q0_avx512.inc,
 // gemm_q4k_avx512.inc and gemm_q6k_avx512.inc.
+// Q4_0 / Q5_0 on repacked rows (repack.h): gemm_repacked in gemm_q0_avx512.inc.
+//
+// GCC 12 reports the _mm512_undefined_*() pass-through of its own unmasked AVX-512
+// intrinsics (unpack, cvtph) as "may be used uninitialized" once they are inlined into
+// loops: a false positive about the headers, not about this code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define HEARTH_VNNI 1
 #define HEARTH_PREFETCH_TILES 8
 #include <algorithm>

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/vec_dot.h"
 #include "common/dtype.h"
 
 namespace hearth::cpu::detail {
@@ -31,6 +32,9 @@ constexpr int kMaxTypeId = 32;
 // Indexed by DType id; nullptr where the level has no kernel (the scalar one is used).
 struct KernelTable {
   GemmFn gemm[kMaxTypeId] = {};
+  // On repacked rows (repack.h): GemmArgs::w is group 0, ws the bytes of one 16-row group,
+  // r0 and r1 multiples of 16.
+  GemmFn gemm_repacked[kMaxTypeId] = {};
   QuantizeFn quantize[kMaxTypeId] = {};
 };
 
@@ -41,5 +45,8 @@ const KernelTable& avx512_kernels();
 #endif
 
 inline int type_index(DType t) { return static_cast<int>(t); }
+
+// The repacked-layout kernel of `level` for w (the level clamped to the CPU's), or null.
+GemmFn gemm_repacked_fn(SimdLevel level, DType w);
 
 }  // namespace hearth::cpu::detail

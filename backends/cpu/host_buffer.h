@@ -1,0 +1,59 @@
+// The CPU backend's buffers: plain host memory, either its own (alloc) or the caller's
+// (upload_weights: the GGUF mapping itself). A weights buffer also owns the repacked copies
+// of the weights that only MatMul reads (repack.h), keyed by the offset of their view, so
+// they live and die with the buffer they stand for. Internal to backends/cpu.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <unordered_map>
+
+#include "backends/backend.h"
+
+namespace hearth::cpu {
+
+class HostBuffer final : public Buffer {
+ public:
+  HostBuffer(void* data, size_t bytes, bool owned) : data_(data), bytes_(bytes), owned_(owned) {}
+  ~HostBuffer() override {
+    if (owned_) std::free(data_);
+  }
+  size_t bytes() const override { return bytes_; }
+  void* host_data() override { return data_; }
+  const void* host_data() const override { return data_; }
+
+  // The repacked rows of weight view w (a whole prepared tensor, or its first rows in
+  // whole 16-row groups), or null when w was not repacked.
+  const uint8_t* repacked(const Tensor& w) const {
+    if (repacked_.empty()) return nullptr;
+    const auto it = repacked_.find(w.offset);
+    if (it == repacked_.end()) return nullptr;
+    const Repacked& r = it->second;
+    const bool same = r.type == w.type && r.ne0 == w.ne0 && w.rows <= r.rows && w.rows % 16 == 0;
+    return same ? r.data.get() : nullptr;
+  }
+  // Takes `data` (from std::aligned_alloc): the repacked rows of the view w.
+  void add_repacked(const Tensor& w, uint8_t* data) {
+    repacked_[w.offset] = Repacked{w.type, w.ne0, w.rows, std::unique_ptr<uint8_t, Free>(data)};
+  }
+  size_t repacked_bytes() const { return repacked_total_; }
+  void count_repacked(size_t n) { repacked_total_ += n; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  struct Repacked {
+    DType type;
+    int64_t ne0, rows;
+    std::unique_ptr<uint8_t, Free> data;
+  };
+  void* data_;
+  size_t bytes_;
+  bool owned_;
+  std::unordered_map<size_t, Repacked> repacked_;
+  size_t repacked_total_ = 0;
+};
+
+}  // namespace hearth::cpu

@@ -1,0 +1,130 @@
+#include "backends/cpu/repack.h"
+
+#include <cassert>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/quant_ref.h"
+#include "backends/cpu/vec_dot_kernels.h"
+
+namespace hearth::cpu {
+namespace {
+
+// Where the parts of one plain block sit, and how large its repacked group block is.
+struct Q0Layout {
+  size_t block_bytes;  // plain block
+  size_t qs;           // offset of the 16 nibble bytes in a plain block
+  bool high_bit;       // Q5_0: a 32-bit qh at byte 2
+  size_t group_block_bytes() const { return kRepackRows * block_bytes; }
+  size_t masks_at() const { return kRepackRows * 2; }
+  size_t nibbles_at() const { return masks_at() + (high_bit ? 64 : 0); }
+};
+
+bool q0_layout(DType w, Q0Layout* out) {
+  switch (w) {
+    case DType::Q4_0: *out = {sizeof(BlockQ4_0), 2, false}; return true;
+    case DType::Q5_0: *out = {sizeof(BlockQ5_0), 6, true}; return true;
+    default: return false;
+  }
+}
+
+// One 16-row group, block by block: plain rows <-> group blocks. to_repacked picks the
+// direction; every byte is moved, none computed, so the round trip is exact.
+void convert_group(const Q0Layout& L, int64_t nb, uint8_t* plain, size_t stride, uint8_t* group, bool to_repacked) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* gb = group + b * L.group_block_bytes();
+    uint64_t masks[8] = {};
+    if (!to_repacked && L.high_bit) std::memcpy(masks, gb + L.masks_at(), sizeof(masks));
+    for (int64_t i = 0; i < kRepackRows; ++i) {
+      uint8_t* pb = plain + i * static_cast<int64_t>(stride) + b * static_cast<int64_t>(L.block_bytes);
+      auto move = [&](uint8_t* repacked, uint8_t* p, size_t n) {
+        if (to_repacked) {
+          std::memcpy(repacked, p, n);
+        } else {
+          std::memcpy(p, repacked, n);
+        }
+      };
+      move(gb + 2 * i, pb, 2);  // the scale
+      for (int k = 0; k < 4; ++k) move(gb + L.nibbles_at() + 64 * k + 4 * i, pb + L.qs + 4 * k, 4);
+      if (!L.high_bit) continue;
+      uint32_t qh = 0;
+      if (to_repacked) std::memcpy(&qh, pb + 2, 4);
+      // Bits 4k .. 4k+3 of qh <-> bits 4i .. 4i+3 of mask k.
+      for (int k = 0; k < 8; ++k) {
+        if (to_repacked) {
+          masks[k] |= static_cast<uint64_t>((qh >> (4 * k)) & 0xFu) << (4 * i);
+        } else {
+          qh |= static_cast<uint32_t>((masks[k] >> (4 * i)) & 0xFu) << (4 * k);
+        }
+      }
+      if (!to_repacked) std::memcpy(pb + 2, &qh, 4);
+    }
+    if (to_repacked && L.high_bit) std::memcpy(gb + L.masks_at(), masks, sizeof(masks));
+  }
+}
+
+}  // namespace
+
+bool repack_useful(DType w, SimdLevel level, int64_t n, int64_t rows) {
+  Q0Layout L{};
+  return q0_layout(w, &L) && rows > 0 && rows % kRepackRows == 0 && n > 0 && n % kQk == 0 &&
+         detail::gemm_repacked_fn(level, w) != nullptr;
+}
+
+size_t repacked_bytes(DType w, int64_t n, int64_t rows) {
+  Q0Layout L{};
+  [[maybe_unused]] const bool ok = q0_layout(w, &L);
+  assert(ok);
+  return static_cast<size_t>(rows / kRepackRows) * static_cast<size_t>(n / kQk) * L.group_block_bytes();
+}
+
+void repack_rows(DType w, int64_t n, const void* src, size_t stride, int64_t rows, void* dst) {
+  Q0Layout L{};
+  [[maybe_unused]] const bool ok = q0_layout(w, &L);
+  assert(ok && rows % kRepackRows == 0);
+  const int64_t nb = n / kQk;
+  const size_t group_bytes = static_cast<size_t>(nb) * L.group_block_bytes();
+  for (int64_t r = 0; r < rows; r += kRepackRows)
+    convert_group(L, nb, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + r * static_cast<int64_t>(stride),
+                  stride, static_cast<uint8_t*>(dst) + (r / kRepackRows) * group_bytes, true);
+}
+
+void unrepack_rows(DType w, int64_t n, const void* src, int64_t rows, void* dst, size_t stride) {
+  Q0Layout L{};
+  [[maybe_unused]] const bool ok = q0_layout(w, &L);
+  assert(ok && rows % kRepackRows == 0);
+  const int64_t nb = n / kQk;
+  const size_t group_bytes = static_cast<size_t>(nb) * L.group_block_bytes();
+  for (int64_t r = 0; r < rows; r += kRepackRows)
+    convert_group(L, nb, static_cast<uint8_t*>(dst) + r * static_cast<int64_t>(stride), stride,
+                  const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + (r / kRepackRows) * group_bytes, false);
+}
+
+void gemm_repacked_at(SimdLevel level, DType wtype, int64_t n_in, const void* R, int64_t row_begin, int64_t row_end,
+                      const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats) {
+  assert(row_begin % kRepackRows == 0 && row_end % kRepackRows == 0);
+  if (row_end <= row_begin || n_tok <= 0) return;
+  const size_t group_bytes = repacked_bytes(wtype, n_in, kRepackRows);
+  if (detail::GemmFn f = detail::gemm_repacked_fn(level, wtype)) {
+    f(detail::GemmArgs{n_in, static_cast<const uint8_t*>(R), group_bytes, row_begin, row_end,
+                       static_cast<const uint8_t*>(A), a_stride_bytes, n_tok, Y, y_stride_floats});
+    return;
+  }
+  // No kernel for the layout at this level: each group back to plain rows, then this
+  // level's own gemm on them (the same floats, as the contract says).
+  const size_t row = row_bytes(wtype, n_in);
+  std::vector<uint8_t> plain(kRepackRows * row);
+  for (int64_t r = row_begin; r < row_end; r += kRepackRows) {
+    unrepack_rows(wtype, n_in, static_cast<const uint8_t*>(R) + (r / kRepackRows) * group_bytes, kRepackRows,
+                  plain.data(), row);
+    gemm_at(level, wtype, n_in, plain.data(), row, 0, kRepackRows, A, a_stride_bytes, n_tok, Y + r, y_stride_floats);
+  }
+}
+
+void gemm_repacked(DType wtype, int64_t n_in, const void* R, int64_t row_begin, int64_t row_end, const void* A,
+                   size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats) {
+  gemm_repacked_at(active_simd_level(), wtype, n_in, R, row_begin, row_end, A, a_stride_bytes, n_tok, Y,
+                   y_stride_floats);
+}
+
+}  // namespace hearth::cpu

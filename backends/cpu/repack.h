@@ -1,0 +1,49 @@
+// Row-interleaved ("repacked") weight layouts: the CPU backend copies the weights that only
+// MatMul reads into them once at load (CpuBackend::prepare_matmul_weights), so its kernels
+// find 16 rows' quants already in the order one 512-bit register holds them, instead of
+// transposing them at every use. The values and the arithmetic are those of the plain
+// rows: gemm_repacked returns, bit for bit, what gemm() returns on the rows they came from.
+//
+// Q4_0 / Q5_0, per 16-row group and per block b of 32 elements (blocks in order, groups in
+// order; kRepackRows * block bytes each, the size of the plain rows):
+//   16 x f16   the rows' scales, row i at 2i
+//   (Q5_0) 8 x u64 fifth bits: bit 4i + m of mask k = bit 4k + m of row i's qh
+//   4 x 64 B   the nibbles: bytes 4i .. 4i+3 of vector k = qs bytes 4k .. 4k+3 of row i
+//              (low nibbles: elements 4k .. 4k+3; high nibbles: 16 + 4k .. 16 + 4k+3)
+//
+// Thread-safety: all functions are reentrant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/vec_dot.h"
+#include "common/dtype.h"
+
+namespace hearth::cpu {
+
+inline constexpr int64_t kRepackRows = 16;
+
+// Whether a tensor of `rows` rows of n elements of type w has a repacked layout whose
+// kernel at `level` is faster than the plain rows' (today: Q4_0 and Q5_0 at AVX-512).
+bool repack_useful(DType w, SimdLevel level, int64_t n, int64_t rows);
+
+// Bytes of the repacked form of `rows` rows (a multiple of kRepackRows) of n elements: the
+// same as the plain rows, packed.
+size_t repacked_bytes(DType w, int64_t n, int64_t rows);
+
+// `rows` plain rows (consecutive rows `stride` bytes apart) into dst (repacked_bytes).
+void repack_rows(DType w, int64_t n, const void* src, size_t stride, int64_t rows, void* dst);
+// The exact inverse: repacked rows back to plain rows `stride` bytes apart.
+void unrepack_rows(DType w, int64_t n, const void* src, int64_t rows, void* dst, size_t stride);
+
+// gemm() of the rows [row_begin, row_end) of repacked weights R (both multiples of
+// kRepackRows), at the active level: the same
+// floats gemm() writes for the plain rows. Levels without a kernel for the layout unpack
+// each group to plain rows and run their own gemm.
+void gemm_repacked(DType wtype, int64_t n_in, const void* R, int64_t row_begin, int64_t row_end, const void* A,
+                   size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats);
+void gemm_repacked_at(SimdLevel level, DType wtype, int64_t n_in, const void* R, int64_t row_begin, int64_t row_end,
+                      const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats);
+
+}  // namespace hearth::cpu

@@ -1,0 +1,103 @@
+// The row-interleaved layouts of repack.h: exact round trips, and gemm on repacked rows
+// giving, bit for bit, what gemm gives on the plain rows, at every level and batch size.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/quant_ref.h"
+#include "backends/cpu/repack.h"
+#include "backends/cpu/vec_dot.h"
+#include "quant_test_util.h"
+
+using hearth::DType;
+using hearth::dtype_info;
+using hearth::row_bytes;
+using namespace hearth::cpu;
+using namespace hearth::test;
+
+namespace {
+
+std::vector<SimdLevel> supported_levels() {
+  std::vector<SimdLevel> v;
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512})
+    if (l <= detect_simd_level()) v.push_back(l);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("repacked Q4_0 / Q5_0 rows unpack to the plain rows bit for bit", "[repack]") {
+  std::mt19937 rng(31);
+  for (DType w : {DType::Q4_0, DType::Q5_0}) {
+    CAPTURE(dtype_info(w).name);
+    for (int64_t n : {32, 640, 896}) {
+      for (int64_t rows : {16, 48}) {
+        CAPTURE(n, rows);
+        const size_t ws = row_bytes(w, n);
+        const auto W = random_blocks(w, rows * n / 32, rng);
+        REQUIRE(repacked_bytes(w, n, rows) == W.size());
+        std::vector<uint8_t> R(W.size()), back(W.size(), 0xAB);
+        repack_rows(w, n, W.data(), ws, rows, R.data());
+        REQUIRE(R != W);  // interleaved, not a copy
+        unrepack_rows(w, n, R.data(), rows, back.data(), ws);
+        REQUIRE(back == W);
+      }
+    }
+  }
+}
+
+TEST_CASE("repacking is chosen only where a kernel reads the layout", "[repack]") {
+  CHECK_FALSE(repack_useful(DType::Q8_0, detect_simd_level(), 896, 64));
+  CHECK_FALSE(repack_useful(DType::Q5_0, SimdLevel::Scalar, 896, 64));
+  CHECK_FALSE(repack_useful(DType::Q5_0, detect_simd_level(), 896, 20));  // not whole 16-row groups
+  CHECK_FALSE(repack_useful(DType::Q5_0, detect_simd_level(), 896, 0));
+  if (detect_simd_level() >= SimdLevel::AVX512) {
+    CHECK(repack_useful(DType::Q5_0, SimdLevel::AVX512, 896, 64));
+    CHECK(repack_useful(DType::Q4_0, SimdLevel::AVX512, 640, 16));
+  }
+}
+
+// Every level: with a kernel for the layout (AVX-512) or through its fallback (each group
+// back to plain rows, then that level's gemm), the floats of gemm on the plain rows.
+TEST_CASE("gemm on repacked rows gives gemm's floats on the plain rows, at every level and batch", "[repack]") {
+  std::mt19937 rng(37);
+  constexpr int64_t kRows = 48, kTok = 73;
+  for (DType w : {DType::Q4_0, DType::Q5_0}) {
+    CAPTURE(dtype_info(w).name);
+    for (int64_t n : {32, 896}) {
+      CAPTURE(n);
+      const DType at = vec_dot_type(w);
+      const size_t ws = row_bytes(w, n), as = row_bytes(at, n);
+      const auto W = random_blocks(w, kRows * n / 32, rng);
+      std::vector<uint8_t> R(repacked_bytes(w, n, kRows));
+      repack_rows(w, n, W.data(), ws, kRows, R.data());
+      std::vector<uint8_t> A;
+      for (int64_t t = 0; t < kTok; ++t) {
+        const auto x = random_floats(n, rng);
+        std::vector<uint8_t> a(as);
+        quantize_row(at, x.data(), a.data(), n);
+        A.insert(A.end(), a.begin(), a.end());
+      }
+      for (SimdLevel level : supported_levels()) {
+        CAPTURE(simd_level_name(level));
+        for (int64_t n_tok : {1, 2, 3, 4, 5, 8, 9, 17, 64, 73}) {
+          for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, kRows}, {16, 32}, {32, 48}}) {
+            CAPTURE(n_tok, r0, r1);
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            std::vector<float> want(static_cast<size_t>(kRows * kTok), nan), got(want.size(), nan);
+            gemm_at(level, w, n, W.data(), ws, r0, r1, A.data(), as, n_tok, want.data(), kRows);
+            gemm_repacked_at(level, w, n, R.data(), r0, r1, A.data(), as, n_tok, got.data(), kRows);
+            for (size_t i = 0; i < got.size(); ++i) {
+              if (std::isnan(want[i])) {
+                REQUIRE(std::isnan(got[i]));
+              } else {
+                REQUIRE(hearth::fp32_to_bits(got[i]) == hearth::fp32_to_bits(want[i]));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
