@@ -46,6 +46,8 @@ void StepCostModel::observe(const StepShape& s, double ms) {
     if (s.n_decode > 0) decode_.add(s.n_decode, ms);
     return;
   }
+  if (s.n_decode == 0 && s.n_prefill >= kAloneMinTokens)
+    alone_.add(s.prefill_pos, ms / static_cast<double>(s.n_prefill));
   // What the prompt tokens added to the step. Before any decode-only step was seen the
   // whole step is charged to them: an overestimate, which keeps the next steps short.
   const double per_token = ms / static_cast<double>(s.n_prefill);
@@ -65,13 +67,26 @@ double StepCostModel::decode_ms(int32_t n_decode) const {
 
 double StepCostModel::prefill_ms_per_token(double pos) const { return prefill_.predict(pos, false); }
 
+double StepCostModel::alone_ms_per_token(double pos) const { return alone_.predict(pos, false); }
+
+double StepCostModel::ttft_floor(double budget_ms, double decode, double first, double p) const {
+  if (alone_.empty() || decode <= 0) return 0;
+  const double pa = alone_ms_per_token(first);
+  const double cap = std::floor((kMaxStretch * kPlannedShare * budget_ms - decode) / p);
+  if (pa <= 0 || cap <= 0) return 0;
+  const double slack = 3 * pa - 2 * p;  // n·slack >= 2·decode keeps 2/3 of the speed alone
+  if (slack <= 0) return cap;
+  return std::min(cap, std::ceil(2 * decode / slack));
+}
+
 int64_t StepCostModel::prefill_tokens(double budget_ms, int32_t n_decode, double first, int64_t upper) const {
   if (upper <= 0) return 0;
   if (prefill_.empty()) return std::min(kProbeTokens, upper);
   const double p0 = prefill_ms_per_token(first);
   if (p0 <= 0) return upper;
   const double decode = decode_ms(n_decode);
-  const double floor = std::max(1.0, std::floor(kMinPrefillPerDecode * decode / p0));
+  const double floor = std::max({1.0, std::floor(kMinPrefillPerDecode * decode / p0),
+                                  ttft_floor(budget_ms, decode, first, p0)});
   const double left = kPlannedShare * budget_ms - decode;
   if (left <= floor * p0) return std::min(static_cast<int64_t>(floor), upper);
   // n tokens from `first` on cost n · p(first + n/2), p growing with the position: two

@@ -70,6 +70,16 @@ class StepCostModel {
   // n / (d + n·p) >= (2/3) / p), so its TTFT stays within 1.5x, while a stream's gap stays
   // within 3x its decode-only step. At least one token a step.
   static constexpr double kMinPrefillPerDecode = 2.0;
+  // That bound holds when a prompt token costs as much in a step's small chunk as in the
+  // large chunks of a prompt read alone; often it costs more (the weights' unpacking and
+  // reading are shared by fewer tokens). So once steps with no stream have shown the
+  // prompt's speed alone (chunks of kAloneMinTokens or more), a step beside streams also
+  // reads at least the n tokens with n / (decode + n·p) >= (2/3) / p_alone (p: the
+  // marginal cost learned beside streams), as long as the step's plan stays within
+  // kMaxStretch times the planned share of the budget (117 ms of 100: the longest gaps
+  // measured run ~25% past a plan, so a stream still waits under 150 ms).
+  static constexpr int64_t kAloneMinTokens = 32;
+  static constexpr double kMaxStretch = 1.3;
   // Steps are planned to this share of the budget: the rest absorbs the cost model's error
   // (a new context length, another program on the cores) and the work between two steps
   // (sampling, streaming text), which a stream waits for too.
@@ -82,6 +92,9 @@ class StepCostModel {
   double decode_ms(int32_t n_decode) const;
   // Marginal cost of one prompt token at mean position pos (ms); 0 when none was seen.
   double prefill_ms_per_token(double pos) const;
+  // Cost of one prompt token read with no stream beside it, in a large chunk (ms); 0 when
+  // none was seen.
+  double alone_ms_per_token(double pos) const;
 
   // Prompt tokens (all sequences together) that fit in budget_ms next to n_decode decoding
   // sequences, reading from position `first` on: at least kMinPrefillPerDecode times the
@@ -93,6 +106,10 @@ class StepCostModel {
   // x: mean position, y: ms per prompt token beyond the decode part. Forgets faster: the
   // position grows at every step of a long prompt, and the line must follow it.
   DecayingFit prefill_{0.8};
+  DecayingFit alone_{0.8};  // x: mean position, y: ms per token of a prompt-only step
+
+  // The tokens the TTFT bound above asks of a step (0: nothing known or nothing needed).
+  double ttft_floor(double budget_ms, double decode, double first, double p) const;
 };
 
 }  // namespace hearth

@@ -251,3 +251,32 @@ TEST_CASE("the cost model learns a line, and sizes a step to fit the budget") {
     CHECK(floor <= 16);
   }
 }
+
+// A prompt token beside a stream can cost more than alone (small chunks share less): with
+// the speed alone known, a step reads enough tokens that the prompt keeps 2/3 of it, past
+// the budget but within 1.3 times its planned share.
+TEST_CASE("beside a stream a step reads enough of a prompt to keep 2/3 of its speed alone") {
+  StepCostModel m;
+  for (int i = 0; i < 3; ++i) m.observe({0, 128, 1, 64.0 * i}, 128 * 4.5);  // alone: 4.5 ms a token
+  m.observe({1, 0, 0, 0}, 25);                                                // a decode step: 25 ms
+  for (int i = 0; i < 8; ++i) m.observe({1, 10, 1, 100.0 + 25 * i}, 25 + 10 * 5.0);  // beside: 5.0
+  const double pa = m.alone_ms_per_token(300), p = m.prefill_ms_per_token(300), d = m.decode_ms(1);
+  CHECK(pa == Approx(4.5));
+  CHECK(p > 4.9);
+  CHECK(d == Approx(25));
+  // The budget alone would give (90 - 25) / p ~ 13 tokens, and the prompt would move at
+  // less than 2/3 of its speed alone. The step reads the fewest tokens that keep 2/3:
+  // n / (d + n p) >= (2/3) / pa, i.e. n (3 pa - 2 p) >= 2 d.
+  const int64_t n = m.prefill_tokens(100, 1, 300, 512);
+  CHECK(n > static_cast<int64_t>((0.9 * 100 - d) / p));
+  CAPTURE(n, p, pa, d);
+  CHECK(n * (3 * pa - 2 * p) >= 2 * d);
+  CHECK((n - 1) * (3 * pa - 2 * p) < 2 * d);
+  CHECK(d + n * p <= StepCostModel::kMaxStretch * StepCostModel::kPlannedShare * 100);
+  // When 2/3 cannot be kept within kMaxStretch times the planned share, the step stops there.
+  const int64_t capped = m.prefill_tokens(70, 1, 300, 512);
+  CHECK(capped < n);
+  const double plan = StepCostModel::kMaxStretch * StepCostModel::kPlannedShare * 70;
+  CHECK(d + capped * p <= plan);
+  CHECK(d + (capped + 1) * p > plan);
+}
