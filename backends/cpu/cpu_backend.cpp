@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/host_buffer.h"
 #include "backends/cpu/ops.h"
@@ -55,27 +56,49 @@ class CpuBackend final : public Backend {
   // transposition done once here instead of at every use. The copy replaces the mapping's
   // pages (released when host_droppable), so the weights are not held twice.
   Status prepare_matmul_weights(std::span<const Tensor> weights, bool host_droppable) override {
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    struct Job {
+      const Tensor* t;
+      HostBuffer* hb;
+      uint8_t* dst;
+    };
+    std::vector<Job> jobs;
     for (const Tensor& t : weights) {
       auto* hb = dynamic_cast<HostBuffer*>(t.buffer);
       if (hb == nullptr || hb->repacked(t) != nullptr) continue;
       if (!repack_useful(t.type, active_simd_level(), t.ne0, t.rows)) continue;
       const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
-      if (t.offset > hb->bytes() || span > hb->bytes() - t.offset)
+      if (t.offset > hb->bytes() || span > hb->bytes() - t.offset) {
+        for (Job& j : jobs) std::free(j.dst);
         return make_error("cpu: a weight view lies outside its buffer");
+      }
       const size_t n = repacked_bytes(t.type, t.ne0, t.rows);
       auto* dst = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment));
-      if (dst == nullptr) return make_error("cpu: out of memory repacking weights");
-      const uint8_t* src = static_cast<const uint8_t*>(hb->host_data()) + t.offset;
-      repack_rows(t.type, t.ne0, src, t.row_stride, t.rows, dst);
-      hb->add_repacked(t, dst);
-      hb->count_repacked(n);
-      if (host_droppable) {
-        // Whole pages inside the view only: its neighbours may share the edge pages.
-        const auto begin = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
-        const auto end = (reinterpret_cast<uintptr_t>(src) + span) / page * page;
-        if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+      if (dst == nullptr) {
+        for (Job& j : jobs) std::free(j.dst);
+        return make_error("cpu: out of memory repacking weights");
       }
+      jobs.push_back({&t, hb, dst});
+    }
+    // The copies on every thread (the tensors dealt round-robin), then owned by their buffer.
+    pool_.run([&](int ith, int nth) {
+      for (size_t i = static_cast<size_t>(ith); i < jobs.size(); i += static_cast<size_t>(nth)) {
+        const Tensor& t = *jobs[i].t;
+        repack_rows(t.type, t.ne0, static_cast<const uint8_t*>(jobs[i].hb->host_data()) + t.offset, t.row_stride,
+                    t.rows, jobs[i].dst);
+      }
+    });
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    for (const Job& j : jobs) {
+      const Tensor& t = *j.t;
+      j.hb->add_repacked(t, j.dst);
+      j.hb->count_repacked(repacked_bytes(t.type, t.ne0, t.rows));
+      if (!host_droppable) continue;
+      // Whole pages inside the view only: its neighbours may share the edge pages.
+      const uint8_t* src = static_cast<const uint8_t*>(j.hb->host_data()) + t.offset;
+      const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
+      const auto begin = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
+      const auto end = (reinterpret_cast<uintptr_t>(src) + span) / page * page;
+      if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
     }
     return {};
   }
