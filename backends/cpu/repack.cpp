@@ -20,14 +20,6 @@ struct Q0Layout {
   size_t nibbles_at() const { return masks_at() + (high_bit ? 64 : 0); }
 };
 
-bool q0_layout(DType w, Q0Layout* out) {
-  switch (w) {
-    case DType::Q4_0: *out = {sizeof(BlockQ4_0), 2, false}; return true;
-    case DType::Q5_0: *out = {sizeof(BlockQ5_0), 6, true}; return true;
-    default: return false;
-  }
-}
-
 // One 16-row group, block by block: plain rows <-> group blocks. to_repacked picks the
 // direction; every byte is moved, none computed, so the round trip is exact.
 void convert_group(const Q0Layout& L, int64_t nb, uint8_t* plain, size_t stride, uint8_t* group, bool to_repacked) {
@@ -63,41 +55,126 @@ void convert_group(const Q0Layout& L, int64_t nb, uint8_t* plain, size_t stride,
   }
 }
 
+// Q4_K, per 16-row group and super-block (2,368 bytes: the 12 packed scale bytes of a row
+// become 16, +2.8%): 16 x f16 d, 16 x f16 dmin, the 6-bit scales sc[j] of the 16 rows
+// (8 x 16 bytes), the mins as pairs (m[2k], m[2k+1]) of each row (4 x 32 bytes), then the
+// nibbles: for each 32-byte quarter p of qs, 8 vectors whose bytes 4i .. 4i+3 are dword k
+// of that quarter of row i (low nibbles: sub-block 2p, high: 2p + 1).
+constexpr size_t kQ4KGroupBlock = 2368;
+
+void unpack_k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s[j] & 0x3f;
+    m[j] = s[4 + j] & 0x3f;
+    sc[4 + j] = static_cast<uint8_t>((s[8 + j] & 0x0f) | ((s[j] >> 2) & 0x30));
+    m[4 + j] = static_cast<uint8_t>(((s[8 + j] >> 4) & 0x0f) | ((s[4 + j] >> 2) & 0x30));
+  }
+}
+void pack_k4_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t* s) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>(sc[j] | ((sc[4 + j] >> 4) << 6));
+    s[4 + j] = static_cast<uint8_t>(m[j] | ((m[4 + j] >> 4) << 6));
+    s[8 + j] = static_cast<uint8_t>((sc[4 + j] & 0x0f) | ((m[4 + j] & 0x0f) << 4));
+  }
+}
+
+void convert_group_q4k(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group, bool to_repacked) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* gb = group + b * static_cast<int64_t>(kQ4KGroupBlock);
+    for (int64_t i = 0; i < kRepackRows; ++i) {
+      uint8_t* pb = plain + i * static_cast<int64_t>(stride) + b * static_cast<int64_t>(sizeof(BlockQ4_K));
+      uint8_t sc[8], m[8];
+      if (to_repacked) {
+        std::memcpy(gb + 2 * i, pb, 2);
+        std::memcpy(gb + 32 + 2 * i, pb + 2, 2);
+        unpack_k4_scales(pb + 4, sc, m);
+        for (int j = 0; j < 8; ++j) gb[64 + 16 * j + i] = sc[j];
+        for (int k = 0; k < 4; ++k) {
+          gb[192 + 32 * k + 2 * i] = m[2 * k];
+          gb[192 + 32 * k + 2 * i + 1] = m[2 * k + 1];
+        }
+      } else {
+        std::memcpy(pb, gb + 2 * i, 2);
+        std::memcpy(pb + 2, gb + 32 + 2 * i, 2);
+        for (int j = 0; j < 8; ++j) sc[j] = gb[64 + 16 * j + i];
+        for (int k = 0; k < 4; ++k) {
+          m[2 * k] = gb[192 + 32 * k + 2 * i];
+          m[2 * k + 1] = gb[192 + 32 * k + 2 * i + 1];
+        }
+        pack_k4_scales(sc, m, pb + 4);
+      }
+      for (int q = 0; q < 32; ++q) {  // quarter q / 8, dword q % 8
+        uint8_t* rp = gb + 320 + 64 * q + 4 * i;
+        uint8_t* pp = pb + 16 + 4 * q;
+        std::memcpy(to_repacked ? rp : pp, to_repacked ? pp : rp, 4);
+      }
+    }
+  }
+}
+
+using ConvertFn = void (*)(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group, bool to_repacked);
+
+struct Format {
+  int64_t block_elems;
+  size_t group_block_bytes;  // one block of a 16-row group
+  ConvertFn convert;
+};
+
+bool format_of(DType w, Format* f) {
+  switch (w) {
+    case DType::Q4_0:
+      *f = {kQk, kRepackRows * sizeof(BlockQ4_0), [](int64_t nb, uint8_t* p, size_t s, uint8_t* g, bool to) {
+              convert_group(Q0Layout{sizeof(BlockQ4_0), 2, false}, nb, p, s, g, to);
+            }};
+      return true;
+    case DType::Q5_0:
+      *f = {kQk, kRepackRows * sizeof(BlockQ5_0), [](int64_t nb, uint8_t* p, size_t s, uint8_t* g, bool to) {
+              convert_group(Q0Layout{sizeof(BlockQ5_0), 6, true}, nb, p, s, g, to);
+            }};
+      return true;
+    case DType::Q4_K: *f = {kQkK, kQ4KGroupBlock, convert_group_q4k}; return true;
+    default: return false;
+  }
+}
+
+Format format_or_die(DType w) {
+  Format f{};
+  [[maybe_unused]] const bool ok = format_of(w, &f);
+  assert(ok);
+  return f;
+}
+
 }  // namespace
 
 bool repack_useful(DType w, SimdLevel level, int64_t n, int64_t rows) {
-  Q0Layout L{};
-  return q0_layout(w, &L) && rows > 0 && rows % kRepackRows == 0 && n > 0 && n % kQk == 0 &&
+  Format f{};
+  return format_of(w, &f) && rows > 0 && rows % kRepackRows == 0 && n > 0 && n % f.block_elems == 0 &&
          detail::gemm_repacked_fn(level, w) != nullptr;
 }
 
 size_t repacked_bytes(DType w, int64_t n, int64_t rows) {
-  Q0Layout L{};
-  [[maybe_unused]] const bool ok = q0_layout(w, &L);
-  assert(ok);
-  return static_cast<size_t>(rows / kRepackRows) * static_cast<size_t>(n / kQk) * L.group_block_bytes();
+  const Format f = format_or_die(w);
+  return static_cast<size_t>(rows / kRepackRows) * static_cast<size_t>(n / f.block_elems) * f.group_block_bytes;
 }
 
 void repack_rows(DType w, int64_t n, const void* src, size_t stride, int64_t rows, void* dst) {
-  Q0Layout L{};
-  [[maybe_unused]] const bool ok = q0_layout(w, &L);
-  assert(ok && rows % kRepackRows == 0);
-  const int64_t nb = n / kQk;
-  const size_t group_bytes = static_cast<size_t>(nb) * L.group_block_bytes();
+  const Format f = format_or_die(w);
+  assert(rows % kRepackRows == 0);
+  const int64_t nb = n / f.block_elems;
+  const size_t group_bytes = static_cast<size_t>(nb) * f.group_block_bytes;
   for (int64_t r = 0; r < rows; r += kRepackRows)
-    convert_group(L, nb, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + r * static_cast<int64_t>(stride),
-                  stride, static_cast<uint8_t*>(dst) + (r / kRepackRows) * group_bytes, true);
+    f.convert(nb, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + r * static_cast<int64_t>(stride), stride,
+              static_cast<uint8_t*>(dst) + (r / kRepackRows) * group_bytes, true);
 }
 
 void unrepack_rows(DType w, int64_t n, const void* src, int64_t rows, void* dst, size_t stride) {
-  Q0Layout L{};
-  [[maybe_unused]] const bool ok = q0_layout(w, &L);
-  assert(ok && rows % kRepackRows == 0);
-  const int64_t nb = n / kQk;
-  const size_t group_bytes = static_cast<size_t>(nb) * L.group_block_bytes();
+  const Format f = format_or_die(w);
+  assert(rows % kRepackRows == 0);
+  const int64_t nb = n / f.block_elems;
+  const size_t group_bytes = static_cast<size_t>(nb) * f.group_block_bytes;
   for (int64_t r = 0; r < rows; r += kRepackRows)
-    convert_group(L, nb, static_cast<uint8_t*>(dst) + r * static_cast<int64_t>(stride), stride,
-                  const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + (r / kRepackRows) * group_bytes, false);
+    f.convert(nb, static_cast<uint8_t*>(dst) + r * static_cast<int64_t>(stride), stride,
+              const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + (r / kRepackRows) * group_bytes, false);
 }
 
 void gemm_repacked_at(SimdLevel level, DType wtype, int64_t n_in, const void* R, int64_t row_begin, int64_t row_end,

@@ -270,15 +270,15 @@ TEST_CASE("MatMul of every weight type matches the dequantized product at every 
   }
 }
 
-// prepare_matmul_weights may re-layout weights (Q4_0 / Q5_0 rows interleaved at AVX-512):
+// prepare_matmul_weights may re-layout weights (Q4_0 / Q5_0 / Q4_K rows interleaved at AVX-512):
 // MatMul on the prepared views, and on a view of their first 16 rows, must give the same
 // floats as on a backend that kept the plain rows; views that were not prepared are read
 // as they are.
 TEST_CASE("MatMul on weights prepared for MatMul gives the unprepared floats bit for bit") {
   LevelGuard guard;
   Fixture plain, prepared;
-  const int64_t n_in = 896, n_out = 48;
-  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
+  const int64_t n_in = 1024, n_out = 48;
+  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q8_0}) {
     INFO(dtype_name(wt));
     const std::vector<float> w = plain.random(2 * n_out * n_in, 0.5f);
     const size_t row = row_bytes(wt, n_in);

@@ -2,6 +2,7 @@
 // giving, bit for bit, what gemm gives on the plain rows, at every level and batch size.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -27,19 +28,26 @@ std::vector<SimdLevel> supported_levels() {
 
 }  // namespace
 
-TEST_CASE("repacked Q4_0 / Q5_0 rows unpack to the plain rows bit for bit", "[repack]") {
+// The sizes each type's rows come in (multiples of its block).
+std::vector<int64_t> row_sizes(DType w) {
+  return dtype_info(w).block_elems == 32 ? std::vector<int64_t>{32, 640, 896} : std::vector<int64_t>{256, 1024};
+}
+
+TEST_CASE("repacked Q4_0 / Q5_0 / Q4_K rows unpack to the plain rows bit for bit", "[repack]") {
   std::mt19937 rng(31);
-  for (DType w : {DType::Q4_0, DType::Q5_0}) {
+  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q4_K}) {
     CAPTURE(dtype_info(w).name);
-    for (int64_t n : {32, 640, 896}) {
+    for (int64_t n : row_sizes(w)) {
       for (int64_t rows : {16, 48}) {
         CAPTURE(n, rows);
         const size_t ws = row_bytes(w, n);
-        const auto W = random_blocks(w, rows * n / 32, rng);
-        REQUIRE(repacked_bytes(w, n, rows) == W.size());
-        std::vector<uint8_t> R(W.size()), back(W.size(), 0xAB);
+        const auto W = random_blocks(w, rows * n / dtype_info(w).block_elems, rng);
+        // Q4_K keeps its 6-bit scales a byte each: 16 bytes a row instead of 12.
+        const size_t extra = w == DType::Q4_K ? static_cast<size_t>(rows * (n / 256) * 4) : 0;
+        REQUIRE(repacked_bytes(w, n, rows) == W.size() + extra);
+        std::vector<uint8_t> R(repacked_bytes(w, n, rows)), back(W.size(), 0xAB);
         repack_rows(w, n, W.data(), ws, rows, R.data());
-        REQUIRE(R != W);  // interleaved, not a copy
+        REQUIRE(!std::equal(W.begin(), W.end(), R.begin()));  // interleaved, not a copy
         unrepack_rows(w, n, R.data(), rows, back.data(), ws);
         REQUIRE(back == W);
       }
@@ -55,6 +63,8 @@ TEST_CASE("repacking is chosen only where a kernel reads the layout", "[repack]"
   if (detect_simd_level() >= SimdLevel::AVX512) {
     CHECK(repack_useful(DType::Q5_0, SimdLevel::AVX512, 896, 64));
     CHECK(repack_useful(DType::Q4_0, SimdLevel::AVX512, 640, 16));
+    CHECK(repack_useful(DType::Q4_K, SimdLevel::AVX512, 4864, 896));
+    CHECK_FALSE(repack_useful(DType::Q4_K, SimdLevel::AVX512, 896, 64));  // not whole super-blocks
   }
 }
 
@@ -63,13 +73,13 @@ TEST_CASE("repacking is chosen only where a kernel reads the layout", "[repack]"
 TEST_CASE("gemm on repacked rows gives gemm's floats on the plain rows, at every level and batch", "[repack]") {
   std::mt19937 rng(37);
   constexpr int64_t kRows = 48, kTok = 73;
-  for (DType w : {DType::Q4_0, DType::Q5_0}) {
+  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q4_K}) {
     CAPTURE(dtype_info(w).name);
-    for (int64_t n : {32, 896}) {
+    for (int64_t n : row_sizes(w)) {
       CAPTURE(n);
       const DType at = vec_dot_type(w);
       const size_t ws = row_bytes(w, n), as = row_bytes(at, n);
-      const auto W = random_blocks(w, kRows * n / 32, rng);
+      const auto W = random_blocks(w, kRows * n / dtype_info(w).block_elems, rng);
       std::vector<uint8_t> R(repacked_bytes(w, n, kRows));
       repack_rows(w, n, W.data(), ws, kRows, R.data());
       std::vector<uint8_t> A;
