@@ -79,26 +79,25 @@ class CpuBackend final : public Backend {
       }
       jobs.push_back({&t, hb, dst});
     }
-    // The copies on every thread (the tensors dealt round-robin), then owned by their buffer.
+    // The copies on every thread (the tensors dealt round-robin), each view's mapping pages
+    // released as soon as it is copied, so the two copies coexist one tensor at a time.
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     pool_.run([&](int ith, int nth) {
       for (size_t i = static_cast<size_t>(ith); i < jobs.size(); i += static_cast<size_t>(nth)) {
         const Tensor& t = *jobs[i].t;
-        repack_rows(t.type, t.ne0, static_cast<const uint8_t*>(jobs[i].hb->host_data()) + t.offset, t.row_stride,
-                    t.rows, jobs[i].dst);
+        const uint8_t* src = static_cast<const uint8_t*>(jobs[i].hb->host_data()) + t.offset;
+        repack_rows(t.type, t.ne0, src, t.row_stride, t.rows, jobs[i].dst);
+        if (!host_droppable) continue;
+        // Whole pages inside the view only: its neighbours may share the edge pages.
+        const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
+        const auto begin = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
+        const auto end = (reinterpret_cast<uintptr_t>(src) + span) / page * page;
+        if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
       }
     });
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     for (const Job& j : jobs) {
-      const Tensor& t = *j.t;
-      j.hb->add_repacked(t, j.dst);
-      j.hb->count_repacked(repacked_bytes(t.type, t.ne0, t.rows));
-      if (!host_droppable) continue;
-      // Whole pages inside the view only: its neighbours may share the edge pages.
-      const uint8_t* src = static_cast<const uint8_t*>(j.hb->host_data()) + t.offset;
-      const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
-      const auto begin = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
-      const auto end = (reinterpret_cast<uintptr_t>(src) + span) / page * page;
-      if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+      j.hb->add_repacked(*j.t, j.dst);
+      j.hb->count_repacked(repacked_bytes(j.t->type, j.t->ne0, j.t->rows));
     }
     return {};
   }
