@@ -16,8 +16,7 @@ struct Q0Layout {
   size_t qs;           // offset of the 16 nibble bytes in a plain block
   bool high_bit;       // Q5_0: a 32-bit qh at byte 2
   size_t group_block_bytes() const { return kRepackRows * block_bytes; }
-  size_t masks_at() const { return kRepackRows * 2; }
-  size_t nibbles_at() const { return masks_at() + (high_bit ? 64 : 0); }
+  size_t nibbles_at() const { return repack_layout::q0_nibbles(high_bit); }
 };
 
 // One 16-row group, block by block: plain rows <-> group blocks. to_repacked picks the
@@ -26,7 +25,7 @@ void convert_group(const Q0Layout& L, int64_t nb, uint8_t* plain, size_t stride,
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* gb = group + b * L.group_block_bytes();
     uint64_t masks[8] = {};
-    if (!to_repacked && L.high_bit) std::memcpy(masks, gb + L.masks_at(), sizeof(masks));
+    if (!to_repacked && L.high_bit) std::memcpy(masks, gb + repack_layout::kQ0Masks, sizeof(masks));
     for (int64_t i = 0; i < kRepackRows; ++i) {
       uint8_t* pb = plain + i * static_cast<int64_t>(stride) + b * static_cast<int64_t>(L.block_bytes);
       auto move = [&](uint8_t* repacked, uint8_t* p, size_t n) {
@@ -51,16 +50,16 @@ void convert_group(const Q0Layout& L, int64_t nb, uint8_t* plain, size_t stride,
       }
       if (!to_repacked) std::memcpy(pb + 2, &qh, 4);
     }
-    if (to_repacked && L.high_bit) std::memcpy(gb + L.masks_at(), masks, sizeof(masks));
+    if (to_repacked && L.high_bit) std::memcpy(gb + repack_layout::kQ0Masks, masks, sizeof(masks));
   }
 }
 
-// Q4_K, per 16-row group and super-block (2,368 bytes: the 12 packed scale bytes of a row
-// become 16, +2.8%): 16 x f16 d, 16 x f16 dmin, the 6-bit scales sc[j] of the 16 rows
-// (8 x 16 bytes), the mins as pairs (m[2k], m[2k+1]) of each row (4 x 32 bytes), then the
-// nibbles: for each 32-byte quarter p of qs, 8 vectors whose bytes 4i .. 4i+3 are dword k
-// of that quarter of row i (low nibbles: sub-block 2p, high: 2p + 1).
-constexpr size_t kQ4KGroupBlock = 2368;
+// Q4_K: the layout of repack.h.
+using repack_layout::kQ4KBlock;
+using repack_layout::kQ4KDmin;
+using repack_layout::kQ4KMins;
+using repack_layout::kQ4KNibbles;
+using repack_layout::kQ4KScales;
 
 void unpack_k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
   for (int j = 0; j < 4; ++j) {
@@ -80,31 +79,31 @@ void pack_k4_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t* s) {
 
 void convert_group_q4k(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group, bool to_repacked) {
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* gb = group + b * static_cast<int64_t>(kQ4KGroupBlock);
+    uint8_t* gb = group + b * static_cast<int64_t>(kQ4KBlock);
     for (int64_t i = 0; i < kRepackRows; ++i) {
       uint8_t* pb = plain + i * static_cast<int64_t>(stride) + b * static_cast<int64_t>(sizeof(BlockQ4_K));
       uint8_t sc[8], m[8];
       if (to_repacked) {
         std::memcpy(gb + 2 * i, pb, 2);
-        std::memcpy(gb + 32 + 2 * i, pb + 2, 2);
+        std::memcpy(gb + kQ4KDmin + 2 * i, pb + 2, 2);
         unpack_k4_scales(pb + 4, sc, m);
-        for (int j = 0; j < 8; ++j) gb[64 + 16 * j + i] = sc[j];
+        for (int j = 0; j < 8; ++j) gb[kQ4KScales + 16 * j + i] = sc[j];
         for (int k = 0; k < 4; ++k) {
-          gb[192 + 32 * k + 2 * i] = m[2 * k];
-          gb[192 + 32 * k + 2 * i + 1] = m[2 * k + 1];
+          gb[kQ4KMins + 32 * k + 2 * i] = m[2 * k];
+          gb[kQ4KMins + 32 * k + 2 * i + 1] = m[2 * k + 1];
         }
       } else {
         std::memcpy(pb, gb + 2 * i, 2);
-        std::memcpy(pb + 2, gb + 32 + 2 * i, 2);
-        for (int j = 0; j < 8; ++j) sc[j] = gb[64 + 16 * j + i];
+        std::memcpy(pb + 2, gb + kQ4KDmin + 2 * i, 2);
+        for (int j = 0; j < 8; ++j) sc[j] = gb[kQ4KScales + 16 * j + i];
         for (int k = 0; k < 4; ++k) {
-          m[2 * k] = gb[192 + 32 * k + 2 * i];
-          m[2 * k + 1] = gb[192 + 32 * k + 2 * i + 1];
+          m[2 * k] = gb[kQ4KMins + 32 * k + 2 * i];
+          m[2 * k + 1] = gb[kQ4KMins + 32 * k + 2 * i + 1];
         }
         pack_k4_scales(sc, m, pb + 4);
       }
       for (int q = 0; q < 32; ++q) {  // quarter q / 8, dword q % 8
-        uint8_t* rp = gb + 320 + 64 * q + 4 * i;
+        uint8_t* rp = gb + kQ4KNibbles + 64 * q + 4 * i;
         uint8_t* pp = pb + 16 + 4 * q;
         std::memcpy(to_repacked ? rp : pp, to_repacked ? pp : rp, 4);
       }
@@ -132,7 +131,7 @@ bool format_of(DType w, Format* f) {
               convert_group(Q0Layout{sizeof(BlockQ5_0), 6, true}, nb, p, s, g, to);
             }};
       return true;
-    case DType::Q4_K: *f = {kQkK, kQ4KGroupBlock, convert_group_q4k}; return true;
+    case DType::Q4_K: *f = {kQkK, kQ4KBlock, convert_group_q4k}; return true;
     default: return false;
   }
 }

@@ -11,8 +11,13 @@
 //   4 x 64 B   the nibbles: bytes 4i .. 4i+3 of vector k = qs bytes 4k .. 4k+3 of row i
 //              (low nibbles: elements 4k .. 4k+3; high nibbles: 16 + 4k .. 16 + 4k+3)
 //
-// Q4_K: see repack.cpp (scales unpacked to a byte each, nibbles in lane order; 2.8% larger
-// than the plain rows).
+// Q4_K, per 16-row group and super-block (2,368 bytes: the 12 packed scale bytes of a row
+// become 16, +2.8%):
+//   16 x f16 d, 16 x f16 dmin
+//   8 x 16 B   the 6-bit scales: byte i of vector j = sc[j] of row i
+//   4 x 32 B   the mins as pairs: bytes 2i, 2i+1 of vector k = m[2k], m[2k+1] of row i
+//   32 x 64 B  the nibbles: vector 8p + k holds dword k of qs quarter p of row i at bytes
+//              4i .. 4i+3 (low nibbles: sub-block 2p, high: 2p + 1)
 //
 // Thread-safety: all functions are reentrant.
 #pragma once
@@ -26,6 +31,15 @@
 namespace hearth::cpu {
 
 inline constexpr int64_t kRepackRows = 16;
+
+// Byte offsets inside one block of a repacked group (the layouts above), for repack.cpp
+// and the kernels that read them.
+namespace repack_layout {
+inline constexpr size_t kQ0Masks = 32;  // Q5_0's fifth bits, after the 16 scales
+constexpr size_t q0_nibbles(bool high_bit) { return high_bit ? kQ0Masks + 64 : kQ0Masks; }
+inline constexpr size_t kQ4KDmin = 32, kQ4KScales = 64, kQ4KMins = 192, kQ4KNibbles = 320;
+inline constexpr size_t kQ4KBlock = kQ4KNibbles + 32 * 64;
+}  // namespace repack_layout
 
 // Whether a tensor of `rows` rows of n elements of type w has a repacked layout whose
 // kernel at `level` is faster than the plain rows' (today: Q4_0, Q5_0 and Q4_K at AVX-512).

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "backends/cpu/repack.h"
 #include "backends/cpu/vec_dot_x86.inc"
 // After vec_dot_x86.inc: it uses that file's helpers.
 #include "backends/cpu/gemm_q0_avx512.inc"
