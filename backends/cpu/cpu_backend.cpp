@@ -51,15 +51,16 @@ class CpuBackend final : public Backend {
     return b;
   }
 
-  // Q4_0 / Q5_0 weights that only MatMul reads go to the row-interleaved layout of
-  // repack.h when this CPU's kernels have one (AVX-512): same values, same results, the
+  // Q4_0 / Q5_0 / Q4_K weights that only MatMul reads go to the row-interleaved layouts of
+  // repack.h when this CPU's kernels have them (AVX-512): same values, same results, the
   // transposition done once here instead of at every use. The copy replaces the mapping's
   // pages (released when host_droppable), so the weights are not held twice.
   Status prepare_matmul_weights(std::span<const Tensor> weights, bool host_droppable) override {
     struct Job {
       const Tensor* t;
       HostBuffer* hb;
-      uint8_t* dst;
+      size_t span;  // bytes of the view in the buffer
+      HostBuffer::Bytes dst;
     };
     std::vector<Job> jobs;
     for (const Tensor& t : weights) {
@@ -67,38 +68,30 @@ class CpuBackend final : public Backend {
       if (hb == nullptr || hb->repacked(t) != nullptr) continue;
       if (!repack_useful(t.type, active_simd_level(), t.ne0, t.rows)) continue;
       const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
-      if (t.offset > hb->bytes() || span > hb->bytes() - t.offset) {
-        for (Job& j : jobs) std::free(j.dst);
+      if (t.offset > hb->bytes() || span > hb->bytes() - t.offset)
         return make_error("cpu: a weight view lies outside its buffer");
-      }
       const size_t n = repacked_bytes(t.type, t.ne0, t.rows);
-      auto* dst = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment));
-      if (dst == nullptr) {
-        for (Job& j : jobs) std::free(j.dst);
-        return make_error("cpu: out of memory repacking weights");
-      }
-      jobs.push_back({&t, hb, dst});
+      HostBuffer::Bytes dst(static_cast<uint8_t*>(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment)));
+      if (dst == nullptr) return make_error("cpu: out of memory repacking weights");
+      jobs.push_back({&t, hb, span, std::move(dst)});
     }
     // The copies on every thread (the tensors dealt round-robin), each view's mapping pages
     // released as soon as it is copied, so the two copies coexist one tensor at a time.
     const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     pool_.run([&](int ith, int nth) {
       for (size_t i = static_cast<size_t>(ith); i < jobs.size(); i += static_cast<size_t>(nth)) {
-        const Tensor& t = *jobs[i].t;
-        const uint8_t* src = static_cast<const uint8_t*>(jobs[i].hb->host_data()) + t.offset;
-        repack_rows(t.type, t.ne0, src, t.row_stride, t.rows, jobs[i].dst);
+        const Job& j = jobs[i];
+        const Tensor& t = *j.t;
+        const uint8_t* src = static_cast<const uint8_t*>(j.hb->host_data()) + t.offset;
+        repack_rows(t.type, t.ne0, src, t.row_stride, t.rows, j.dst.get());
         if (!host_droppable) continue;
         // Whole pages inside the view only: its neighbours may share the edge pages.
-        const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
         const auto begin = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
-        const auto end = (reinterpret_cast<uintptr_t>(src) + span) / page * page;
+        const auto end = (reinterpret_cast<uintptr_t>(src) + j.span) / page * page;
         if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
       }
     });
-    for (const Job& j : jobs) {
-      j.hb->add_repacked(*j.t, j.dst);
-      j.hb->count_repacked(repacked_bytes(j.t->type, j.t->ne0, j.t->rows));
-    }
+    for (Job& j : jobs) j.hb->add_repacked(*j.t, std::move(j.dst));
     return {};
   }
 

@@ -8,13 +8,20 @@
 #include <cstdlib>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 
 #include "backends/backend.h"
+#include "backends/cpu/repack.h"
 
 namespace hearth::cpu {
 
 class HostBuffer final : public Buffer {
  public:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  using Bytes = std::unique_ptr<uint8_t, Free>;  // from std::aligned_alloc
+
   HostBuffer(void* data, size_t bytes, bool owned) : data_(data), bytes_(bytes), owned_(owned) {}
   ~HostBuffer() override {
     if (owned_) std::free(data_);
@@ -30,30 +37,22 @@ class HostBuffer final : public Buffer {
     const auto it = repacked_.find(w.offset);
     if (it == repacked_.end()) return nullptr;
     const Repacked& r = it->second;
-    const bool same = r.type == w.type && r.ne0 == w.ne0 && w.rows <= r.rows && w.rows % 16 == 0;
+    const bool same = r.type == w.type && r.ne0 == w.ne0 && w.rows <= r.rows && w.rows % kRepackRows == 0;
     return same ? r.data.get() : nullptr;
   }
-  // Takes `data` (from std::aligned_alloc): the repacked rows of the view w.
-  void add_repacked(const Tensor& w, uint8_t* data) {
-    repacked_[w.offset] = Repacked{w.type, w.ne0, w.rows, std::unique_ptr<uint8_t, Free>(data)};
-  }
-  size_t repacked_bytes() const { return repacked_total_; }
-  void count_repacked(size_t n) { repacked_total_ += n; }
+  // The repacked rows of the view w.
+  void add_repacked(const Tensor& w, Bytes data) { repacked_[w.offset] = Repacked{w.type, w.ne0, w.rows, std::move(data)}; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   struct Repacked {
     DType type;
     int64_t ne0, rows;
-    std::unique_ptr<uint8_t, Free> data;
+    Bytes data;
   };
   void* data_;
   size_t bytes_;
   bool owned_;
   std::unordered_map<size_t, Repacked> repacked_;
-  size_t repacked_total_ = 0;
 };
 
 }  // namespace hearth::cpu
