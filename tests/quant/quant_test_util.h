@@ -8,10 +8,19 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/vec_dot.h"
 #include "common/dtype.h"
 #include "common/fp16.h"
 
 namespace hearth::test {
+
+// Every SIMD level this CPU runs, scalar first.
+inline std::vector<cpu::SimdLevel> supported_levels() {
+  std::vector<cpu::SimdLevel> v;
+  for (cpu::SimdLevel l : {cpu::SimdLevel::Scalar, cpu::SimdLevel::AVX2, cpu::SimdLevel::AVX512})
+    if (l <= cpu::detect_simd_level()) v.push_back(l);
+  return v;
+}
 
 // Element e of a block as scale * q + offset (offset only when has_offset); value() is the
 // float formula ggml uses (same operation order), so it must match dequantize bit for bit.

@@ -19,19 +19,12 @@ using namespace hearth::test;
 
 namespace {
 
-std::vector<SimdLevel> supported_levels() {
-  std::vector<SimdLevel> v;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512})
-    if (l <= detect_simd_level()) v.push_back(l);
-  return v;
-}
-
-}  // namespace
-
 // The sizes each type's rows come in (multiples of its block).
 std::vector<int64_t> row_sizes(DType w) {
   return dtype_info(w).block_elems == 32 ? std::vector<int64_t>{32, 640, 896} : std::vector<int64_t>{256, 1024};
 }
+
+}  // namespace
 
 TEST_CASE("repacked Q4_0 / Q5_0 / Q4_K rows unpack to the plain rows bit for bit", "[repack]") {
   std::mt19937 rng(31);

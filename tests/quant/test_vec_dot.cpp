@@ -21,13 +21,6 @@ namespace {
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                               DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-std::vector<SimdLevel> supported_levels() {
-  std::vector<SimdLevel> v;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512})
-    if (l <= detect_simd_level()) v.push_back(l);
-  return v;
-}
-
 bool is_plain(DType t) { return dtype_info(t).block_elems == 1; }
 
 // Activation row for weight type w: n random floats quantized (scalar reference) to
