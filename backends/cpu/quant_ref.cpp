@@ -266,17 +266,7 @@ void quant_k_affine(const float* x, uint16_t* d_out, uint16_t* dmin_out, uint8_t
   }
   *d_out = fp32_to_fp16(max_scale / 63.0f);
   *dmin_out = fp32_to_fp16(max_min / 63.0f);
-  std::memset(scales, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      scales[j] = ls[j];
-      scales[j + 4] = lm[j];
-    } else {
-      scales[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
-      scales[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
-      scales[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
-    }
-  }
+  pack_scale_min_k4(ls, lm, scales);
   const float d = h2f(*d_out), dmin = h2f(*dmin_out);
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;

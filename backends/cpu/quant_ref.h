@@ -109,6 +109,15 @@ inline void unpack_scale_min_k4(int j, const uint8_t* scales, uint8_t* sc, uint8
   }
 }
 
+// The inverse: eight 6-bit scales and mins into the 12 scale bytes of a Q4_K / Q5_K block.
+inline void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t* scales) {
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    scales[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+    scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+  }
+}
+
 // Whether the reference functions below handle type t.
 bool can_dequantize(DType t);
 bool can_quantize(DType t);

@@ -61,22 +61,6 @@ using repack_layout::kQ4KMins;
 using repack_layout::kQ4KNibbles;
 using repack_layout::kQ4KScales;
 
-void unpack_k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 0x3f;
-    m[j] = s[4 + j] & 0x3f;
-    sc[4 + j] = static_cast<uint8_t>((s[8 + j] & 0x0f) | ((s[j] >> 2) & 0x30));
-    m[4 + j] = static_cast<uint8_t>(((s[8 + j] >> 4) & 0x0f) | ((s[4 + j] >> 2) & 0x30));
-  }
-}
-void pack_k4_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t* s) {
-  for (int j = 0; j < 4; ++j) {
-    s[j] = static_cast<uint8_t>(sc[j] | ((sc[4 + j] >> 4) << 6));
-    s[4 + j] = static_cast<uint8_t>(m[j] | ((m[4 + j] >> 4) << 6));
-    s[8 + j] = static_cast<uint8_t>((sc[4 + j] & 0x0f) | ((m[4 + j] & 0x0f) << 4));
-  }
-}
-
 void convert_group_q4k(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group, bool to_repacked) {
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* gb = group + b * static_cast<int64_t>(kQ4KBlock);
@@ -86,7 +70,7 @@ void convert_group_q4k(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group
       if (to_repacked) {
         std::memcpy(gb + 2 * i, pb, 2);
         std::memcpy(gb + kQ4KDmin + 2 * i, pb + 2, 2);
-        unpack_k4_scales(pb + 4, sc, m);
+        for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, pb + 4, &sc[j], &m[j]);
         for (int j = 0; j < 8; ++j) gb[kQ4KScales + 16 * j + i] = sc[j];
         for (int k = 0; k < 4; ++k) {
           gb[kQ4KMins + 32 * k + 2 * i] = m[2 * k];
@@ -100,7 +84,7 @@ void convert_group_q4k(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group
           m[2 * k] = gb[kQ4KMins + 32 * k + 2 * i];
           m[2 * k + 1] = gb[kQ4KMins + 32 * k + 2 * i + 1];
         }
-        pack_k4_scales(sc, m, pb + 4);
+        pack_scale_min_k4(sc, m, pb + 4);
       }
       for (int q = 0; q < 32; ++q) {  // quarter q / 8, dword q % 8
         uint8_t* rp = gb + kQ4KNibbles + 64 * q + 4 * i;
@@ -143,6 +127,17 @@ Format format_or_die(DType w) {
   return f;
 }
 
+// Every 16-row group of `rows` plain rows (stride bytes apart) <-> repacked rows.
+void convert_rows(DType w, int64_t n, uint8_t* plain, size_t stride, int64_t rows, uint8_t* repacked, bool to_repacked) {
+  const Format f = format_or_die(w);
+  assert(rows % kRepackRows == 0);
+  const int64_t nb = n / f.block_elems;
+  const size_t group_bytes = static_cast<size_t>(nb) * f.group_block_bytes;
+  for (int64_t r = 0; r < rows; r += kRepackRows)
+    f.convert(nb, plain + r * static_cast<int64_t>(stride), stride, repacked + (r / kRepackRows) * group_bytes,
+              to_repacked);
+}
+
 }  // namespace
 
 bool repack_useful(DType w, SimdLevel level, int64_t n, int64_t rows) {
@@ -156,24 +151,15 @@ size_t repacked_bytes(DType w, int64_t n, int64_t rows) {
   return static_cast<size_t>(rows / kRepackRows) * static_cast<size_t>(n / f.block_elems) * f.group_block_bytes;
 }
 
+
 void repack_rows(DType w, int64_t n, const void* src, size_t stride, int64_t rows, void* dst) {
-  const Format f = format_or_die(w);
-  assert(rows % kRepackRows == 0);
-  const int64_t nb = n / f.block_elems;
-  const size_t group_bytes = static_cast<size_t>(nb) * f.group_block_bytes;
-  for (int64_t r = 0; r < rows; r += kRepackRows)
-    f.convert(nb, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + r * static_cast<int64_t>(stride), stride,
-              static_cast<uint8_t*>(dst) + (r / kRepackRows) * group_bytes, true);
+  convert_rows(w, n, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)), stride, rows, static_cast<uint8_t*>(dst),
+               true);
 }
 
 void unrepack_rows(DType w, int64_t n, const void* src, int64_t rows, void* dst, size_t stride) {
-  const Format f = format_or_die(w);
-  assert(rows % kRepackRows == 0);
-  const int64_t nb = n / f.block_elems;
-  const size_t group_bytes = static_cast<size_t>(nb) * f.group_block_bytes;
-  for (int64_t r = 0; r < rows; r += kRepackRows)
-    f.convert(nb, static_cast<uint8_t*>(dst) + r * static_cast<int64_t>(stride), stride,
-              const_cast<uint8_t*>(static_cast<const uint8_t*>(src)) + (r / kRepackRows) * group_bytes, false);
+  convert_rows(w, n, static_cast<uint8_t*>(dst), stride, rows, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)),
+               false);
 }
 
 void gemm_repacked_at(SimdLevel level, DType wtype, int64_t n_in, const void* R, int64_t row_begin, int64_t row_end,
