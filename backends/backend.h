@@ -171,7 +171,8 @@ struct DeviceInfo {
 // hearth's kernels is never restored. Not per backend: KV has one canonical layout and a
 // cache written by one backend serves another (DESIGN.md, storage).
 // 2: the CPU's AVX-512 Q4_0 / Q5_0 / Q4_K / Q6_K kernels follow the scalar arithmetic.
-inline constexpr uint32_t kNumericsVersion = 2;
+// 3: and its Q8_0 kernels.
+inline constexpr uint32_t kNumericsVersion = 3;
 
 class Backend {
  public:
@@ -187,10 +188,12 @@ class Backend {
   // unchanged for the buffer's lifetime.
   virtual Result<std::unique_ptr<Buffer>> upload_weights(const void* host, size_t bytes) = 0;
 
-  // Called once after upload_weights with the views of the weights buffer that only MatMul
-  // reads (never GetRows): a backend may keep them in a layout of its own for its kernels
-  // (the CPU backend interleaves 16 rows of Q4_0 / Q5_0), with the same values and
-  // results. The views stay the names of those weights in later graphs. host_droppable:
+  // Called once after upload_weights with the views of the weights buffer that MatMul
+  // reads (one may be a table GetRows reads too: an output tied to the embeddings): a
+  // backend may keep them in a layout of its own for its kernels (the CPU backend
+  // interleaves 16 rows of Q4_0 / Q5_0 / Q8_0 / Q4_K), with the same values and results,
+  // for MatMul and GetRows alike. The views stay the names of those weights in later
+  // graphs. host_droppable:
   // the host memory given to upload_weights is a private read-only file mapping, so pages
   // copied elsewhere may be released (they would be read from the file again if touched).
   // An error leaves the weights usable as they were uploaded.

@@ -1,8 +1,8 @@
 // Micro-benchmark of the quantized gemm kernels, single thread, per SIMD level.
 //   bench_quants [scalar|avx2|avx512 ...]   (default: every level this CPU supports)
-// decode:  Q8_0 262144 x 640 with one token (Gemma 3 270M's tied output projection) and Q5_0
-//          65536 x 640 and Q4_K 16384 x 2048 with 1 and 4 tokens: GB/s of weights streamed, which should approach
-//          the memory bandwidth of one core.
+// decode:  Q8_0 262144 x 640 with one token (Gemma 3 270M's tied output projection), Q5_0
+//          65536 x 640, Q4_K and Q6_K 16384 x 2048 with 1 and 4 tokens, plain and repacked at
+//          load: GB/s of weights streamed, which should approach the memory bandwidth of one core.
 // prefill: Q5_0 / Q4_K / Q6_K / Q8_0 with 512 tokens at the model's FFN shapes: GFLOP/s
 //          (2 * rows * n_in * n_tok per call).
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/quant_ref.h"
+#include "backends/cpu/repack.h"
 #include "backends/cpu/vec_dot.h"
 #include "common/fp16.h"
 
@@ -97,6 +98,23 @@ void bench_decode(SimdLevel level, DType t, const std::vector<uint8_t>& w, int64
               static_cast<double>(w.size()) / s / 1e9);
 }
 
+// The same on the weights repacked at load (repack.h), where this level reads that layout.
+void bench_decode_repacked(SimdLevel level, DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t n,
+                           int64_t n_tok) {
+  if (!repack_useful(t, level, n, rows)) return;
+  std::vector<uint8_t> r(repacked_bytes(t, n, rows));
+  repack_rows(t, n, w.data(), hearth::row_bytes(t, n), rows, r.data());
+  const auto a = activations(t, n, n_tok);
+  std::vector<float> y(static_cast<size_t>(rows * n_tok));
+  const size_t arow = hearth::row_bytes(vec_dot_type(t), n);
+  const double s = best_time(6, [&] {
+    gemm_repacked_at(level, t, n, r.data(), 0, rows, a.data(), arow, n_tok, y.data(), static_cast<size_t>(rows));
+  });
+  std::printf("  decode  %-4s %6lld x %4lld  n_tok=%-4lld %8.2f ms  %7.2f GB/s  repacked\n", hearth::dtype_name(t),
+              static_cast<long long>(rows), static_cast<long long>(n), static_cast<long long>(n_tok), s * 1e3,
+              static_cast<double>(r.size()) / s / 1e9);
+}
+
 void bench_prefill(SimdLevel level, DType t, int64_t rows, int64_t n, int64_t n_tok) {
   const auto w = random_weights(t, rows, n);
   const auto a = activations(t, n, n_tok);
@@ -131,15 +149,21 @@ int main(int argc, char** argv) {
   const auto w_q5 = random_weights(DType::Q5_0, kVocab / 4, kEmbd);
   const auto w_q5_l2 = random_weights(DType::Q5_0, kFfn, kEmbd);
   const auto w_q4k = random_weights(DType::Q4_K, kVocab / 16, kFfn);
+  const auto w_q6k = random_weights(DType::Q6_K, kVocab / 16, kFfn);
   std::printf("detected: %s\n", simd_level_name(detect_simd_level()));
   for (SimdLevel level : levels) {
     if (level > detect_simd_level()) continue;
     std::printf("%s:\n", simd_level_name(level));
     bench_decode(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
+    bench_decode_repacked(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
+    bench_decode_repacked(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
+    bench_decode(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
+    bench_decode_repacked(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
     bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
     bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 4);
     bench_decode(level, DType::Q5_0, w_q5_l2, kFfn, kEmbd, 1);  // in L2: the kernel's own speed
     bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
+    bench_decode_repacked(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
     bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 4);
     bench_prefill(level, DType::Q8_0, kFfn, kEmbd, kTokens);
     bench_prefill(level, DType::Q5_0, kFfn, kEmbd, kTokens);  // Q, K, gate, up: 640 -> 2048

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -51,10 +52,11 @@ class CpuBackend final : public Backend {
     return b;
   }
 
-  // Q4_0 / Q5_0 / Q4_K weights that only MatMul reads go to the row-interleaved layouts of
-  // repack.h when this CPU's kernels have them (AVX-512): same values, same results, the
-  // transposition done once here instead of at every use. The copy replaces the mapping's
-  // pages (released when host_droppable), so the weights are not held twice.
+  // Q4_0 / Q5_0 / Q8_0 / Q4_K weights that MatMul reads go to the row-interleaved layouts
+  // of repack.h when this CPU's kernels have them (AVX-512): same values, same results, the
+  // transposition done once here instead of at every use (GetRows takes a row back out).
+  // The copy replaces the mapping's pages (released when host_droppable), so the weights
+  // are not held twice.
   Status prepare_matmul_weights(std::span<const Tensor> weights, bool host_droppable) override {
     struct Job {
       const Tensor* t;
@@ -75,22 +77,42 @@ class CpuBackend final : public Backend {
       if (dst == nullptr) return make_error("cpu: out of memory repacking weights");
       jobs.push_back({&t, hb, span, std::move(dst)});
     }
-    // The copies on every thread (the tensors dealt round-robin), each view's mapping pages
-    // released as soon as it is copied, so the two copies coexist one tensor at a time.
+    // The copies in slices of whole 16-row groups of about kSliceBytes, dealt to every
+    // thread, each slice's mapping pages released as soon as it is copied: a big tensor (a
+    // 178 MB embedding table) is copied in parallel, and the two copies coexist a few
+    // slices at a time, not a tensor at a time.
+    constexpr size_t kSliceBytes = size_t{1} << 20;
+    struct Slice {
+      const Job* job;
+      int64_t r0, r1;
+    };
+    std::vector<Slice> slices;
+    for (const Job& j : jobs) {
+      const int64_t step = std::max<int64_t>(
+          kRepackRows, static_cast<int64_t>(kSliceBytes / j.t->row_stride) / kRepackRows * kRepackRows);
+      for (int64_t r = 0; r < j.t->rows; r += step) slices.push_back({&j, r, std::min(j.t->rows, r + step)});
+    }
     const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    pool_.run([&](int ith, int nth) {
-      for (size_t i = static_cast<size_t>(ith); i < jobs.size(); i += static_cast<size_t>(nth)) {
-        const Job& j = jobs[i];
-        const Tensor& t = *j.t;
-        const uint8_t* src = static_cast<const uint8_t*>(j.hb->host_data()) + t.offset;
-        repack_rows(t.type, t.ne0, src, t.row_stride, t.rows, j.dst.get());
-        if (!host_droppable) continue;
-        // Whole pages inside the view only: its neighbours may share the edge pages.
-        const auto begin = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
-        const auto end = (reinterpret_cast<uintptr_t>(src) + j.span) / page * page;
-        if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    // Whole pages inside [p, p + n) only: the neighbours may share the edge pages.
+    auto release = [&](const uint8_t* p, size_t n) {
+      const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+      const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+      if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    };
+    auto view_data = [](const Job& j) { return static_cast<const uint8_t*>(j.hb->host_data()) + j.t->offset; };
+    pool_.run([&](int task, int n_tasks) {
+      for (size_t i = static_cast<size_t>(task); i < slices.size(); i += static_cast<size_t>(n_tasks)) {
+        const Slice& s = slices[i];
+        const Tensor& t = *s.job->t;
+        const uint8_t* src = view_data(*s.job) + static_cast<size_t>(s.r0) * t.row_stride;
+        repack_rows(t.type, t.ne0, src, t.row_stride, s.r1 - s.r0,
+                    s.job->dst.get() + repacked_bytes(t.type, t.ne0, s.r0));
+        if (host_droppable) release(src, static_cast<size_t>(s.r1 - s.r0) * t.row_stride);
       }
     });
+    // The pages the slices' edges shared.
+    if (host_droppable)
+      for (const Job& j : jobs) release(view_data(j), j.span);
     for (Job& j : jobs) j.hb->add_repacked(*j.t, std::move(j.dst));
     return {};
   }

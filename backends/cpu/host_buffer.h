@@ -1,6 +1,6 @@
 // The CPU backend's buffers: plain host memory, either its own (alloc) or the caller's
 // (upload_weights: the GGUF mapping itself). A weights buffer also owns the repacked copies
-// of the weights that only MatMul reads (repack.h), keyed by the offset of their view, so
+// of the weights that MatMul reads (repack.h), keyed by the offset of their view, so
 // they live and die with the buffer they stand for. Internal to backends/cpu.
 #pragma once
 

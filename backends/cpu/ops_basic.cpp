@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/f16_convert.h"
 #include "backends/cpu/host_buffer.h"
@@ -34,11 +35,20 @@ void store_row_f32(const Tensor& t, int64_t r, const float* src) {
 void op_get_rows(const Op& op, const Graph& g, ExecContext& ctx) {
   const std::span<const int32_t> ids = g.get(op.ia);
   const Tensor& table = op.src0;
+  // A table repacked at load (the embeddings an output layer shares): each row is taken
+  // back out of its group into a plain row first.
+  const auto* hb = dynamic_cast<const HostBuffer*>(table.buffer);
+  const uint8_t* repacked = hb != nullptr ? hb->repacked(table) : nullptr;
   ctx.pool->run([&](int ith, int nth) {
     int64_t b, e;
     split_range(static_cast<int64_t>(ids.size()), ith, nth, &b, &e);
+    std::vector<uint8_t> plain(repacked != nullptr ? table.row_size() : 0);
     for (int64_t i = b; i < e; ++i) {
       const uint8_t* src = tensor_data(table) + static_cast<size_t>(ids[i]) * table.row_stride;
+      if (repacked != nullptr) {
+        unrepack_row(table.type, table.ne0, repacked, ids[i], plain.data());
+        src = plain.data();
+      }
       float* dst = row_f32(op.dst, i);
       dequantize_row(table.type, src, dst, table.ne0);
       if (op.f0 != 1.0f)

@@ -1,11 +1,9 @@
 // AVX-512 (F/BW/VL/DQ) + VNNI kernels: the x86 kernels with vpdpbusd / vpdpwssd dots,
-// mask-register bit expansion and bigger tiles (32 vector registers). Mostly 256-bit
-// vectors (blocks are 32 elements wide); the Q8_0 x Q8_0 kernel puts two blocks in each
-// 512-bit vector (Zen 5 has full-width 512-bit units). Its decode loop runs fewer
-// instructions per byte, so the software prefetch reaches further ahead (8 tiles).
-// Q4_0, Q5_0, Q4_K and Q6_K use the interleaved kernels of gemm_q0_avx512.inc,
-// gemm_q4k_avx512.inc and gemm_q6k_avx512.inc.
-// Q4_0 / Q5_0 on repacked rows (repack.h): gemm_repacked in gemm_q0_avx512.inc.
+// mask-register bit expansion and bigger tiles (32 vector registers), 256-bit vectors in
+// the generic tile kernels (the software prefetch there reaches 8 tiles ahead).
+// Q4_0, Q5_0, Q8_0, Q4_K and Q6_K use the 16-row interleaved kernels of
+// gemm_q0_avx512.inc, gemm_q4k_avx512.inc and gemm_q6k_avx512.inc, on plain rows and on
+// rows repacked at load (repack.h).
 //
 // GCC 12 reports the _mm512_undefined_*() pass-through of its own unmasked AVX-512
 // intrinsics (unpack, cvtph) as "may be used uninitialized" once they are inlined into

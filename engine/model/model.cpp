@@ -193,17 +193,16 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
     for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) ok = ok && check_type(*t);
   if (!ok) return make_error("model: a weight type is not supported by this backend");
 
-  // The weights only MatMul reads (not the embedding table, nor the output when tied to
-  // it): the backend may give them a layout of its own. The mapping's pages may go when the
-  // model came from a file.
-  std::vector<Tensor> matmul_only;
+  // The weights MatMul reads (every layer matrix and the output, which may be the embedding
+  // table GetRows reads too, not an untied embedding table): the backend may give them a
+  // layout of its own. The mapping's pages may go when the model came from a file.
+  std::vector<Tensor> matmul_weights;
   for (const LayerWeights& l : m->weights_.layers)
     for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      if (t->valid()) matmul_only.push_back(*t);
-  const Tensor& out = m->weights_.output;
-  if (out.valid() && out.offset != m->weights_.tok_embd.offset) matmul_only.push_back(out);
+      if (t->valid()) matmul_weights.push_back(*t);
+  if (m->weights_.output.valid()) matmul_weights.push_back(m->weights_.output);
   const auto t0 = std::chrono::steady_clock::now();
-  if (Status s = backend.prepare_matmul_weights(matmul_only, !f.path().empty()); !s)
+  if (Status s = backend.prepare_matmul_weights(matmul_weights, !f.path().empty()); !s)
     LOG_WARN("model: weights kept in their file layout: " + s.error().message);
   LOG_DEBUG("model: weights prepared for " + backend.info().kind + " in " +
             std::to_string(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()) +

@@ -270,15 +270,15 @@ TEST_CASE("MatMul of every weight type matches the dequantized product at every 
   }
 }
 
-// prepare_matmul_weights may re-layout weights (Q4_0 / Q5_0 / Q4_K rows interleaved at AVX-512):
-// MatMul on the prepared views, and on a view of their first 16 rows, must give the same
-// floats as on a backend that kept the plain rows; views that were not prepared are read
-// as they are.
+// prepare_matmul_weights may re-layout weights (Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K rows interleaved at
+// AVX-512): MatMul on the prepared views, and on a view of their first 16 rows, must give the
+// same floats as on a backend that kept the plain rows, and GetRows the same rows (a tied
+// output's table is prepared); views that were not prepared are read as they are.
 TEST_CASE("MatMul on weights prepared for MatMul gives the unprepared floats bit for bit") {
   LevelGuard guard;
   Fixture plain, prepared;
   const int64_t n_in = 1024, n_out = 48;
-  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q8_0}) {
+  for (DType wt : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
     INFO(dtype_name(wt));
     const std::vector<float> w = plain.random(2 * n_out * n_in, 0.5f);
     const size_t row = row_bytes(wt, n_in);
@@ -296,6 +296,17 @@ TEST_CASE("MatMul on weights prepared for MatMul gives the unprepared floats bit
     }
     REQUIRE(prepared.be->prepare_matmul_weights(std::span<const Tensor>(&first[1], 1), false).ok());
     REQUIRE(std::memcmp(wbufs[1]->host_data(), q.data(), q.size()) == 0);  // the caller's memory is untouched
+    {
+      std::vector<float> rows[2];
+      for (int i = 0; i < 2; ++i) {
+        Op op{OpKind::GetRows};
+        op.src0 = first[i];
+        op.dst = fx[i]->make(DType::F32, n_in, 4);
+        fx[i]->run(op, {0, 17, 47, 17});
+        rows[i] = fx[i]->read(op.dst);
+      }
+      REQUIRE(std::memcmp(rows[0].data(), rows[1].data(), rows[0].size() * sizeof(float)) == 0);
+    }
     for (cpu::SimdLevel level : levels()) {
       cpu::set_simd_level(level);
       for (int64_t n_tok : {1, 3, 7, 40}) {

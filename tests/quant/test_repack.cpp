@@ -26,9 +26,9 @@ std::vector<int64_t> row_sizes(DType w) {
 
 }  // namespace
 
-TEST_CASE("repacked Q4_0 / Q5_0 / Q4_K rows unpack to the plain rows bit for bit", "[repack]") {
+TEST_CASE("repacked Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K rows unpack to the plain rows bit for bit", "[repack]") {
   std::mt19937 rng(31);
-  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q4_K}) {
+  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     CAPTURE(dtype_info(w).name);
     for (int64_t n : row_sizes(w)) {
       for (int64_t rows : {16, 48}) {
@@ -43,20 +43,28 @@ TEST_CASE("repacked Q4_0 / Q5_0 / Q4_K rows unpack to the plain rows bit for bit
         REQUIRE(!std::equal(W.begin(), W.end(), R.begin()));  // interleaved, not a copy
         unrepack_rows(w, n, R.data(), rows, back.data(), ws);
         REQUIRE(back == W);
+        // One row at a time (GetRows of a repacked table), each group's first, middle, last.
+        for (int64_t r : {int64_t{0}, int64_t{7}, int64_t{15}, rows - 1, rows - 16}) {
+          std::vector<uint8_t> row(ws, 0xCD);
+          unrepack_row(w, n, R.data(), r, row.data());
+          REQUIRE(std::equal(row.begin(), row.end(), W.begin() + r * static_cast<int64_t>(ws)));
+        }
       }
     }
   }
 }
 
 TEST_CASE("repacking is chosen only where a kernel reads the layout", "[repack]") {
-  CHECK_FALSE(repack_useful(DType::Q8_0, detect_simd_level(), 896, 64));
+  CHECK_FALSE(repack_useful(DType::Q5_K, detect_simd_level(), 4864, 64));
   CHECK_FALSE(repack_useful(DType::Q5_0, SimdLevel::Scalar, 896, 64));
   CHECK_FALSE(repack_useful(DType::Q5_0, detect_simd_level(), 896, 20));  // not whole 16-row groups
   CHECK_FALSE(repack_useful(DType::Q5_0, detect_simd_level(), 896, 0));
   if (detect_simd_level() >= SimdLevel::AVX512) {
     CHECK(repack_useful(DType::Q5_0, SimdLevel::AVX512, 896, 64));
     CHECK(repack_useful(DType::Q4_0, SimdLevel::AVX512, 640, 16));
+    CHECK(repack_useful(DType::Q8_0, SimdLevel::AVX512, 640, 262144));
     CHECK(repack_useful(DType::Q4_K, SimdLevel::AVX512, 4864, 896));
+    CHECK(repack_useful(DType::Q6_K, SimdLevel::AVX512, 4864, 896));
     CHECK_FALSE(repack_useful(DType::Q4_K, SimdLevel::AVX512, 896, 64));  // not whole super-blocks
   }
 }
@@ -66,7 +74,7 @@ TEST_CASE("repacking is chosen only where a kernel reads the layout", "[repack]"
 TEST_CASE("gemm on repacked rows gives gemm's floats on the plain rows, at every level and batch", "[repack]") {
   std::mt19937 rng(37);
   constexpr int64_t kRows = 48, kTok = 73;
-  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q4_K}) {
+  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     CAPTURE(dtype_info(w).name);
     for (int64_t n : row_sizes(w)) {
       CAPTURE(n);

@@ -203,17 +203,17 @@ TEST_CASE("gemm over prefill-sized batches gives each (row, token) exactly vec_d
   }
 }
 
-// The AVX-512 Q4_0 / Q5_0 / Q4_K / Q6_K kernels keep the scalar reference's arithmetic (exact
+// The AVX-512 Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K kernels keep the scalar reference's arithmetic (exact
 // integer sums per block, then combined with the scales in float, blocks in order), so they
 // must agree with it bit for bit, at decode and at prefill batch sizes.
-TEST_CASE("AVX-512 Q4_0, Q5_0, Q4_K and Q6_K give the scalar reference's floats bit for bit", "[vec_dot]") {
+TEST_CASE("AVX-512 Q4_0, Q5_0, Q8_0, Q4_K and Q6_K give the scalar reference's floats bit for bit", "[vec_dot]") {
   if (detect_simd_level() < SimdLevel::AVX512) {
     WARN("skipped: this CPU has no AVX-512 VNNI");
     return;
   }
   std::mt19937 rng(23);
   constexpr int64_t kRows = 21;
-  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     CAPTURE(dtype_info(w).name);
     const int64_t be = dtype_info(w).block_elems;
     const std::vector<int64_t> sizes = be == 32 ? std::vector<int64_t>{32, 640, 896} : std::vector<int64_t>{256, 1024, 2048};
