@@ -171,7 +171,7 @@ struct DeviceInfo {
 // hearth's kernels is never restored. Not per backend: KV has one canonical layout and a
 // cache written by one backend serves another (DESIGN.md, storage).
 // 2: the CPU's AVX-512 Q4_0 / Q5_0 / Q4_K / Q6_K kernels follow the scalar arithmetic.
-// 3: and its Q8_0 kernels.
+// 3: and its Q8_0 kernels; its attention has its own exp and sums q.k per key in order.
 inline constexpr uint32_t kNumericsVersion = 3;
 
 class Backend {

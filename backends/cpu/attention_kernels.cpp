@@ -1,6 +1,7 @@
 #include "backends/cpu/attention_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #if defined(__x86_64__)
@@ -35,6 +36,15 @@ float scale_max_scalar(float* s, int64_t n, float f) {
 
 void scale_scalar(float* s, int64_t n, float f) {
   for (int64_t j = 0; j < n; ++j) s[j] = f * s[j];
+}
+
+double exp_sum_scalar(float* s, int64_t n, float max) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = std::exp(s[j] - max);
+    sum += s[j];
+  }
+  return sum;
 }
 
 // One pair or head at a time, with the single-row kernels of a level.
@@ -92,61 +102,66 @@ HEARTH_AVX512 __m128 quarter_sum(__m512 v) {
   return _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
 }
 
-// H heads x 4 keys in registers: per pair one accumulator over the 16-float slices in
-// order (the last one zero-padded), then quarter_sum and a hadd tree. Keys past n_j repeat
-// the last one and are not stored.
-template <int H>
-HEARTH_AVX512 void qk_avx512_n(const float* const* q, const float* k, int64_t k_stride, int64_t n_j, int64_t n,
+// Keys transposed: H heads x J blocks of 16 keys in registers, one fma per head, block and
+// head element, d in increasing order from 0 (each score one chain, whatever the block).
+// Keys past n_j are masked off.
+template <int H, int J>
+HEARTH_AVX512 void qk_avx512_n(const float* const* q, const float* kt, int64_t d_stride, int64_t n_j, int64_t n,
                                float* const* out) {
-  constexpr int J = 4;
-  for (int64_t j0 = 0; j0 < n_j; j0 += J) {
-    const float* kj[J];
+  for (int64_t j0 = 0; j0 < n_j; j0 += 16 * J) {
+    __mmask16 m[J];
 #pragma GCC unroll 16
-    for (int j = 0; j < J; ++j) kj[j] = k + std::min(j0 + j, n_j - 1) * k_stride;
+    for (int b = 0; b < J; ++b) m[b] = j0 + 16 * b < n_j ? tail_mask(n_j - j0 - 16 * b) : static_cast<__mmask16>(0);
     __m512 acc[H][J];
 #pragma GCC unroll 16
     for (int h = 0; h < H; ++h)
 #pragma GCC unroll 16
-      for (int j = 0; j < J; ++j) acc[h][j] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 m = tail_mask(n - i);
+      for (int b = 0; b < J; ++b) acc[h][b] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < n; ++d) {
+      const float* row = kt + d * d_stride + j0;
       __m512 kv[J];
 #pragma GCC unroll 16
-      for (int j = 0; j < J; ++j) kv[j] = _mm512_maskz_loadu_ps(m, kj[j] + i);
+      for (int b = 0; b < J; ++b) kv[b] = _mm512_maskz_loadu_ps(m[b], row + 16 * b);
 #pragma GCC unroll 16
       for (int h = 0; h < H; ++h) {
-        const __m512 qv = _mm512_maskz_loadu_ps(m, q[h] + i);
+        const __m512 qd = _mm512_set1_ps(q[h][d]);
 #pragma GCC unroll 16
-        for (int j = 0; j < J; ++j) acc[h][j] = _mm512_fmadd_ps(qv, kv[j], acc[h][j]);
+        for (int b = 0; b < J; ++b) acc[h][b] = _mm512_fmadd_ps(qd, kv[b], acc[h][b]);
       }
     }
-    const int64_t live = std::min<int64_t>(J, n_j - j0);
 #pragma GCC unroll 16
-    for (int h = 0; h < H; ++h) {
-      const __m128 s = _mm_hadd_ps(_mm_hadd_ps(quarter_sum(acc[h][0]), quarter_sum(acc[h][1])),
-                                   _mm_hadd_ps(quarter_sum(acc[h][2]), quarter_sum(acc[h][3])));
-      alignas(16) float r[J];
-      _mm_store_ps(r, s);
-      for (int64_t j = 0; j < live; ++j) out[h][j0 + j] = r[j];
-    }
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 16
+      for (int b = 0; b < J; ++b) _mm512_mask_storeu_ps(out[h] + j0 + 16 * b, m[b], acc[h][b]);
   }
 }
 
-__attribute__((target("avx512f,avx512dq"))) void qk_avx512(const float* const* q, int n_heads, const float* k,
-                                                           int64_t k_stride, int64_t n_j, int64_t n,
+// Column c of the block: one masked gather of its n_rows elements (all in L1).
+__attribute__((target("avx512f,avx512dq"))) void transpose_rows_avx512(const float* rows, int64_t n_rows,
+                                                                       int64_t width, float* kt, int64_t kt_stride) {
+  const __mmask16 m = tail_mask(n_rows);
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int>(width)));
+  for (int64_t c = 0; c < width; ++c)
+    _mm512_mask_storeu_ps(kt + c * kt_stride, m, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, rows + c, 4));
+}
+
+// 4 to 8 independent chains of fmas whatever the number of heads.
+__attribute__((target("avx512f,avx512dq"))) void qk_avx512(const float* const* q, int n_heads, const float* kt,
+                                                           int64_t d_stride, int64_t n_j, int64_t n,
                                                            float* const* out) {
   switch (n_heads) {
     case 1:
-      qk_avx512_n<1>(q, k, k_stride, n_j, n, out);
+      qk_avx512_n<1, 4>(q, kt, d_stride, n_j, n, out);
       break;
     case 2:
-      qk_avx512_n<2>(q, k, k_stride, n_j, n, out);
+      qk_avx512_n<2, 4>(q, kt, d_stride, n_j, n, out);
       break;
     case 3:
-      qk_avx512_n<3>(q, k, k_stride, n_j, n, out);
+      qk_avx512_n<3, 2>(q, kt, d_stride, n_j, n, out);
       break;
     default:
-      qk_avx512_n<4>(q, k, k_stride, n_j, n, out);
+      qk_avx512_n<4, 2>(q, kt, d_stride, n_j, n, out);
       break;
   }
 }
@@ -212,6 +227,43 @@ __attribute__((target("avx512f,avx512dq"))) void scale_avx512(float* s, int64_t 
   }
 }
 
+// exp(x) for x <= 0 (the softmax's s - max), NaN kept: x = k ln2 + r with |r| <= ln2 / 2
+// (ln2 split in two so k ln2 is exact), exp(r) by Cephes' degree-7 polynomial for expf,
+// then scaled by 2^k (vscalefps: exact, and underflows to 0 as it should). Below -104
+// (where expf is 0) the result is 0, which also keeps -inf from turning into NaN.
+HEARTH_AVX512 __m512 exp_avx512(__m512 x) {
+  const __m512 k = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_LT_OQ);
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~tiny), y, k);
+}
+
+// 16 lanes of exp at a time; the sum in two double vectors of 8 lanes, then their lanes
+// in a fixed order.
+__attribute__((target("avx512f,avx512dq"))) double exp_sum_avx512(float* s, int64_t n, float max) {
+  const __m512 vmax = _mm512_set1_ps(max);
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = tail_mask(n - j);
+    const __m512 w = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vmax)));
+    _mm512_mask_storeu_ps(s + j, k, w);
+    lo = _mm512_add_pd(lo, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_extractf32x8_ps(0xFF, w, 0)));
+    hi = _mm512_add_pd(hi, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_extractf32x8_ps(0xFF, w, 1)));
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(lo, hi));
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* const* out, const float* const* w,
                                                                      int n_heads, const float* v, int64_t v_stride,
                                                                      int64_t n_j, int64_t n) {
@@ -236,13 +288,14 @@ __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* cons
 
 AttnKernels attn_kernels(SimdLevel level) {
 #if defined(__x86_64__)
-  if (level >= SimdLevel::AVX512) return {qk_avx512, weighted_sum_avx512, scale_max_avx512, scale_avx512};
+  if (level >= SimdLevel::AVX512)
+    return {qk_avx512, true, transpose_rows_avx512, weighted_sum_avx512, scale_max_avx512, scale_avx512, exp_sum_avx512};
   if (level >= SimdLevel::AVX2)
-    return {qk_each<dot_avx2>, weighted_sum_each<axpy_avx2>, scale_max_scalar, scale_scalar};
+    return {qk_each<dot_avx2>, false, nullptr, weighted_sum_each<axpy_avx2>, scale_max_scalar, scale_scalar, exp_sum_scalar};
 #else
   (void)level;
 #endif
-  return {qk_each<dot_scalar>, weighted_sum_each<axpy_scalar>, scale_max_scalar, scale_scalar};
+  return {qk_each<dot_scalar>, false, nullptr, weighted_sum_each<axpy_scalar>, scale_max_scalar, scale_scalar, exp_sum_scalar};
 }
 
 }  // namespace hearth::cpu

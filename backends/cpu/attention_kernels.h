@@ -14,10 +14,15 @@ namespace hearth::cpu {
 inline constexpr int kAttnMaxGroup = 4;  // heads per call
 
 struct AttnKernels {
-  // out[h][j] = q[h] . k_j over n floats, k_j = k + j * k_stride, for h < n_heads
-  // (1 .. kAttnMaxGroup) and j < n_j.
+  // out[h][j] = q[h] . k_j over n floats, for h < n_heads (1 .. kAttnMaxGroup) and j < n_j.
+  // Element d of k_j is k[j * k_stride + d], or k[d * k_stride + j] when k_transposed (keys
+  // side by side, so 16 keys' products with one q element are one vector operation).
   void (*qk)(const float* const* q, int n_heads, const float* k, int64_t k_stride, int64_t n_j, int64_t n,
              float* const* out);
+  bool k_transposed;
+  // With k_transposed: kt[c * kt_stride + i] = rows[i * width + c] for i < n_rows (<= 16),
+  // c < width: a block of staged key rows written as columns.
+  void (*transpose_rows)(const float* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
   // For h < n_heads (1 .. kAttnMaxGroup): out[h][i] = sum over j < n_j, in increasing j, of
   // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten.
   void (*weighted_sum)(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,
@@ -26,6 +31,11 @@ struct AttnKernels {
   // level); scale_max also returns max(-inf, s[0..n)) after scaling (NaNs ignored).
   float (*scale_max)(float* s, int64_t n, float f);
   void (*scale)(float* s, int64_t n, float f);
+  // s[j] = exp(s[j] - max) for j < n; returns their sum, accumulated in double. The scalar
+  // level uses std::exp and sums in order; AVX-512 a vector exp (within 2 ulp of expf) and
+  // 16 lane sums, so levels differ in the last bits, but each is the same for a row
+  // however its prompt was batched.
+  double (*exp_sum)(float* s, int64_t n, float max);
 };
 
 AttnKernels attn_kernels(SimdLevel level);

@@ -6,10 +6,12 @@
 // not depend on how its prompt was chunked.
 //
 // Keys and values are first converted from the cache type to f32 for the positions any
-// row can see ([lo, n_kv)), once per op, in parallel; the per-head loops then read f32.
+// row can see ([lo, n_kv)), once per op, in parallel (keys transposed where the level's
+// kernel reads them so); the per-head loops then read f32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/attention_kernels.h"
 #include "backends/cpu/ops.h"
@@ -36,22 +38,32 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   const int64_t hi = std::min<int64_t>(n_kv, max_pos + 1);  // exclusive
   const int64_t n_stage = std::max<int64_t>(0, hi - lo);
 
+  const AttnKernels kern = attn_kernels(active_simd_level());
   float* staged = reinterpret_cast<float*>(
       ctx.scratch_bytes(static_cast<size_t>(n_stage) * kv_dim * 2 * sizeof(float)));
-  float* k_f32 = staged;
+  float* k_f32 = staged;  // row j at j * kv_dim, or (kern.k_transposed) column j of kv_dim rows
   float* v_f32 = staged + n_stage * kv_dim;
   ctx.pool->run([&](int ith, int nth) {
     int64_t b, e;
     split_range(n_stage, ith, nth, &b, &e);
-    for (int64_t j = b; j < e; ++j) {
-      load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
-      load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
+    for (int64_t j = b; j < e; ++j) load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
+    if (!kern.k_transposed) {
+      for (int64_t j = b; j < e; ++j) load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
+      return;
+    }
+    // Keys as columns: 16 rows at a time converted into this thread's scratch, then
+    // written out transposed.
+    std::vector<float>& block = ctx.thread_scratch[ThreadPool::current_worker()];
+    if (static_cast<int64_t>(block.size()) < 16 * kv_dim) block.resize(16 * kv_dim);
+    for (int64_t j0 = b; j0 < e; j0 += 16) {
+      const int64_t n_rows = std::min<int64_t>(16, e - j0);
+      for (int64_t i = 0; i < n_rows; ++i) load_row_f32(op.src2, kv_slot[lo + j0 + i], block.data() + i * kv_dim);
+      kern.transpose_rows(block.data(), n_rows, kv_dim, k_f32 + j0, n_stage);
     }
   });
 
   // A task is one query row and up to kAttnMaxGroup heads of one KV group, so each key and
   // value row loaded serves them all; single heads when that leaves threads idle (decode).
-  const AttnKernels kern = attn_kernels(active_simd_level());
   const int64_t sub = n_q * n_kv_heads >= 4 * static_cast<int64_t>(ctx.pool->size())
                           ? std::min<int64_t>(group, kAttnMaxGroup)
                           : 1;
@@ -81,10 +93,12 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         continue;
       }
       const int64_t n_j = j_end - j_begin;
-      const float* k0 = k_f32 + (j_begin - lo) * kv_dim + kvh * head_dim;
       const float* v0 = v_f32 + (j_begin - lo) * kv_dim + kvh * head_dim;
-
-      kern.qk(q, nh, k0, kv_dim, n_j, head_dim, sc);
+      if (kern.k_transposed) {
+        kern.qk(q, nh, k_f32 + kvh * head_dim * n_stage + (j_begin - lo), n_stage, n_j, head_dim, sc);
+      } else {
+        kern.qk(q, nh, k_f32 + (j_begin - lo) * kv_dim + kvh * head_dim, kv_dim, n_j, head_dim, sc);
+      }
       for (int h = 0; h < nh; ++h) {
         float max_s;
         if (softcap > 0.0f) {
@@ -97,12 +111,7 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         } else {
           max_s = kern.scale_max(sc[h], n_j, scale);
         }
-        double sum = 0.0;
-        for (int64_t j = 0; j < n_j; ++j) {
-          const float w = std::exp(sc[h][j] - max_s);
-          sc[h][j] = w;
-          sum += w;
-        }
+        const double sum = kern.exp_sum(sc[h], n_j, max_s);
         kern.scale(sc[h], n_j, static_cast<float>(1.0 / sum));
       }
       kern.weighted_sum(out, sc, nh, v0, kv_dim, n_j, head_dim);

@@ -67,12 +67,14 @@ struct ChatModel {
 // synthetic qwen2 (tests/model/synthetic_test.cpp) run without its biases is 3.2 std off,
 // with the normal RoPE layout 1.3.
 const ChatModel kQwen{"qwen2.5_coder_0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2", 0.3, 0.08, 0.25, 0.03};
-// SmolLM2-135M (30 narrow layers, Q4_1): ours max 0.099-0.191, rms 0.033-0.076; llama.cpp
+// SmolLM2-135M (30 narrow layers, Q4_1): ours max 0.099-0.256, rms 0.033-0.119; llama.cpp
 // against itself max 0.164-0.440, rms 0.036-0.169, and its flash-attention path even picks
-// another top token at the end of chat_multi_turn. Bounds just above llama.cpp's spread.
-// Teacher-forced: 5 of 160 positions differ, at gaps 0.012-0.34, so this small, noisy
-// model gets a wider near-tie margin and share than Qwen.
-const ChatModel kSmol{"smollm2_135m", "SmolLM2-135M-Instruct.Q4_1.gguf", "llama", 0.5, 0.2, 0.5, 0.05};
+// another top token at the end of chat_multi_turn, where its top-2 gap is 0.559 (so does
+// ours since the AVX-512 attention sums q.k per key in order and has its own exp). Bounds
+// just above llama.cpp's spread, the near-tie margin just above that gap. Teacher-forced:
+// 5 of 160 positions differ, at gaps 0.012-0.34, so this small, noisy model gets a wider
+// near-tie margin and share than Qwen.
+const ChatModel kSmol{"smollm2_135m", "SmolLM2-135M-Instruct.Q4_1.gguf", "llama", 0.5, 0.2, 0.6, 0.05};
 
 constexpr int kThreads = 2;
 constexpr size_t kAsanPrompts = 1, kAsanTokens = 8;
