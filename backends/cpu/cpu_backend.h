@@ -1,6 +1,6 @@
 // The CPU backend: the reference every other backend is tested against. Buffers are
-// plain host memory (weights are the GGUF mapping itself, except the Q4_0 / Q5_0 / Q4_K
-// matrices repacked at load, see repack.h); operations run on a
+// plain host memory (weights are the GGUF mapping itself, except the Q4_0 / Q5_0 / Q8_0 /
+// Q4_K / Q6_K matrices repacked at load, see repack.h); operations run on a
 // thread pool, each split by rows so a row's arithmetic never depends on the batch.
 #pragma once
 
