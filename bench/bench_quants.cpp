@@ -150,6 +150,8 @@ int main(int argc, char** argv) {
   const auto w_q5_l2 = random_weights(DType::Q5_0, kFfn, kEmbd);
   const auto w_q4k = random_weights(DType::Q4_K, kVocab / 16, kFfn);
   const auto w_q6k = random_weights(DType::Q6_K, kVocab / 16, kFfn);
+  const auto w_q4k_l2 = random_weights(DType::Q4_K, 256, kFfn);
+  const auto w_q6k_l2 = random_weights(DType::Q6_K, 256, kFfn);
   std::printf("detected: %s\n", simd_level_name(detect_simd_level()));
   for (SimdLevel level : levels) {
     if (level > detect_simd_level()) continue;
@@ -159,11 +161,13 @@ int main(int argc, char** argv) {
     bench_decode_repacked(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
     bench_decode(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
     bench_decode_repacked(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
+    bench_decode_repacked(level, DType::Q6_K, w_q6k_l2, 256, kFfn, 1);  // in L2
     bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
     bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 4);
     bench_decode(level, DType::Q5_0, w_q5_l2, kFfn, kEmbd, 1);  // in L2: the kernel's own speed
     bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
     bench_decode_repacked(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
+    bench_decode_repacked(level, DType::Q4_K, w_q4k_l2, 256, kFfn, 1);  // in L2
     bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 4);
     bench_prefill(level, DType::Q8_0, kFfn, kEmbd, kTokens);
     bench_prefill(level, DType::Q5_0, kFfn, kEmbd, kTokens);  // Q, K, gate, up: 640 -> 2048
