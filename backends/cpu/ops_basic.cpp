@@ -1,6 +1,7 @@
 // Row-wise operations of the CPU backend: embedding lookup, RMSNorm, RoPE, elementwise
 // activations, KV stores, row copies and the quantized matmul driver.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -164,7 +165,9 @@ void gelu_mul_row(const GeluTable& t, const float* x, const float* c, float* y, 
   for (int64_t k = 0; k < n; ++k) y[k] = gelu_fast(t, x[k]) * c[k];
 }
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 
 }  // namespace
 
@@ -261,16 +264,28 @@ void op_matmul(const Op& op, ExecContext& ctx) {
   // Weights repacked at load (repack.h) have whole 16-row groups, so every split is one.
   const auto* hb = dynamic_cast<const HostBuffer*>(w.buffer);
   const uint8_t* repacked = hb != nullptr ? hb->repacked(w) : nullptr;
-  ctx.pool->run([&](int ith, int nth) {
-    const int64_t units = (n_out + kRowQuantum - 1) / kRowQuantum;
-    int64_t ub, ue;
-    split_range(units, ith, nth, &ub, &ue);
-    const int64_t b = ub * kRowQuantum, e = std::min(n_out, ue * kRowQuantum);
-    if (b >= e) return;
-    if (repacked != nullptr) {
-      gemm_repacked(w.type, n_in, repacked, b, e, act, act_stride, n_tok, y, y_stride);
-    } else {
-      gemm(w.type, n_in, tensor_data(w), w.row_stride, b, e, act, act_stride, n_tok, y, y_stride);
+  // Chunks of whole groups claimed one at a time, so the thread that streams faster (the
+  // other shares its memory bus with another process, or started late) takes more: at
+  // least one chunk per pool task, and no chunk over kChunkBytes of weights (one thread:
+  // one chunk). With one range per task, decode's big projections (Gemma's tied 178 MB
+  // output table, 8 tasks of 22 MB) left one thread spinning for up to a task at the end.
+  // A row's arithmetic does not depend on its chunk.
+  constexpr size_t kChunkBytes = size_t{1} << 20;
+  const int64_t units = (n_out + kRowQuantum - 1) / kRowQuantum;
+  const size_t unit_bytes = row_bytes(w.type, n_in) * kRowQuantum;
+  const int64_t by_bytes = static_cast<int64_t>(unit_bytes * static_cast<size_t>(units) / kChunkBytes);
+  const int64_t n_chunks =
+      ctx.pool->size() == 1 ? 1 : std::min<int64_t>(units, std::max<int64_t>(ctx.pool->n_tasks(), by_bytes));
+  const int64_t per_chunk = (units + n_chunks - 1) / n_chunks;
+  std::atomic<int64_t> next{0};
+  ctx.pool->run([&](int, int) {
+    for (int64_t ub = next.fetch_add(per_chunk); ub < units; ub = next.fetch_add(per_chunk)) {
+      const int64_t b = ub * kRowQuantum, e = std::min(n_out, (ub + per_chunk) * kRowQuantum);
+      if (repacked != nullptr) {
+        gemm_repacked(w.type, n_in, repacked, b, e, act, act_stride, n_tok, y, y_stride);
+      } else {
+        gemm(w.type, n_in, tensor_data(w), w.row_stride, b, e, act, act_stride, n_tok, y, y_stride);
+      }
     }
   });
 }

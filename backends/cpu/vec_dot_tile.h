@@ -164,10 +164,17 @@ void gemm(const GemmArgs& g) {
   constexpr int64_t kTokenChunk = 64;
   constexpr int64_t kSmallBatch = 16;
   switch (g.n_tok) {
-    case 1: sweep<K, kDecodeRows, 1, true>(g, 0, 1); return;
-    case 2: sweep<K, kDecodeRows, 2, true>(g, 0, 2); return;
-    case 3: sweep<K, kDecodeRows, 3, true>(g, 0, 3); return;
-    default: break;
+    case 1:
+      sweep<K, kDecodeRows, 1, true>(g, 0, 1);
+      return;
+    case 2:
+      sweep<K, kDecodeRows, 2, true>(g, 0, 2);
+      return;
+    case 3:
+      sweep<K, kDecodeRows, 3, true>(g, 0, 3);
+      return;
+    default:
+      break;
   }
   if (g.n_tok <= kSmallBatch) {
     sweep<K, kDecodeRows, T, true>(g, 0, g.n_tok);
