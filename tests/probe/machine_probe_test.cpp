@@ -20,7 +20,7 @@ TEST_CASE("the machine probes return positive figures, are cached, and --reprobe
   CHECK(first.int8_gops > 0);
   CHECK(first.read_gb_s > 0);
   CHECK(first.threads == 2);
-  CHECK(fs::exists(dir / "machine-peaks.tsv"));
+  CHECK(fs::exists(dir / "machine-peaks-v2.tsv"));
 
   const MachinePeaks again = machine_peaks(dir.string(), 2, false);
   CHECK(again.from_cache);
