@@ -6,10 +6,10 @@
 // prefill: Q5_0 / Q4_K / Q6_K / Q8_0 with 512 tokens at the model's FFN shapes: GFLOP/s
 //          (2 * rows * n_in * n_tok per call).
 #include <algorithm>
-#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "backends/cpu/quant_ref.h"
@@ -159,6 +159,8 @@ int main(int argc, char** argv) {
     bench_decode(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
     bench_decode_repacked(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
     bench_decode_repacked(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
+    bench_decode_repacked(level, DType::Q5_0, w_q5_l2, kFfn / 2, kEmbd, 1);  // in L2
+    bench_decode_repacked(level, DType::Q8_0, w_out, kFfn / 2, kEmbd, 1);    // in L2
     bench_decode(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
     bench_decode_repacked(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
     bench_decode_repacked(level, DType::Q6_K, w_q6k_l2, 256, kFfn, 1);  // in L2

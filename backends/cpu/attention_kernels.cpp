@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/fp16.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -137,13 +139,63 @@ HEARTH_AVX512 void qk_avx512_n(const float* const* q, const float* kt, int64_t d
 }
 
 // Column c of the block: one masked gather of its n_rows elements (all in L1).
-__attribute__((target("avx512f,avx512dq"))) void transpose_rows_avx512(const float* rows, int64_t n_rows,
-                                                                       int64_t width, float* kt, int64_t kt_stride) {
+__attribute__((target("avx512f,avx512dq"))) void transpose_rows_avx512(const float* rows, int64_t n_rows, int64_t width,
+                                                                       float* kt, int64_t kt_stride) {
   const __mmask16 m = tail_mask(n_rows);
   const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                          _mm512_set1_epi32(static_cast<int>(width)));
   for (int64_t c = 0; c < width; ++c)
     _mm512_mask_storeu_ps(kt + c * kt_stride, m, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, rows + c, 4));
+}
+
+// 16 rows of 16 floats in r[i] to 16 columns in r[c] (lane i = row i): pairs of rows
+// interleaved by dwords, then by qwords, inside each 128-bit lane (u[4k + j], lane L: rows
+// 4k..4k+3 of column 4L + j), then the 128-bit lanes gathered across the four row groups.
+HEARTH_AVX512 void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_maskz_unpacklo_ps(0xFFFF, r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_maskz_unpackhi_ps(0xFFFF, r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
+    u[4 * k + 0] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, a, c));
+    u[4 * k + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, a, c));
+    u[4 * k + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, b, d));
+    u[4 * k + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, b, d));
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 x0 = _mm512_maskz_shuffle_f32x4(0xFFFF, u[j], u[4 + j], 0x44),
+                 x1 = _mm512_maskz_shuffle_f32x4(0xFFFF, u[j], u[4 + j], 0xEE);
+    const __m512 y0 = _mm512_maskz_shuffle_f32x4(0xFFFF, u[8 + j], u[12 + j], 0x44);
+    const __m512 y1 = _mm512_maskz_shuffle_f32x4(0xFFFF, u[8 + j], u[12 + j], 0xEE);
+    r[j] = _mm512_maskz_shuffle_f32x4(0xFFFF, x0, y0, 0x88);
+    r[4 + j] = _mm512_maskz_shuffle_f32x4(0xFFFF, x0, y0, 0xDD);
+    r[8 + j] = _mm512_maskz_shuffle_f32x4(0xFFFF, x1, y1, 0x88);
+    r[12 + j] = _mm512_maskz_shuffle_f32x4(0xFFFF, x1, y1, 0xDD);
+  }
+}
+
+// 16 columns at a time: 16 f16 rows converted (vcvtph2ps, exact) and transposed in
+// registers; rows past n_rows are zeros that the masked stores leave out. A last partial
+// block of columns goes one element at a time.
+__attribute__((target("avx512f,avx512dq"))) void transpose_f16_rows_avx512(const uint16_t* const* rows, int64_t n_rows,
+                                                                           int64_t width, float* kt,
+                                                                           int64_t kt_stride) {
+  const __mmask16 m = tail_mask(n_rows);
+  int64_t c0 = 0;
+  for (; c0 + 16 <= width; c0 += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < n_rows
+                 ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + c0)))
+                 : _mm512_setzero_ps();
+    transpose16(r);
+    for (int c = 0; c < 16; ++c) _mm512_mask_storeu_ps(kt + (c0 + c) * kt_stride, m, r[c]);
+  }
+  for (; c0 < width; ++c0)
+    for (int64_t i = 0; i < n_rows; ++i) kt[c0 * kt_stride + i] = fp16_to_fp32(rows[i][c0]);
 }
 
 // 4 to 8 independent chains of fmas whatever the number of heads.
@@ -289,13 +341,16 @@ __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* cons
 AttnKernels attn_kernels(SimdLevel level) {
 #if defined(__x86_64__)
   if (level >= SimdLevel::AVX512)
-    return {qk_avx512, true, transpose_rows_avx512, weighted_sum_avx512, scale_max_avx512, scale_avx512, exp_sum_avx512};
+    return {qk_avx512,        true,         transpose_rows_avx512, transpose_f16_rows_avx512, weighted_sum_avx512,
+            scale_max_avx512, scale_avx512, exp_sum_avx512};
   if (level >= SimdLevel::AVX2)
-    return {qk_each<dot_avx2>, false, nullptr, weighted_sum_each<axpy_avx2>, scale_max_scalar, scale_scalar, exp_sum_scalar};
+    return {qk_each<dot_avx2>, false,        nullptr,       nullptr, weighted_sum_each<axpy_avx2>,
+            scale_max_scalar,  scale_scalar, exp_sum_scalar};
 #else
   (void)level;
 #endif
-  return {qk_each<dot_scalar>, false, nullptr, weighted_sum_each<axpy_scalar>, scale_max_scalar, scale_scalar, exp_sum_scalar};
+  return {qk_each<dot_scalar>, false,        nullptr,       nullptr, weighted_sum_each<axpy_scalar>,
+          scale_max_scalar,    scale_scalar, exp_sum_scalar};
 }
 
 }  // namespace hearth::cpu

@@ -23,6 +23,10 @@ struct AttnKernels {
   // With k_transposed: kt[c * kt_stride + i] = rows[i * width + c] for i < n_rows (<= 16),
   // c < width: a block of staged key rows written as columns.
   void (*transpose_rows)(const float* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
+  // The same straight from f16 key rows (the cache's type): kt[c * kt_stride + i] =
+  // float(rows[i][c]), each an exact conversion, so it equals converting then transposing
+  // bit for bit. Null where the level has none (the caller converts, then transposes).
+  void (*transpose_f16_rows)(const uint16_t* const* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
   // For h < n_heads (1 .. kAttnMaxGroup): out[h][i] = sum over j < n_j, in increasing j, of
   // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten.
   void (*weighted_sum)(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,

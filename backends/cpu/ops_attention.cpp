@@ -7,7 +7,8 @@
 //
 // Keys and values are first converted from the cache type to f32 for the positions any
 // row can see ([lo, n_kv)), once per op, in parallel (keys transposed where the level's
-// kernel reads them so); the per-head loops then read f32.
+// kernel reads them so, f16 keys converted and transposed in one pass); the per-head loops
+// then read f32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -39,8 +40,8 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   const int64_t n_stage = std::max<int64_t>(0, hi - lo);
 
   const AttnKernels kern = attn_kernels(active_simd_level());
-  float* staged = reinterpret_cast<float*>(
-      ctx.scratch_bytes(static_cast<size_t>(n_stage) * kv_dim * 2 * sizeof(float)));
+  float* staged =
+      reinterpret_cast<float*>(ctx.scratch_bytes(static_cast<size_t>(n_stage) * kv_dim * 2 * sizeof(float)));
   float* k_f32 = staged;  // row j at j * kv_dim, or (kern.k_transposed) column j of kv_dim rows
   float* v_f32 = staged + n_stage * kv_dim;
   ctx.pool->run([&](int ith, int nth) {
@@ -51,8 +52,19 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
       for (int64_t j = b; j < e; ++j) load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
       return;
     }
-    // Keys as columns: 16 rows at a time converted into this thread's scratch, then
-    // written out transposed.
+    // Keys as columns, 16 rows at a time: f16 rows converted and transposed in one pass;
+    // other types converted into this thread's scratch, then written out transposed.
+    if (op.src2.type == DType::F16 && kern.transpose_f16_rows != nullptr) {
+      const uint16_t* rows[16];
+      for (int64_t j0 = b; j0 < e; j0 += 16) {
+        const int64_t n_rows = std::min<int64_t>(16, e - j0);
+        for (int64_t i = 0; i < n_rows; ++i)
+          rows[i] = reinterpret_cast<const uint16_t*>(tensor_data(op.src2) +
+                                                      static_cast<size_t>(kv_slot[lo + j0 + i]) * op.src2.row_stride);
+        kern.transpose_f16_rows(rows, n_rows, kv_dim, k_f32 + j0, n_stage);
+      }
+      return;
+    }
     std::vector<float>& block = ctx.thread_scratch[ThreadPool::current_worker()];
     if (static_cast<int64_t>(block.size()) < 16 * kv_dim) block.resize(16 * kv_dim);
     for (int64_t j0 = b; j0 < e; j0 += 16) {
@@ -64,9 +76,8 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
 
   // A task is one query row and up to kAttnMaxGroup heads of one KV group, so each key and
   // value row loaded serves them all; single heads when that leaves threads idle (decode).
-  const int64_t sub = n_q * n_kv_heads >= 4 * static_cast<int64_t>(ctx.pool->size())
-                          ? std::min<int64_t>(group, kAttnMaxGroup)
-                          : 1;
+  const int64_t sub =
+      n_q * n_kv_heads >= 4 * static_cast<int64_t>(ctx.pool->size()) ? std::min<int64_t>(group, kAttnMaxGroup) : 1;
   const int64_t subs = (group + sub - 1) / sub;  // tasks per (row, KV head)
   const int64_t n_tasks = n_q * n_kv_heads * subs;
 

@@ -1,8 +1,8 @@
 // Every CPU backend operation against a plain double-precision formula written here, on
 // random inputs, at every SIMD level this CPU has. These are the references the GPU
 // backends will be compared with op by op.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -181,12 +181,23 @@ TEST_CASE("Elementwise ops follow their formulas") {
       const double x = a[i], c = b[i];
       double want = 0;
       switch (kind) {
-        case OpKind::Add: want = x + c; break;
-        case OpKind::Scale: want = x * 1.5; break;
-        case OpKind::GeluMul: want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * c; break;
-        case OpKind::SiluMul: want = x / (1 + std::exp(-x)) * c; break;
-        case OpKind::Softcap: want = 1.5 * std::tanh(x / 1.5); break;
-        default: break;
+        case OpKind::Add:
+          want = x + c;
+          break;
+        case OpKind::Scale:
+          want = x * 1.5;
+          break;
+        case OpKind::GeluMul:
+          want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * c;
+          break;
+        case OpKind::SiluMul:
+          want = x / (1 + std::exp(-x)) * c;
+          break;
+        case OpKind::Softcap:
+          want = 1.5 * std::tanh(x / 1.5);
+          break;
+        default:
+          break;
       }
       // GELU goes through an f16 table as in ggml: x and gelu(x) are rounded to f16
       // (relative step 2^-11), which moves the result by at most ~2e-3 of |x c|.
@@ -238,8 +249,8 @@ TEST_CASE("MatMul of every weight type matches the dequantized product at every 
   LevelGuard guard;
   Fixture f;
   const int64_t n_in = 512, n_out = 37, n_tok = 5;
-  for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                   DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                   DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     std::vector<float> w = f.random(n_out * n_in, 0.5f), x = f.random(n_tok * n_in);
     Tensor wt_t = f.make(wt, n_in, n_out);
     std::vector<uint8_t> q(wt_t.row_stride * n_out);
@@ -356,7 +367,8 @@ std::vector<double> naive_attention(const std::vector<float>& q, const std::vect
       for (double x : s) mx = std::max(mx, x);
       for (double& x : s) sum += (x = std::exp(x - mx));
       for (size_t a = 0; a < s.size(); ++a)
-        for (int64_t i = 0; i < hd; ++i) out[(t * n_heads + h) * hd + i] += s[a] / sum * v[(js[a] * n_kv_heads + g) * hd + i];
+        for (int64_t i = 0; i < hd; ++i)
+          out[(t * n_heads + h) * hd + i] += s[a] / sum * v[(js[a] * n_kv_heads + g) * hd + i];
     }
   return out;
 }
@@ -370,7 +382,16 @@ TEST_CASE("Attention's exp_sum agrees with std::exp at every SIMD level, edge va
   std::uniform_real_distribution<float> u(-30.0f, 0.0f);
   std::vector<float> x(77);
   for (float& v : x) v = u(rng);
-  const float edge[] = {0.0f, -0.0f, -1e-30f, -0.5f, -0.6931472f, -87.3f, -95.0f, -103.9f, -104.5f, -1e30f,
+  const float edge[] = {0.0f,
+                        -0.0f,
+                        -1e-30f,
+                        -0.5f,
+                        -0.6931472f,
+                        -87.3f,
+                        -95.0f,
+                        -103.9f,
+                        -104.5f,
+                        -1e30f,
                         -std::numeric_limits<float>::infinity()};
   std::copy(std::begin(edge), std::end(edge), x.begin());
   for (cpu::SimdLevel level : levels()) {
@@ -406,6 +427,41 @@ TEST_CASE("Attention's exp_sum agrees with std::exp at every SIMD level, edge va
   }
 }
 
+// Staging f16 keys as columns in one pass equals converting each row, then transposing,
+// bit for bit: every row count of a block, widths with and without a partial 16 columns,
+// f16 edge values (subnormals, signed zeros, infinities) included.
+TEST_CASE("Attention's f16 key transpose equals convert-then-transpose at every SIMD level") {
+  std::mt19937 rng(7);
+  const uint16_t edge[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x7c00, 0xfc00, 0x7bff, 0x3c00};
+  for (cpu::SimdLevel level : levels()) {
+    const cpu::AttnKernels k = cpu::attn_kernels(level);
+    if (k.transpose_f16_rows == nullptr) continue;
+    INFO(cpu::simd_level_name(level));
+    for (int64_t width : {256, 40, 7}) {
+      std::vector<uint16_t> h(static_cast<size_t>(16 * width));
+      for (size_t i = 0; i < h.size(); ++i) {
+        h[i] = static_cast<uint16_t>(rng());
+        if ((h[i] & 0x7c00) == 0x7c00) h[i] &= 0xfbff;  // no NaN (its payload is not compared)
+      }
+      std::copy(std::begin(edge), std::end(edge), h.begin() + 3);
+      for (int64_t n_rows = 1; n_rows <= 16; ++n_rows) {
+        INFO("width " << width << " rows " << n_rows);
+        const int64_t stride = 21;  // columns of kt: wider than a block, as in the op
+        std::vector<float> got(static_cast<size_t>(width * stride), -1.0f), want(got);
+        std::vector<float> f(static_cast<size_t>(n_rows * width));
+        const uint16_t* rows[16];
+        for (int64_t i = 0; i < n_rows; ++i) {
+          rows[i] = h.data() + (15 - i) * width;  // rows anywhere, in any order
+          for (int64_t c = 0; c < width; ++c) f[static_cast<size_t>(i * width + c)] = hearth::fp16_to_fp32(rows[i][c]);
+        }
+        k.transpose_f16_rows(rows, n_rows, width, got.data() + 2, stride);
+        k.transpose_rows(f.data(), n_rows, width, want.data() + 2, stride);
+        REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("Attention is causal, honours the sliding window and grouped heads, at every SIMD level") {
   LevelGuard guard;
   Fixture f;
@@ -434,8 +490,9 @@ TEST_CASE("Attention is causal, honours the sliding window and grouped heads, at
       cpu::set_simd_level(level);
       auto run = [&](size_t first, size_t n) {
         Op op{OpKind::Attention};
-        op.src0 = f.make_f32(n_heads * hd, n, std::vector<float>(q.begin() + first * n_heads * hd,
-                                                                  q.begin() + (first + n) * n_heads * hd));
+        op.src0 =
+            f.make_f32(n_heads * hd, n,
+                       std::vector<float>(q.begin() + first * n_heads * hd, q.begin() + (first + n) * n_heads * hd));
         op.src2 = kc;
         op.src3 = vc;
         op.dst = f.make(DType::F32, n_heads * hd, n);
