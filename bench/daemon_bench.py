@@ -10,6 +10,8 @@
 
 Usage: bench/daemon_bench.py --hearthd build/daemon/hearthd [--threads 2] [--tokens 128]
        [--chunks 128] [--budgets 0,100] [--model qwen2.5-coder:0.5b]
+       [--long-items 420] [--stream-tokens 400] [--timeout 600]   (smaller and longer for a slow
+       backend, e.g. HEARTH_E2E_HEARTHD_ARGS="--backend vulkan" on llvmpipe)
        bench/daemon_bench.py --server-url http://127.0.0.1:8080   (the interference test only,
        against another engine's server started by hand on the same model and threads)
 """
@@ -33,9 +35,12 @@ def pct(v, q):
     return s[min(len(s) - 1, max(0, int(round(q * len(s) + 0.5)) - 1))]
 
 
+TIMEOUT_S = 600  # per request; --timeout raises it for a slow backend (llvmpipe)
+
+
 def stream(d, body, out, started=None):
     """Streams a completion; out gets arrival times of content chunks and the final usage."""
-    c = d.connection(timeout=600)
+    c = d.connection(timeout=TIMEOUT_S)
     body = dict(body, stream=True, stream_options={"include_usage": True})
     c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
     r = c.getresponse()
@@ -71,8 +76,11 @@ def concurrent(d, n, tokens):
     return decoded / (last - first), 1000 * pct(gaps, 0.5), 1000 * pct(gaps, 0.95)
 
 
+LONG_ITEMS = 420  # about 2,000 tokens; --long-items makes it shorter for a slow backend
+
+
 def long_prompt(tag):
-    return tag + ": " + " ".join("item%d is %s;" % (i, "red" if i % 2 else "blue") for i in range(420))
+    return tag + ": " + " ".join("item%d is %s;" % (i, "red" if i % 2 else "blue") for i in range(LONG_ITEMS))
 
 
 class OtherServer:
@@ -85,8 +93,8 @@ class OtherServer:
         self.host, _, port = url.removeprefix("http://").rstrip("/").partition(":")
         self.port = int(port or 80)
 
-    def connection(self, timeout=600):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+    def connection(self, timeout=None):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout or TIMEOUT_S)
 
     def post_json(self, path, body):
         c = self.connection()
@@ -119,7 +127,7 @@ def interference(args, model, chunk, budget):
         a, b = {}, {}
         started = threading.Event()
         ta = threading.Thread(target=stream, args=(d, {"prompt": "Counting: 1, 2, 3,", "temperature": 0,
-                                                       "max_tokens": 400}, a, started))
+                                                       "max_tokens": args.stream_tokens}, a, started))
         ta.start()
         started.wait()
         t0 = time.perf_counter()
@@ -135,6 +143,7 @@ def interference(args, model, chunk, budget):
 
 
 def main():
+    global LONG_ITEMS, TIMEOUT_S
     ap = argparse.ArgumentParser()
     ap.add_argument("--hearthd")
     ap.add_argument("--threads", type=int, default=2)
@@ -146,7 +155,13 @@ def main():
                     help="gemma3:270m (the figures of issue 21), qwen2.5-coder:0.5b, or a GGUF path")
     ap.add_argument("--server-url", help="run only the interference test, against this already running "
                     "OpenAI-compatible server (e.g. http://127.0.0.1:8080, llama-server --parallel 2)")
+    ap.add_argument("--long-items", type=int, default=LONG_ITEMS,
+                    help="items in the long prompt (420: about 2,000 tokens)")
+    ap.add_argument("--stream-tokens", type=int, default=400,
+                    help="tokens the running stream asks for (it must outlast the long prompt)")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per request")
     args = ap.parse_args()
+    LONG_ITEMS, TIMEOUT_S = args.long_items, args.timeout
     if not args.hearthd and not args.server_url:
         ap.error("--hearthd or --server-url is required")
     if args.server_url:

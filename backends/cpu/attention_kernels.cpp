@@ -219,10 +219,9 @@ __attribute__((target("avx512f,avx512dq"))) void qk_avx512(const float* const* q
 }
 
 // H heads x 64 output floats in registers while every value row passes once; per element a
-// chain of fmas from 0 in increasing j.
-template <int H>
-HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* w, const float* v, int64_t v_stride,
-                                         int64_t n_j, int64_t n) {
+// chain of fmas from 0 in increasing j. Row j's 16 floats at i: load(j, i, mask).
+template <int H, class Load>
+HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* w, int64_t n_j, int64_t n, Load load) {
   constexpr int kVecs = 4;
   for (int64_t i = 0; i < n; i += 16 * kVecs) {
     __mmask16 m[kVecs];
@@ -234,10 +233,9 @@ HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* 
 #pragma GCC unroll 16
       for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_setzero_ps();
     for (int64_t j = 0; j < n_j; ++j) {
-      const float* vj = v + j * v_stride + i;
       __m512 x[kVecs];
 #pragma GCC unroll 16
-      for (int k = 0; k < kVecs; ++k) x[k] = _mm512_maskz_loadu_ps(m[k], vj + 16 * k);
+      for (int k = 0; k < kVecs; ++k) x[k] = load(j, i + 16 * k, m[k]);
 #pragma GCC unroll 16
       for (int h = 0; h < H; ++h) {
         const __m512 wj = _mm512_set1_ps(w[h][j]);
@@ -249,6 +247,26 @@ HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* 
     for (int h = 0; h < H; ++h)
 #pragma GCC unroll 16
       for (int k = 0; k < kVecs; ++k) _mm512_mask_storeu_ps(out[h] + i + 16 * k, m[k], acc[h][k]);
+  }
+}
+
+// 1 to 4 heads: weighted_sum_avx512_n<H> with the given row loader.
+template <class Load>
+HEARTH_AVX512 void weighted_sum_heads(float* const* out, const float* const* w, int n_heads, int64_t n_j, int64_t n,
+                                      Load load) {
+  switch (n_heads) {
+    case 1:
+      weighted_sum_avx512_n<1>(out, w, n_j, n, load);
+      break;
+    case 2:
+      weighted_sum_avx512_n<2>(out, w, n_j, n, load);
+      break;
+    case 3:
+      weighted_sum_avx512_n<3>(out, w, n_j, n, load);
+      break;
+    default:
+      weighted_sum_avx512_n<4>(out, w, n_j, n, load);
+      break;
   }
 }
 
@@ -316,23 +334,38 @@ __attribute__((target("avx512f,avx512dq"))) double exp_sum_avx512(float* s, int6
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
+// Row loaders for weighted_sum_heads: 16 floats of value row j at element i, lanes past
+// the mask zero.
+struct F32Rows {
+  const float* v;
+  int64_t stride;
+  HEARTH_AVX512 __m512 operator()(int64_t j, int64_t i, __mmask16 m) const {
+    return _mm512_maskz_loadu_ps(m, v + j * stride + i);
+  }
+};
+struct F16Rows {
+  const uint16_t* const* v;
+  int64_t col;
+  HEARTH_AVX512 __m512 operator()(int64_t j, int64_t i, __mmask16 m) const {
+    const uint16_t* p = v[j] + col + i;
+    if (m == 0xFFFF) return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    alignas(32) uint16_t tail[16] = {};
+    for (int l = 0; l < 16; ++l)
+      if (m >> l & 1) tail[l] = p[l];
+    return _mm512_maskz_cvtph_ps(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(tail)));
+  }
+};
+
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* const* out, const float* const* w,
                                                                      int n_heads, const float* v, int64_t v_stride,
                                                                      int64_t n_j, int64_t n) {
-  switch (n_heads) {
-    case 1:
-      weighted_sum_avx512_n<1>(out, w, v, v_stride, n_j, n);
-      break;
-    case 2:
-      weighted_sum_avx512_n<2>(out, w, v, v_stride, n_j, n);
-      break;
-    case 3:
-      weighted_sum_avx512_n<3>(out, w, v, v_stride, n_j, n);
-      break;
-    default:
-      weighted_sum_avx512_n<4>(out, w, v, v_stride, n_j, n);
-      break;
-  }
+  weighted_sum_heads(out, w, n_heads, n_j, n, F32Rows{v, v_stride});
+}
+
+__attribute__((target("avx512f,avx512dq"))) void weighted_sum_f16_avx512(float* const* out, const float* const* w,
+                                                                         int n_heads, const uint16_t* const* v,
+                                                                         int64_t col, int64_t n_j, int64_t n) {
+  weighted_sum_heads(out, w, n_heads, n_j, n, F16Rows{v, col});
 }
 #endif
 
@@ -341,15 +374,22 @@ __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* cons
 AttnKernels attn_kernels(SimdLevel level) {
 #if defined(__x86_64__)
   if (level >= SimdLevel::AVX512)
-    return {qk_avx512,        true,         transpose_rows_avx512, transpose_f16_rows_avx512, weighted_sum_avx512,
-            scale_max_avx512, scale_avx512, exp_sum_avx512};
+    return {qk_avx512,
+            true,
+            transpose_rows_avx512,
+            transpose_f16_rows_avx512,
+            weighted_sum_avx512,
+            weighted_sum_f16_avx512,
+            scale_max_avx512,
+            scale_avx512,
+            exp_sum_avx512};
   if (level >= SimdLevel::AVX2)
-    return {qk_each<dot_avx2>, false,        nullptr,       nullptr, weighted_sum_each<axpy_avx2>,
+    return {qk_each<dot_avx2>, false,        nullptr,       nullptr, weighted_sum_each<axpy_avx2>, nullptr,
             scale_max_scalar,  scale_scalar, exp_sum_scalar};
 #else
   (void)level;
 #endif
-  return {qk_each<dot_scalar>, false,        nullptr,       nullptr, weighted_sum_each<axpy_scalar>,
+  return {qk_each<dot_scalar>, false,        nullptr,       nullptr, weighted_sum_each<axpy_scalar>, nullptr,
           scale_max_scalar,    scale_scalar, exp_sum_scalar};
 }
 

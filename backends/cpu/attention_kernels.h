@@ -31,6 +31,11 @@ struct AttnKernels {
   // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten.
   void (*weighted_sum)(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,
                        int64_t n_j, int64_t n);
+  // The same reading f16 value rows in place: element i of value j is float(v[j][col + i])
+  // (an exact conversion), so it equals weighted_sum over converted rows bit for bit. Null
+  // where the level has none (the caller converts the rows first).
+  void (*weighted_sum_f16)(float* const* out, const float* const* w, int n_heads, const uint16_t* const* v, int64_t col,
+                           int64_t n_j, int64_t n);
   // s[j] = f * s[j] for j < n (each product exact float multiplication: same bits at every
   // level); scale_max also returns max(-inf, s[0..n)) after scaling (NaNs ignored).
   float (*scale_max)(float* s, int64_t n, float f);

@@ -8,7 +8,7 @@
 // Keys and values are first converted from the cache type to f32 for the positions any
 // row can see ([lo, n_kv)), once per op, in parallel (keys transposed where the level's
 // kernel reads them so, f16 keys converted and transposed in one pass); the per-head loops
-// then read f32.
+// then read f32. Where the level reads f16 values in place, values are not staged at all.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,10 +44,19 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
       reinterpret_cast<float*>(ctx.scratch_bytes(static_cast<size_t>(n_stage) * kv_dim * 2 * sizeof(float)));
   float* k_f32 = staged;  // row j at j * kv_dim, or (kern.k_transposed) column j of kv_dim rows
   float* v_f32 = staged + n_stage * kv_dim;
+  // f16 values are read in place where the level can (no staging): their rows, in order.
+  std::vector<const uint16_t*> v_rows;
+  if (op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr) {
+    v_rows.resize(static_cast<size_t>(n_stage));
+    for (int64_t j = 0; j < n_stage; ++j)
+      v_rows[static_cast<size_t>(j)] = reinterpret_cast<const uint16_t*>(
+          tensor_data(op.src3) + static_cast<size_t>(kv_slot[lo + j]) * op.src3.row_stride);
+  }
   ctx.pool->run([&](int ith, int nth) {
     int64_t b, e;
     split_range(n_stage, ith, nth, &b, &e);
-    for (int64_t j = b; j < e; ++j) load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
+    if (v_rows.empty())
+      for (int64_t j = b; j < e; ++j) load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
     if (!kern.k_transposed) {
       for (int64_t j = b; j < e; ++j) load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
       return;
@@ -125,7 +134,11 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         const double sum = kern.exp_sum(sc[h], n_j, max_s);
         kern.scale(sc[h], n_j, static_cast<float>(1.0 / sum));
       }
-      kern.weighted_sum(out, sc, nh, v0, kv_dim, n_j, head_dim);
+      if (v_rows.empty()) {
+        kern.weighted_sum(out, sc, nh, v0, kv_dim, n_j, head_dim);
+      } else {
+        kern.weighted_sum_f16(out, sc, nh, v_rows.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim);
+      }
     }
   });
 }

@@ -462,6 +462,50 @@ TEST_CASE("Attention's f16 key transpose equals convert-then-transpose at every 
   }
 }
 
+// Reading f16 values in place equals converting them, then the f32 weighted sum, bit for
+// bit: 1 to 4 heads, head sizes with and without a partial 16, rows in any order.
+TEST_CASE("Attention's f16 weighted sum equals convert-then-sum at every SIMD level") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (cpu::SimdLevel level : levels()) {
+    const cpu::AttnKernels k = cpu::attn_kernels(level);
+    if (k.weighted_sum_f16 == nullptr) continue;
+    INFO(cpu::simd_level_name(level));
+    for (int64_t n : {256, 72, 5}) {
+      const int64_t n_j = 37, width = n + 9, col = 9;  // value rows wider than a head
+      std::vector<uint16_t> h(static_cast<size_t>(n_j * width));
+      for (uint16_t& x : h) x = hearth::fp32_to_fp16(2.0f * u(rng) - 1.0f);
+      std::vector<const uint16_t*> rows(static_cast<size_t>(n_j));
+      std::vector<float> f(static_cast<size_t>(n_j * n));
+      for (int64_t j = 0; j < n_j; ++j) {
+        rows[static_cast<size_t>(j)] = h.data() + ((j * 7) % n_j) * width;
+        for (int64_t i = 0; i < n; ++i) f[static_cast<size_t>(j * n + i)] = hearth::fp16_to_fp32(rows[j][col + i]);
+      }
+      for (int heads = 1; heads <= cpu::kAttnMaxGroup; ++heads) {
+        INFO("n " << n << " heads " << heads);
+        std::vector<std::vector<float>> wv(static_cast<size_t>(heads), std::vector<float>(static_cast<size_t>(n_j)));
+        std::vector<std::vector<float>> got(static_cast<size_t>(heads),
+                                            std::vector<float>(static_cast<size_t>(n), 9.0f));
+        auto want = got;
+        const float* w[cpu::kAttnMaxGroup];
+        float* go[cpu::kAttnMaxGroup];
+        float* wo[cpu::kAttnMaxGroup];
+        for (int hh = 0; hh < heads; ++hh) {
+          for (float& x : wv[static_cast<size_t>(hh)]) x = u(rng);
+          w[hh] = wv[static_cast<size_t>(hh)].data();
+          go[hh] = got[static_cast<size_t>(hh)].data();
+          wo[hh] = want[static_cast<size_t>(hh)].data();
+        }
+        k.weighted_sum_f16(go, w, heads, rows.data(), col, n_j, n);
+        k.weighted_sum(wo, w, heads, f.data(), n, n_j, n);
+        for (int hh = 0; hh < heads; ++hh)
+          REQUIRE(std::memcmp(got[static_cast<size_t>(hh)].data(), want[static_cast<size_t>(hh)].data(),
+                              static_cast<size_t>(n) * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("Attention is causal, honours the sliding window and grouped heads, at every SIMD level") {
   LevelGuard guard;
   Fixture f;
