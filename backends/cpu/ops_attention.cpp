@@ -40,18 +40,20 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   const int64_t n_stage = std::max<int64_t>(0, hi - lo);
 
   const AttnKernels kern = attn_kernels(active_simd_level());
-  float* staged =
-      reinterpret_cast<float*>(ctx.scratch_bytes(static_cast<size_t>(n_stage) * kv_dim * 2 * sizeof(float)));
-  float* k_f32 = staged;  // row j at j * kv_dim, or (kern.k_transposed) column j of kv_dim rows
-  float* v_f32 = staged + n_stage * kv_dim;
+  // Cache row `slot` of an f16 tensor.
+  const auto f16_row = [](const Tensor& t, int32_t slot) {
+    return reinterpret_cast<const uint16_t*>(tensor_data(t) + static_cast<size_t>(slot) * t.row_stride);
+  };
   // f16 values are read in place where the level can (no staging): their rows, in order.
   std::vector<const uint16_t*> v_rows;
   if (op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr) {
     v_rows.resize(static_cast<size_t>(n_stage));
-    for (int64_t j = 0; j < n_stage; ++j)
-      v_rows[static_cast<size_t>(j)] = reinterpret_cast<const uint16_t*>(
-          tensor_data(op.src3) + static_cast<size_t>(kv_slot[lo + j]) * op.src3.row_stride);
+    for (int64_t j = 0; j < n_stage; ++j) v_rows[static_cast<size_t>(j)] = f16_row(op.src3, kv_slot[lo + j]);
   }
+  const size_t staged_rows = static_cast<size_t>(n_stage) * (v_rows.empty() ? 2 : 1);
+  float* staged = reinterpret_cast<float*>(ctx.scratch_bytes(staged_rows * kv_dim * sizeof(float)));
+  float* k_f32 = staged;                     // row j at j * kv_dim, or (kern.k_transposed) column j of kv_dim rows
+  float* v_f32 = staged + n_stage * kv_dim;  // staged values (only when v_rows is empty)
   ctx.pool->run([&](int ith, int nth) {
     int64_t b, e;
     split_range(n_stage, ith, nth, &b, &e);
@@ -67,9 +69,7 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
       const uint16_t* rows[16];
       for (int64_t j0 = b; j0 < e; j0 += 16) {
         const int64_t n_rows = std::min<int64_t>(16, e - j0);
-        for (int64_t i = 0; i < n_rows; ++i)
-          rows[i] = reinterpret_cast<const uint16_t*>(tensor_data(op.src2) +
-                                                      static_cast<size_t>(kv_slot[lo + j0 + i]) * op.src2.row_stride);
+        for (int64_t i = 0; i < n_rows; ++i) rows[i] = f16_row(op.src2, kv_slot[lo + j0 + i]);
         kern.transpose_f16_rows(rows, n_rows, kv_dim, k_f32 + j0, n_stage);
       }
       return;
@@ -113,7 +113,6 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         continue;
       }
       const int64_t n_j = j_end - j_begin;
-      const float* v0 = v_f32 + (j_begin - lo) * kv_dim + kvh * head_dim;
       if (kern.k_transposed) {
         kern.qk(q, nh, k_f32 + kvh * head_dim * n_stage + (j_begin - lo), n_stage, n_j, head_dim, sc);
       } else {
@@ -135,7 +134,7 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         kern.scale(sc[h], n_j, static_cast<float>(1.0 / sum));
       }
       if (v_rows.empty()) {
-        kern.weighted_sum(out, sc, nh, v0, kv_dim, n_j, head_dim);
+        kern.weighted_sum(out, sc, nh, v_f32 + (j_begin - lo) * kv_dim + kvh * head_dim, kv_dim, n_j, head_dim);
       } else {
         kern.weighted_sum_f16(out, sc, nh, v_rows.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim);
       }

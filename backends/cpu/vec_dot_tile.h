@@ -29,7 +29,7 @@ namespace hearth::cpu::detail {
 
 // A non-temporal prefetch of the line at p (prefetchnta on x86) that is always emitted:
 // GCC 12 silently dropped every __builtin_prefetch of the Q4_K and Q6_K repacked decode
-// loops (the prefetching helper inlined into a lambda-instantiated template), which left
+// loops (objdump showed none; why was not pinned down), which left
 // Q6_K decode at 9.5 GB/s against 22 GB/s with the prefetches in (bench_quants, 1 thread).
 HEARTH_INLINE void prefetch_nta(const void* p) {
 #if defined(__x86_64__)
