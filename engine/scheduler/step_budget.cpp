@@ -72,7 +72,9 @@ double StepCostModel::alone_ms_per_token(double pos) const { return alone_.predi
 double StepCostModel::ttft_floor(double budget_ms, double decode, double first, double p) const {
   if (alone_.empty() || decode <= 0) return 0;
   const double pa = alone_ms_per_token(first);
-  const double cap = std::floor((kMaxStretch * kPlannedShare * budget_ms - decode) / p);
+  const double stretched = kMaxStretch * kPlannedShare * budget_ms;
+  const double longest = decode < stretched ? stretched : kSlowStretch * decode;
+  const double cap = std::floor((longest - decode) / p);
   if (pa <= 0 || cap <= 0) return 0;
   const double slack = 3 * pa - 2 * p;  // n·slack >= 2·decode keeps 2/3 of the speed alone
   if (slack <= 0) return cap;

@@ -77,9 +77,15 @@ class StepCostModel {
   // reads at least the n tokens with n / (decode + n·p) >= (2/3) / p_alone (p: the
   // marginal cost learned beside streams), as long as the step's plan stays within
   // kMaxStretch times the planned share of the budget (117 ms of 100: the longest gaps
-  // measured run ~25% past a plan, so a stream still waits under 150 ms).
+  // measured run ~25% past a plan, so a stream still waits under 150 ms). When the
+  // decode part alone already overruns that (Vulkan on a software device: 470-750 ms for
+  // one token of the default model), no step can meet the budget; the prompt's TTFT is
+  // kept instead, in steps of at most kSlowStretch times the decode part (the prompt may
+  // take 5/6 of a step: 2/3 of its speed alone holds while a token beside streams costs
+  // up to 1.25x what it costs alone; 1.2x was measured there, in 7-token chunks).
   static constexpr int64_t kAloneMinTokens = 32;
   static constexpr double kMaxStretch = 1.3;
+  static constexpr double kSlowStretch = 6.0;
   // Steps are planned to this share of the budget: the rest absorbs the cost model's error
   // (a new context length, another program on the cores) and the work between two steps
   // (sampling, streaming text), which a stream waits for too.

@@ -280,3 +280,35 @@ TEST_CASE("beside a stream a step reads enough of a prompt to keep 2/3 of its sp
   CHECK(d + capped * p <= plan);
   CHECK(d + (capped + 1) * p > plan);
 }
+
+// A backend whose decode step alone overruns the budget (Vulkan on Mesa's software device:
+// 470-750 ms for one token of the default model, ~150 ms a prompt token in large chunks).
+// No step can meet the budget, so the prompt keeps 2/3 of its speed alone instead, in
+// steps of at most kSlowStretch times the decode part.
+TEST_CASE("when a decode step alone overruns the budget, a prompt beside it keeps 2/3 of its speed alone") {
+  for (const double p_beside : {145.0, 200.0}) {
+    StepCostModel m;
+    for (int i = 0; i < 3; ++i) m.observe({0, 128, 1, 64.0 * i}, 128 * 140.0);
+    m.observe({1, 0, 0, 0}, 750);
+    for (int i = 0; i < 8; ++i) m.observe({1, 10, 1, 100.0 + 25 * i}, 750 + 10 * p_beside);
+    const double pa = m.alone_ms_per_token(300), p = m.prefill_ms_per_token(300), d = m.decode_ms(1);
+    CAPTURE(p_beside, pa, p, d);
+    REQUIRE(d == Approx(750));
+    const int64_t n = m.prefill_tokens(100, 1, 300, 512);
+    CAPTURE(n);
+    const double longest = StepCostModel::kSlowStretch * d;
+    CHECK(d + n * p <= longest);
+    if (p_beside == 145.0) {
+      // 2/3 is within reach: the fewest tokens that keep it (n (3 pa - 2 p) >= 2 d).
+      CHECK(n * (3 * pa - 2 * p) >= 2 * d);
+      CHECK((n - 1) * (3 * pa - 2 * p) < 2 * d);
+      // Twice the decode part's worth alone (the plain floor) would leave the prompt at
+      // under 2/3 of its speed.
+      CHECK(n > static_cast<int64_t>(StepCostModel::kMinPrefillPerDecode * d / p));
+    } else {
+      // It is not (a token beside costs 1.4 times its cost alone): the longest step allowed.
+      CHECK(n * (3 * pa - 2 * p) < 2 * d);
+      CHECK(d + (n + 1) * p > longest);
+    }
+  }
+}
