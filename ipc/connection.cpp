@@ -404,7 +404,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
             } else if (job.warm) {
               response = warm_response(job.meta, ev);
             } else {
-              response = HttpResponse{200, "application/json", completion_body(job.meta, text, ev), ""};
+              response = HttpResponse{200, "application/json", completion_body(job.meta, text, ev), "", {}};
             }
             break;
           case RequestEvent::Kind::Failed: {
