@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engine/scheduler/token_loop.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "ipc/identity.h"
 
@@ -441,12 +442,9 @@ std::variant<GenerationRequest, ApiError> build_generation(const OpenAiRequest& 
   } else {
     gen.prompt = tokenizer.encode(request.prompt, true, false);
   }
-  if (gen.prompt.empty()) return bad_request("the prompt is empty", param);
-  if (static_cast<int64_t>(gen.prompt.size()) >= n_ctx) {
-    return bad_request("the prompt is " + std::to_string(gen.prompt.size()) + " tokens; the context holds " +
-                           std::to_string(n_ctx) + " (prompt and answer together)",
-                       param, "context_length_exceeded");
-  }
+  if (auto problem = check_prompt(gen.prompt, n_ctx))
+    return bad_request(problem->message, param,
+                       problem->kind == PromptProblem::Kind::TooLong ? "context_length_exceeded" : "invalid_value");
   gen.max_tokens = request.max_tokens;
   gen.sampling = request.sampling;
   gen.stop = request.stop;

@@ -3,8 +3,10 @@
 // of at most n_batch tokens, and keeps the logits that were asked for.
 //
 // KV layout: per layer a K and a V tensor of [n_ctx slots, kv_dim] in kv_type; the token
-// at position p lives in slot p. (The paged, shared block pool of the prompt cache will
-// hand out slots instead; the model already takes an arbitrary position -> slot map.)
+// at position p lives in slot p. This is the one-sequence layout of in-process runs
+// (hearth-run, the reference and backend tests); the daemon's scheduler shares the same
+// ForwardBuffers between sequences and hands out slots from the paged block pool
+// (engine/kv/block_pool.h) instead, through the position -> slot map the model takes.
 //
 // Thread-safety: owned and used by one thread.
 #pragma once

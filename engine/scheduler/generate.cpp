@@ -3,8 +3,7 @@
 #include <chrono>
 #include <numeric>
 
-#include "engine/sampling/sampler.h"
-#include "engine/sampling/stop.h"
+#include "engine/scheduler/token_loop.h"
 
 namespace hearth {
 namespace {
@@ -27,7 +26,8 @@ double GenerateTimings::itl_ms_mean() const {
 
 Result<GenerateResult> generate(InferenceContext& ctx, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options, const TextCallback& on_text) {
-  if (prompt.empty()) return make_error("generate: the prompt is empty");
+  if (auto problem = check_prompt(prompt, ctx.n_ctx() - ctx.n_past(), ctx.model().config().n_vocab))
+    return make_error(problem->message);
   if (Status s = options.sampling.validate(); !s) return s.error();
   const int32_t n_vocab = ctx.model().config().n_vocab;
 
@@ -37,49 +37,32 @@ Result<GenerateResult> generate(InferenceContext& ctx, const Tokenizer& tok, con
   const Clock::time_point start = Clock::now();
   if (Status s = ctx.eval(prompt); !s) return s.error();
   t.prefill_ms = ms_since(start);
-
-  Sampler sampler(options.sampling);
-  for (int32_t id : prompt) sampler.accept(id);  // penalties see the prompt, as in the daemon and llama.cpp's server
-  StopMatcher stop(options.stop, tok.eog_ids());
-  std::vector<float> logits;
-  Clock::time_point first_token_at, last_token_at;
   result.finish_reason = "length";
+  if (options.max_tokens == 0) return result;
 
-  auto emit = [&](const std::string& text) {
-    if (text.empty()) return true;
-    result.text += text;
-    return on_text ? on_text(text) : true;
-  };
-
-  for (int32_t i = 0; i < options.max_tokens; ++i) {
+  TokenLoop loop(options.sampling, options.stop, tok, prompt, options.max_tokens, ctx.n_ctx() - ctx.n_past());
+  std::vector<float> logits;
+  for (;;) {
     std::span<const float> row = ctx.logits_row(0);
     logits.assign(row.begin(), row.end());
-    const int32_t id = sampler.sample(logits.data(), n_vocab);
-    sampler.accept(id);
-    result.tokens.push_back(id);
-    const Clock::time_point now = Clock::now();
-    if (i == 0) {
-      first_token_at = now;
-      t.ttft_ms = ms_since(start);
-    } else {
-      t.itl_ms.push_back(std::chrono::duration<double, std::milli>(now - last_token_at).count());
-    }
-    last_token_at = now;
-    ++t.generated_tokens;
-
-    StopMatcher::Step step = stop.feed_token(id, tok.token_bytes(id));
-    if (!emit(step.text)) break;
-    if (step.stopped) {
-      result.finish_reason = "stop";
+    TokenLoop::Token token = loop.next(logits.data(), n_vocab, Clock::now());
+    result.tokens.push_back(token.id);
+    if (loop.n_generated() == 1) t.ttft_ms = ms_since(start);
+    result.text += token.text;
+    if (!token.text.empty() && on_text && !on_text(token.text)) break;  // cancelled
+    if (token.finished) {
+      result.finish_reason = token.finished;
       break;
     }
-    if (i + 1 == options.max_tokens) break;
-    if (ctx.n_past() >= ctx.n_ctx()) break;  // context full: stop with "length"
-    const int32_t next[1] = {id};
+    const int32_t next[1] = {token.id};
     if (Status s = ctx.eval(next); !s) return s.error();
   }
-  emit(stop.flush());
-  if (t.generated_tokens > 0) t.decode_ms = std::chrono::duration<double, std::milli>(last_token_at - first_token_at).count();
+  const std::string rest = loop.flush();
+  result.text += rest;
+  if (!rest.empty() && on_text) on_text(rest);
+  t.generated_tokens = loop.n_generated();
+  t.itl_ms = loop.itl_ms();
+  t.decode_ms = std::chrono::duration<double, std::milli>(loop.last_token() - loop.first_token()).count();
   return result;
 }
 

@@ -1,6 +1,6 @@
-// The generation loop of one sequence: prefill the prompt, then sample, stream and stop.
-// Used in-process by hearth-run; the daemon's scheduler runs the same steps interleaved
-// across sequences.
+// One sequence in-process (hearth-run, tests): prefill the prompt, then run the token loop
+// (token_loop.h) that the daemon's scheduler runs for each of its sequences, so the same
+// request gives the same tokens, text and finish reason in both.
 #pragma once
 
 #include <functional>
@@ -15,7 +15,7 @@
 namespace hearth {
 
 struct GenerateOptions {
-  int32_t max_tokens = 128;        // generated tokens at most
+  int32_t max_tokens = 128;        // generated tokens at most; < 0: until the context is full
   SamplingParams sampling;
   std::vector<std::string> stop;   // stop strings
 };

@@ -74,12 +74,7 @@ class Scheduler::Impl {
   Submitted submit(GenerationRequest request, std::function<void()> on_event) {
     Submitted out;
     const int32_t n_vocab = model_.config().n_vocab;
-    if (request.prompt.empty()) return invalid("the prompt is empty");
-    if (static_cast<int64_t>(request.prompt.size()) >= options_.n_ctx)
-      return invalid("the prompt has " + std::to_string(request.prompt.size()) + " tokens; the context holds " +
-                     std::to_string(options_.n_ctx) + " (prompt and answer together)");
-    for (int32_t t : request.prompt)
-      if (t < 0 || t >= n_vocab) return invalid("token id " + std::to_string(t) + " is outside the vocabulary");
+    if (auto problem = check_prompt(request.prompt, options_.n_ctx, n_vocab)) return invalid(problem->message);
     if (Status s = request.sampling.validate(); !s) return invalid(s.error().message);
 
     std::lock_guard<std::mutex> lock(mutex_);

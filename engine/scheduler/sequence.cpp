@@ -25,17 +25,12 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
       tokenizer_(tokenizer),
       tokens_(std::move(request.prompt)),
       n_prompt_(static_cast<int32_t>(tokens_.size())),
-      n_ctx_(n_ctx),
       warm_(request.warm),
-      sampler_(request.sampling),
-      stop_(std::move(request.stop), tokenizer.eog_ids()),
+      loop_(request.sampling, std::move(request.stop), tokenizer, tokens_, request.max_tokens, n_ctx - n_prompt_),
       submitted_(submitted),
       work_(work) {
-  const int32_t room = n_ctx - n_prompt_;
-  max_tokens_ = request.max_tokens < 0 ? room : std::min(request.max_tokens, room);
   cache_.scope_key = std::move(request.scope.key);
   cache_.owner = request.scope.owner;
-  for (int32_t t : tokens_) sampler_.accept(t);  // penalties see the prompt, as in llama.cpp
 }
 
 void Sequence::on_computed(int32_t n, Clock::time_point end) {
@@ -50,36 +45,24 @@ void Sequence::push_text(std::string text) {
   handle_->push(std::move(ev));
 }
 
-double Sequence::ttft_ms() const { return ms(submitted_, first_token_); }
+double Sequence::ttft_ms() const { return ms(submitted_, loop_.first_token()); }
 
 const char* Sequence::on_logits(float* logits, int32_t n_vocab, Clock::time_point now) {
-  const int32_t id = sampler_.sample(logits, n_vocab);
-  sampler_.accept(id);
-  tokens_.push_back(id);
-  if (n_generated_ == 0) {
-    first_token_ = now;
-  } else {
-    itl_ms_.push_back(ms(last_token_, now));
-  }
-  last_token_ = now;
-  ++n_generated_;
-
-  StopMatcher::Step step = stop_.feed_token(id, tokenizer_.token_bytes(id));
-  if (!step.text.empty()) push_text(std::move(step.text));
-  if (step.stopped) return "stop";
-  if (n_generated_ >= max_tokens_ || static_cast<int32_t>(tokens_.size()) >= n_ctx_) return "length";
-  return nullptr;
+  TokenLoop::Token t = loop_.next(logits, n_vocab, now);
+  tokens_.push_back(t.id);
+  if (!t.text.empty()) push_text(std::move(t.text));
+  return t.finished;
 }
 
 void Sequence::finish(const char* reason, Clock::time_point now) {
-  std::string rest = stop_.flush();
+  std::string rest = loop_.flush();
   if (!rest.empty()) push_text(std::move(rest));
 
   RequestEvent ev;
   ev.kind = RequestEvent::Kind::Finished;
   ev.finish_reason = reason;
   ev.usage.prompt_tokens = n_prompt_;
-  ev.usage.completion_tokens = n_generated_;
+  ev.usage.completion_tokens = loop_.n_generated();
   ev.usage.cached_memory_tokens = cache_.memory_tokens;
   ev.usage.cached_disk_tokens = cache_.disk_tokens;
   ev.usage.cached_tokens = cache_.memory_tokens + cache_.disk_tokens;
@@ -95,17 +78,19 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
     t.prefill_tok_s = t.prefill_ms > 0 ? ev.usage.prefilled_tokens * 1000.0 / t.prefill_ms : 0;
     t.prefill_gops = t.prefill_tok_s * work_.prefill_ops / 1e9;
   }
-  if (n_generated_ > 0) {
-    t.ttft_ms = ms(submitted_, first_token_);
-    t.decode_ms = ms(first_token_, last_token_);
-    t.decode_tok_s = t.decode_ms > 0 ? (n_generated_ - 1) * 1000.0 / t.decode_ms : 0;
+  const int32_t n_generated = loop_.n_generated();
+  if (n_generated > 0) {
+    t.ttft_ms = ms(submitted_, loop_.first_token());
+    t.decode_ms = ms(loop_.first_token(), loop_.last_token());
+    t.decode_tok_s = t.decode_ms > 0 ? (n_generated - 1) * 1000.0 / t.decode_ms : 0;
     t.decode_gb_s = t.decode_tok_s * work_.decode_bytes / 1e9;
   }
-  if (!itl_ms_.empty()) {
-    t.itl_mean_ms = std::accumulate(itl_ms_.begin(), itl_ms_.end(), 0.0) / static_cast<double>(itl_ms_.size());
-    t.itl_p50_ms = percentile(itl_ms_, 0.50);
-    t.itl_p95_ms = percentile(itl_ms_, 0.95);
-    t.itl_max_ms = *std::max_element(itl_ms_.begin(), itl_ms_.end());
+  const std::vector<double>& itl = loop_.itl_ms();
+  if (!itl.empty()) {
+    t.itl_mean_ms = std::accumulate(itl.begin(), itl.end(), 0.0) / static_cast<double>(itl.size());
+    t.itl_p50_ms = percentile(itl, 0.50);
+    t.itl_p95_ms = percentile(itl, 0.95);
+    t.itl_max_ms = *std::max_element(itl.begin(), itl.end());
   }
   handle_->push(std::move(ev));
 }

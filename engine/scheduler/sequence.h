@@ -13,9 +13,8 @@
 #include "engine/kv/block_pool.h"
 #include "engine/model/token_work.h"
 #include "engine/scheduler/prefix_cache.h"
-#include "engine/sampling/sampler.h"
-#include "engine/sampling/stop.h"
 #include "engine/scheduler/request.h"
+#include "engine/scheduler/token_loop.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace hearth {
@@ -32,7 +31,7 @@ class Sequence {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int32_t n_prompt() const { return n_prompt_; }
   int32_t n_computed() const { return n_computed_; }
-  int32_t n_generated() const { return n_generated_; }
+  int32_t n_generated() const { return loop_.n_generated(); }
   // Tokens known but not yet run through the model (the rest of the prompt, or the
   // last sampled token).
   int32_t n_pending() const { return static_cast<int32_t>(tokens_.size()) - n_computed_; }
@@ -57,7 +56,7 @@ class Sequence {
   void on_computed(int32_t n, Clock::time_point end);
 
   // Samples the next token from the logits of the last pending token (modified in
-  // place) and streams its text. Returns why the sequence is over ("stop", "length"),
+  // place, see TokenLoop) and streams its text. Returns why the sequence is over ("stop", "length"),
   // or nullptr while it goes on; the caller then frees its blocks and calls finish().
   const char* on_logits(float* logits, int32_t n_vocab, Clock::time_point now);
 
@@ -66,7 +65,7 @@ class Sequence {
   void finish(const char* reason, Clock::time_point now);
 
   // Inter-token gaps (ms) observed so far; the scheduler feeds its histogram.
-  const std::vector<double>& itl_ms() const { return itl_ms_; }
+  const std::vector<double>& itl_ms() const { return loop_.itl_ms(); }
   double ttft_ms() const;
 
  private:
@@ -77,19 +76,14 @@ class Sequence {
   std::vector<int32_t> tokens_;
   int32_t n_prompt_ = 0;
   int32_t n_computed_ = 0;
-  int32_t n_generated_ = 0;
-  int32_t max_tokens_ = 0;   // effective: capped by the context
-  int32_t n_ctx_ = 0;
   BlockTable table_;
   SeqCacheState cache_;
   bool warm_ = false;
-  Sampler sampler_;
-  StopMatcher stop_;
+  TokenLoop loop_;
 
-  Clock::time_point submitted_, admitted_, prefill_start_, prefill_end_, first_token_, last_token_;
+  Clock::time_point submitted_, admitted_, prefill_start_, prefill_end_;
   bool prefill_started_ = false;
   TokenWork work_;
-  std::vector<double> itl_ms_;
 };
 
 }  // namespace hearth

@@ -160,4 +160,19 @@ TEST_CASE("invalid requests are refused with a reason and length limits end gene
   REQUIRE(one.wait());
   CHECK(one.end.usage.completion_tokens == 1);
   CHECK(one.end.finish_reason == "length");
+  // generate() runs the same loop: the same one token at the same edge, and the same
+  // refusals with the same messages.
+  const GenerateResult g = alone_result(f, greedy(std::vector<int32_t>(63, 9), -1), 64);
+  CHECK(g.text == one.text);
+  CHECK(g.timings.generated_tokens == 1);
+  CHECK(g.finish_reason == "length");
+  ContextOptions co;
+  co.n_ctx = 64;
+  auto ctx = std::move(*InferenceContext::create(*f.model, *f.backend, co));
+  for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{}, std::vector<int32_t>(64, 5),
+                                             std::vector<int32_t>{1, 100000}}) {
+    Result<GenerateResult> r = generate(*ctx, *f.tok, prompt, GenerateOptions{}, nullptr);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message == sched->submit(greedy(prompt, 4), c.callback()).message);
+  }
 }

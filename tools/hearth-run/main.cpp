@@ -11,6 +11,7 @@
 #include "daemon/devices.h"
 #include "engine/model/context.h"
 #include "engine/scheduler/generate.h"
+#include "engine/scheduler/token_loop.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/model/model_path.h"
 #include "run.h"
@@ -140,8 +141,7 @@ int main(int argc, char** argv) {
   ContextOptions co;
   co.n_ctx = n_ctx > 0 ? n_ctx : static_cast<int32_t>(ids.size()) + n_predict;
   if (co.n_ctx > l.model->config().n_ctx_train) co.n_ctx = l.model->config().n_ctx_train;
-  if (static_cast<int32_t>(ids.size()) >= co.n_ctx)
-    return fail("the prompt has " + std::to_string(ids.size()) + " tokens; the context holds " + std::to_string(co.n_ctx));
+  if (auto problem = check_prompt(ids, co.n_ctx)) return fail(problem->message);
   Result<std::unique_ptr<InferenceContext>> ctx = InferenceContext::create(*l.model, *l.backend, co);
   if (!ctx) return fail(ctx.error().message);
 

@@ -1,0 +1,48 @@
+#include "engine/scheduler/token_loop.h"
+
+#include <algorithm>
+
+namespace hearth {
+
+std::optional<PromptProblem> check_prompt(std::span<const int32_t> prompt, int64_t room, int32_t n_vocab) {
+  using Kind = PromptProblem::Kind;
+  if (prompt.empty()) return PromptProblem{Kind::Empty, "the prompt is empty"};
+  if (static_cast<int64_t>(prompt.size()) >= room)
+    return PromptProblem{Kind::TooLong, "the prompt is " + std::to_string(prompt.size()) +
+                                            " tokens; the context holds " + std::to_string(room) +
+                                            " (prompt and answer together)"};
+  if (n_vocab > 0)
+    for (int32_t t : prompt)
+      if (t < 0 || t >= n_vocab)
+        return PromptProblem{Kind::BadToken, "token id " + std::to_string(t) + " is outside the vocabulary"};
+  return std::nullopt;
+}
+
+TokenLoop::TokenLoop(const SamplingParams& sampling, std::vector<std::string> stop, const Tokenizer& tokenizer,
+                     std::span<const int32_t> prompt, int32_t max_tokens, int32_t room)
+    : tokenizer_(tokenizer),
+      sampler_(sampling),
+      stop_(std::move(stop), tokenizer.eog_ids()),
+      max_tokens_(max_tokens < 0 ? room : std::min(max_tokens, room)) {
+  for (int32_t t : prompt) sampler_.accept(t);
+}
+
+TokenLoop::Token TokenLoop::next(float* logits, int32_t n_vocab, Clock::time_point now) {
+  Token out;
+  out.id = sampler_.sample(logits, n_vocab);
+  sampler_.accept(out.id);
+  if (n_generated_ > 0) itl_ms_.push_back(std::chrono::duration<double, std::milli>(now - last_token_).count());
+  if (n_generated_ == 0) first_token_ = now;
+  last_token_ = now;
+  ++n_generated_;
+
+  StopMatcher::Step step = stop_.feed_token(out.id, tokenizer_.token_bytes(out.id));
+  out.text = std::move(step.text);
+  if (step.stopped)
+    out.finished = "stop";
+  else if (n_generated_ >= max_tokens_)
+    out.finished = "length";
+  return out;
+}
+
+}  // namespace hearth

@@ -1,0 +1,77 @@
+// The generation loop of one sequence, once its prompt is read: each row of logits becomes
+// a token (sampled, then seen by the penalties), its text (through the stop matcher), its
+// timing (first token, gaps) and, eventually, the end ("stop" or "length"). The daemon's
+// scheduler (Sequence) and the in-process generate() of hearth-run both run it, so the same
+// logits give the same tokens, text and finish reason in both.
+//
+// Also here: the checks a prompt must pass before either one runs it.
+//
+// Thread-safety: one thread at a time (the engine thread, or generate()'s caller).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/sampling/params.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/stop.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hearth {
+
+// Why a prompt cannot be run; message is what a user reads.
+struct PromptProblem {
+  enum class Kind { Empty, TooLong, BadToken } kind;
+  std::string message;
+};
+
+// A prompt of `prompt` tokens needs room for itself and one generated token in `room`
+// context slots, and token ids inside the vocabulary (n_vocab; 0: ids are not checked,
+// as for the output of the model's own tokenizer).
+std::optional<PromptProblem> check_prompt(std::span<const int32_t> prompt, int64_t room, int32_t n_vocab = 0);
+
+class TokenLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // prompt: the tokens the penalties see before the first generated one (as llama.cpp's
+  // server does). max_tokens: generated tokens at most, < 0 for no limit but the room;
+  // room: context slots left after the prompt (the generated tokens fill them).
+  TokenLoop(const SamplingParams& sampling, std::vector<std::string> stop, const Tokenizer& tokenizer,
+            std::span<const int32_t> prompt, int32_t max_tokens, int32_t room);
+
+  struct Token {
+    int32_t id = 0;
+    std::string text;                // valid UTF-8 that is final now, may be empty
+    const char* finished = nullptr;  // "stop" (end-of-generation token or stop string), "length", or nullptr
+  };
+  // The next token from the logits of the last token run (modified in place: penalties).
+  Token next(float* logits, int32_t n_vocab, Clock::time_point now);
+
+  // The text the stop matcher still holds, at the end of generation.
+  std::string flush() { return stop_.flush(); }
+
+  int32_t n_generated() const { return n_generated_; }
+  // The generated tokens at most: max_tokens capped by the room.
+  int32_t max_tokens() const { return max_tokens_; }
+  Clock::time_point first_token() const { return first_token_; }
+  Clock::time_point last_token() const { return last_token_; }
+  // Gaps between consecutive generated tokens (ms).
+  const std::vector<double>& itl_ms() const { return itl_ms_; }
+
+ private:
+  const Tokenizer& tokenizer_;
+  Sampler sampler_;
+  StopMatcher stop_;
+  int32_t max_tokens_ = 0;
+  int32_t n_generated_ = 0;
+  Clock::time_point first_token_, last_token_;
+  std::vector<double> itl_ms_;
+};
+
+}  // namespace hearth
