@@ -92,6 +92,102 @@ struct Tokenizer::Impl {
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
+namespace {
+
+// tokenizer.ggml.token_type, one type per token (all normal when the key is absent).
+Result<std::vector<uint8_t>> read_token_types(const gguf::File& f, size_t n) {
+  std::vector<uint8_t> types(n, kTypeNormal);
+  if (!f.has("tokenizer.ggml.token_type")) return types;
+  auto t = f.get_int_array("tokenizer.ggml.token_type");
+  if (!t.ok()) return make_error("tokenizer: " + t.error().message);
+  if (t->size() != n)
+    return make_error("tokenizer: tokenizer.ggml.token_type has " + std::to_string(t->size()) + " entries, tokens " +
+                      std::to_string(n));
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = (*t)[i];
+    if (v < kTypeNormal || v > kTypeByte)
+      return make_error("tokenizer: token " + std::to_string(i) + " has unknown type " + std::to_string(v));
+    types[i] = static_cast<uint8_t>(v);
+  }
+  return types;
+}
+
+// A token id from the metadata (-1 when the key is absent); an id outside the vocabulary
+// of n tokens is an error.
+Status read_token_id(const gguf::File& f, const char* key, size_t n, int32_t& out) {
+  out = -1;
+  if (!f.has(key)) return {};
+  auto v = f.get_int(key);
+  if (!v.ok()) return make_error("tokenizer: " + v.error().message);
+  if (*v < 0 || *v >= static_cast<int64_t>(n))
+    return make_error(std::string("tokenizer: ") + key + " = " + std::to_string(*v) +
+                      " is outside the vocabulary of " + std::to_string(n));
+  out = static_cast<int32_t>(*v);
+  return {};
+}
+
+// The vocabulary: pieces, types, the lookup index and the special ids.
+Status read_vocab(const gguf::File& f, const std::vector<std::string_view>& tokens, tok::Vocab& vocab) {
+  const size_t n = tokens.size();
+  Result<std::vector<uint8_t>> types = read_token_types(f, n);
+  if (!types.ok()) return types.error();
+  for (auto [key, out] : {std::pair{"tokenizer.ggml.bos_token_id", &vocab.bos},
+                          {"tokenizer.ggml.eos_token_id", &vocab.eos},
+                          {"tokenizer.ggml.unknown_token_id", &vocab.unk},
+                          {"tokenizer.ggml.padding_token_id", &vocab.pad},
+                          {"tokenizer.ggml.eot_token_id", &vocab.eot},
+                          {"tokenizer.ggml.eom_token_id", &vocab.eom}}) {
+    if (Status s = read_token_id(f, key, n, *out); !s.ok()) return s;
+  }
+  vocab.pieces.reserve(n);
+  for (std::string_view t : tokens) vocab.pieces.emplace_back(t);
+  vocab.types = std::move(*types);
+  vocab.index.reserve(n);
+  for (size_t i = 0; i < n; ++i) vocab.index[vocab.pieces[i]] = static_cast<int32_t>(i);
+  return {};
+}
+
+// The tokens that end generation: eos, eot, eom, the end-of-turn texts the vocabulary has
+// (eog_texts) and the fill-in-the-middle ones. Returns the ids found by their text, which
+// are split out of text as control tokens whatever their type.
+Result<std::unordered_set<int32_t>> collect_eog(const gguf::File& f, const tok::Vocab& vocab, bool byte_level,
+                                                std::unordered_set<int32_t>& eog) {
+  for (int32_t id : {vocab.eos, vocab.eot, vocab.eom})
+    if (id >= 0) eog.insert(id);
+  std::unordered_set<int32_t> by_text;
+  for (std::string_view text : eog_texts(vocab, byte_level))
+    if (int32_t id = vocab.find(text); id >= 0) eog.insert(id), by_text.insert(id);
+  for (const FimEog& fim : kFimEog) {
+    int32_t id = -1;
+    if (Status s = read_token_id(f, fim.key, vocab.pieces.size(), id); !s.ok()) return s.error();
+    for (std::string_view text : fim.texts) {
+      if (id >= 0) break;
+      id = vocab.find(text);
+    }
+    if (id >= 0) eog.insert(id);
+  }
+  return by_text;
+}
+
+// The tokens matched in text before the model's own encoding: control, unknown and
+// user-defined tokens, and the end-of-generation tokens found by their text.
+std::unique_ptr<tok::SpecialSplitter> make_splitter(const tok::Vocab& vocab,
+                                                    const std::unordered_set<int32_t>& eog_by_text) {
+  std::vector<tok::SpecialSplitter::Special> specials;
+  for (size_t i = 0; i < vocab.pieces.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    const int t = vocab.types[i];
+    if (eog_by_text.count(id)) {
+      specials.push_back({id, vocab.pieces[i], /*control=*/true});  // whatever its type
+    } else if (t == kTypeControl || t == kTypeUnknown || t == kTypeUserDefined) {
+      specials.push_back({id, vocab.pieces[i], t != kTypeUserDefined});
+    }
+  }
+  return std::make_unique<tok::SpecialSplitter>(std::move(specials));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   auto model = f.get_string("tokenizer.ggml.model");
   if (!model.ok()) return make_error("tokenizer: " + model.error().message);
@@ -99,6 +195,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
     return make_error("tokenizer: unsupported tokenizer.ggml.model '" + std::string(*model) +
                       "' (hearth supports 'llama', SentencePiece, and 'gpt2', byte-level BPE)");
   }
+  const bool byte_level = *model == "gpt2";
   auto tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (!tokens.ok()) return make_error("tokenizer: " + tokens.error().message);
   const size_t n = tokens->size();
@@ -106,53 +203,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
     return make_error("tokenizer: tokenizer.ggml.tokens has " + std::to_string(n) + " entries");
   }
 
-  std::vector<uint8_t> types(n, kTypeNormal);
-  if (f.has("tokenizer.ggml.token_type")) {
-    auto t = f.get_int_array("tokenizer.ggml.token_type");
-    if (!t.ok()) return make_error("tokenizer: " + t.error().message);
-    if (t->size() != n) return make_error("tokenizer: tokenizer.ggml.token_type has " +
-                                          std::to_string(t->size()) + " entries, tokens " +
-                                          std::to_string(n));
-    for (size_t i = 0; i < n; ++i) {
-      int64_t v = (*t)[i];
-      if (v < kTypeNormal || v > kTypeByte) {
-        return make_error("tokenizer: token " + std::to_string(i) + " has unknown type " +
-                          std::to_string(v));
-      }
-      types[i] = static_cast<uint8_t>(v);
-    }
-  }
-
   auto impl = std::make_unique<Impl>();
-  tok::Vocab& vocab = impl->vocab;
-  auto read_id = [&](const char* key, int32_t& out) -> Status {
-    out = -1;
-    if (!f.has(key)) return {};
-    auto v = f.get_int(key);
-    if (!v.ok()) return make_error("tokenizer: " + v.error().message);
-    if (*v < 0 || *v >= static_cast<int64_t>(n)) {
-      return make_error(std::string("tokenizer: ") + key + " = " + std::to_string(*v) +
-                        " is outside the vocabulary of " + std::to_string(n));
-    }
-    out = static_cast<int32_t>(*v);
-    return {};
-  };
-  for (auto [key, out] : {std::pair{"tokenizer.ggml.bos_token_id", &vocab.bos},
-                          {"tokenizer.ggml.eos_token_id", &vocab.eos},
-                          {"tokenizer.ggml.unknown_token_id", &vocab.unk},
-                          {"tokenizer.ggml.padding_token_id", &vocab.pad},
-                          {"tokenizer.ggml.eot_token_id", &vocab.eot},
-                          {"tokenizer.ggml.eom_token_id", &vocab.eom}}) {
-    if (Status s = read_id(key, *out); !s.ok()) return s.error();
-  }
-
-  vocab.pieces.reserve(n);
-  for (std::string_view t : *tokens) vocab.pieces.emplace_back(t);
-  vocab.types = std::move(types);
-  vocab.index.reserve(n);
-  for (size_t i = 0; i < n; ++i) vocab.index[vocab.pieces[i]] = static_cast<int32_t>(i);
-
-  auto vm = *model == "gpt2" ? tok::make_bpe_model(f, vocab) : tok::make_spm_model(f, vocab);
+  if (Status s = read_vocab(f, *tokens, impl->vocab); !s.ok()) return s.error();
+  auto vm = byte_level ? tok::make_bpe_model(f, impl->vocab) : tok::make_spm_model(f, impl->vocab);
   if (!vm.ok()) return vm.error();
   impl->model = std::move(*vm);
 
@@ -164,36 +217,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   impl->add_bos = *add_bos;
   impl->add_eos = *add_eos;
 
-  for (int32_t id : {vocab.eos, vocab.eot, vocab.eom}) {
-    if (id >= 0) impl->eog.insert(id);
-  }
-  const std::vector<std::string_view> eog_text = eog_texts(vocab, *model == "gpt2");
-  std::unordered_set<int32_t> eog_by_text;
-  for (std::string_view text : eog_text) {
-    if (int32_t id = vocab.find(text); id >= 0) impl->eog.insert(id), eog_by_text.insert(id);
-  }
-
-  std::vector<tok::SpecialSplitter::Special> specials;
-  for (size_t i = 0; i < n; ++i) {
-    const auto id = static_cast<int32_t>(i);
-    const int t = vocab.types[i];
-    if (eog_by_text.count(id)) {
-      specials.push_back({id, vocab.pieces[i], /*control=*/true});  // whatever its type
-    } else if (t == kTypeControl || t == kTypeUnknown || t == kTypeUserDefined) {
-      specials.push_back({id, vocab.pieces[i], t != kTypeUserDefined});
-    }
-  }
-  impl->splitter = std::make_unique<tok::SpecialSplitter>(std::move(specials));
-
-  for (const FimEog& fim : kFimEog) {
-    int32_t id = -1;
-    if (Status s = read_id(fim.key, id); !s.ok()) return s.error();
-    for (std::string_view text : fim.texts) {
-      if (id >= 0) break;
-      id = vocab.find(text);
-    }
-    if (id >= 0) impl->eog.insert(id);
-  }
+  Result<std::unordered_set<int32_t>> eog_by_text = collect_eog(f, impl->vocab, byte_level, impl->eog);
+  if (!eog_by_text.ok()) return eog_by_text.error();
+  impl->splitter = make_splitter(impl->vocab, *eog_by_text);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
