@@ -26,142 +26,102 @@ int fail(const std::string& msg, int code = 1) {
 
 constexpr int kExitUsage = 2;  // a backend or device this build or machine cannot serve
 
-}  // namespace
-}  // namespace hearth
-
-int main(int argc, char** argv) {
-  using namespace hearth;
-  CLI::App app{"hearth-run: run a GGUF model in-process (no daemon)"};
-  std::string model_arg, prompt, system_prompt, simd, log_level = "warn", backend = "auto", chat_template;
+struct Args {
+  std::string model, prompt, system_prompt, simd, log_level = "warn", backend = "auto", chat_template;
   int n_predict = 128, threads = 0, n_ctx = 0, vk_device = -1;
   GenerateOptions gen;
-  gen.sampling.temperature = 0.8f;
   uint64_t seed = kRandomSeed;
   bool chat = false, json = false, bench = false, version = false, list = false;
   BenchOptions bo;
-  app.add_option("-m,--model", model_arg,
+};
+
+void add_options(CLI::App& app, Args& a) {
+  a.gen.sampling.temperature = 0.8f;
+  app.add_option("-m,--model", a.model,
                  "a catalog name (qwen2.5-coder:0.5b, smollm2:135m, gemma3:270m), a file name in the models folder, "
                  "or a path (default: qwen2.5-coder:0.5b)");
-  app.add_option("-p,--prompt", prompt, "prompt text");
-  app.add_option("-n,--n-predict", n_predict, "tokens to generate at most")->check(CLI::Range(0, 1 << 20));
-  app.add_option("--temp", gen.sampling.temperature, "temperature (0 = greedy)");
-  app.add_option("--top-k", gen.sampling.top_k, "top-k (0 = off)");
-  app.add_option("--top-p", gen.sampling.top_p, "top-p (1 = off)");
-  app.add_option("--min-p", gen.sampling.min_p, "min-p (0 = off)");
-  app.add_option("--repeat-penalty", gen.sampling.repetition_penalty, "repetition penalty (1 = off)");
-  app.add_option("--presence-penalty", gen.sampling.presence_penalty, "presence penalty");
-  app.add_option("--frequency-penalty", gen.sampling.frequency_penalty, "frequency penalty");
-  app.add_option("--stop", gen.stop, "stop string (repeatable)");
-  app.add_option("--seed", seed, "random seed (default: random)");
-  app.add_option("-t,--threads", threads, "CPU threads (default: physical cores)")->check(CLI::Range(0, 1024));
-  app.add_option("--backend", backend, "compute backend: auto (cuda, then a hardware vulkan device, then cpu), cpu, vulkan")
+  app.add_option("-p,--prompt", a.prompt, "prompt text");
+  app.add_option("-n,--n-predict", a.n_predict, "tokens to generate at most")->check(CLI::Range(0, 1 << 20));
+  SamplingParams& sp = a.gen.sampling;
+  app.add_option("--temp", sp.temperature, "temperature (0 = greedy)");
+  app.add_option("--top-k", sp.top_k, "top-k (0 = off)");
+  app.add_option("--top-p", sp.top_p, "top-p (1 = off)");
+  app.add_option("--min-p", sp.min_p, "min-p (0 = off)");
+  app.add_option("--repeat-penalty", sp.repetition_penalty, "repetition penalty (1 = off)");
+  app.add_option("--presence-penalty", sp.presence_penalty, "presence penalty");
+  app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
+  app.add_option("--stop", a.gen.stop, "stop string (repeatable)");
+  app.add_option("--seed", a.seed, "random seed (default: random)");
+  app.add_option("-t,--threads", a.threads, "CPU threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--backend", a.backend,
+                 "compute backend: auto (cuda, then a hardware vulkan device, then cpu), cpu, vulkan")
       ->check(CLI::IsMember({"auto", "cpu", "vulkan", "cuda"}));
-  app.add_option("--vk-device", vk_device, "Vulkan device index from --list-devices (default: the first usable one)")
+  app.add_option("--vk-device", a.vk_device, "Vulkan device index from --list-devices (default: the first usable one)")
       ->check(CLI::Range(-1, 1 << 16));
-  app.add_flag("--list-devices", list, "print the compute devices this build can use, then exit");
-  app.add_option("-c,--ctx", n_ctx, "context size in tokens (default: prompt + n-predict)")->check(CLI::Range(0, 1 << 24));
-  app.add_flag("--chat", chat, "wrap the prompt in the model's chat template");
-  app.add_option("--system", system_prompt, "system message (with --chat)");
-  app.add_option("--chat-template", chat_template,
+  app.add_flag("--list-devices", a.list, "print the compute devices this build can use, then exit");
+  app.add_option("-c,--ctx", a.n_ctx, "context size in tokens (default: prompt + n-predict)")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_flag("--chat", a.chat, "wrap the prompt in the model's chat template");
+  app.add_option("--system", a.system_prompt, "system message (with --chat)");
+  app.add_option("--chat-template", a.chat_template,
                  "turn format when the model's own template is not one hearth recognises (default: the model's)")
       ->check(CLI::IsMember({"chatml", "gemma", "llama3"}))
       ->envname("HEARTH_CHAT_TEMPLATE");
-  app.add_flag("--json", json, "print one JSON object: text, tokens, timings");
-  app.add_flag("--bench", bench, "benchmark prefill and decode throughput");
-  app.add_option("--pp", bo.pp, "bench: prompt tokens")->check(CLI::Range(0, 1 << 20));
-  app.add_option("--ubatch", bo.ubatch, "bench: prompt tokens per forward pass (0: 512; small values show the cost of the small chunks a step budget reads)")
+  app.add_flag("--json", a.json, "print one JSON object: text, tokens, timings");
+  app.add_flag("--bench", a.bench, "benchmark prefill and decode throughput");
+  app.add_option("--pp", a.bo.pp, "bench: prompt tokens")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--ubatch", a.bo.ubatch,
+                 "bench: prompt tokens per forward pass (0: 512; small values show the cost of the small chunks a "
+                 "step budget reads)")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--tg", bo.tg, "bench: generated tokens")->check(CLI::Range(0, 1 << 20));
-  app.add_option("--reps", bo.reps, "bench: repetitions")->check(CLI::Range(1, 1000));
-  app.add_flag("--reprobe", bo.reprobe,
+  app.add_option("--tg", a.bo.tg, "bench: generated tokens")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--reps", a.bo.reps, "bench: repetitions")->check(CLI::Range(1, 1000));
+  app.add_flag("--reprobe", a.bo.reprobe,
                "bench: measure this machine's int8 and memory-read peaks again (they are kept in the cache folder)");
-  app.add_option("--simd", simd, "force a SIMD level: scalar, avx2, avx512 (testing)");
-  app.add_option("--log-level", log_level, "debug, info, warn, error");
-  app.add_flag("--version", version, "print the version");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--simd", a.simd, "force a SIMD level: scalar, avx2, avx512 (testing)");
+  app.add_option("--log-level", a.log_level, "debug, info, warn, error");
+  app.add_flag("--version", a.version, "print the version");
+}
 
-  if (version) {
-    std::printf("hearth-run %s\n", HEARTH_VERSION);
-    return 0;
-  }
-  LogLevel level;
-  if (!parse_log_level(log_level, &level)) return fail("unknown log level '" + log_level + "'");
-  set_log_level(level);
-  if (list) {
-    std::fputs(daemon::list_devices(threads).c_str(), stdout);
-    return 0;
-  }
-  if (!simd.empty()) {
-    cpu::SimdLevel l;
-    if (!cpu::parse_simd_level(simd, &l)) return fail("unknown SIMD level '" + simd + "'");
-    cpu::set_simd_level(l);
-  }
-  if (!bench && prompt.empty()) return fail("nothing to do: give a prompt with -p (or --bench)");
-  if (Status st = daemon::check_backend_available(backend, vk_device); !st) return fail(st.error().message, kExitUsage);
-
-  Result<std::string> path = resolve_model(model_arg);
-  if (!path) return fail(path.error().message);
-  Result<std::unique_ptr<gguf::File>> file = gguf::File::open(*path);
-  if (!file) return fail(file.error().message);
+// The weights file, the backend and the model on it (no tokenizer yet).
+Result<Loaded> load(const Args& a, const std::string& path) {
+  Result<std::unique_ptr<gguf::File>> file = gguf::File::open(path);
+  if (!file) return file.error();
   Loaded l;
   l.file = std::move(*file);
-  Result<std::unique_ptr<Backend>> be = daemon::make_backend(backend, threads, vk_device);
-  if (!be) return fail(be.error().message);
+  Result<std::unique_ptr<Backend>> be = daemon::make_backend(a.backend, a.threads, a.vk_device);
+  if (!be) return be.error();
   l.backend = std::move(*be);
   Result<std::unique_ptr<Model>> model = Model::load(l.file, *l.backend);
-  if (!model) return fail(model.error().message);
+  if (!model) return model.error();
   l.model = std::move(*model);
   LOG_INFO("model " + l.model->config().name + " on " + l.backend->info().name);
+  return l;
+}
 
-  if (bench) {
-    bo.json = json;
-    bo.threads = threads;
-    return run_bench(l, *path, bo);
+// The prompt's token ids: the text as it is, or wrapped in the model's chat template.
+Result<std::vector<int32_t>> prompt_tokens(const Args& a, const Loaded& l, const std::string& path) {
+  if (!a.chat) {
+    if (!a.system_prompt.empty()) return make_error("--system needs --chat");
+    return l.tokenizer->encode(a.prompt, l.tokenizer->add_bos(), false);
   }
+  Result<ChatTemplate> tmpl = chat_template_for_model(*l.file, a.chat_template);
+  if (!tmpl) return make_error(path + ": chat template: " + tmpl.error().message);
+  std::vector<ChatMessage> msgs;
+  if (!a.system_prompt.empty()) msgs.push_back({"system", a.system_prompt, {}});
+  msgs.push_back({"user", a.prompt, {}});
+  Result<std::vector<ChatSegment>> segs = render_chat(*tmpl, msgs, true);
+  if (!segs) return segs.error();
+  return l.tokenizer->encode_segments(*segs);
+}
 
-  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*l.file);
-  if (!tok) return fail(tok.error().message);
-  l.tokenizer = std::move(*tok);
-
-  std::vector<int32_t> ids;
-  if (chat) {
-    Result<ChatTemplate> tmpl = chat_template_for_model(*l.file, chat_template);
-    if (!tmpl) return fail(*path + ": chat template: " + tmpl.error().message);
-    std::vector<ChatMessage> msgs;
-    if (!system_prompt.empty()) msgs.push_back({"system", system_prompt, {}});
-    msgs.push_back({"user", prompt, {}});
-    Result<std::vector<ChatSegment>> segs = render_chat(*tmpl, msgs, true);
-    if (!segs) return fail(segs.error().message);
-    ids = l.tokenizer->encode_segments(*segs);
-  } else {
-    if (!system_prompt.empty()) return fail("--system needs --chat");
-    ids = l.tokenizer->encode(prompt, l.tokenizer->add_bos(), false);
-  }
-
-  ContextOptions co;
-  co.n_ctx = n_ctx > 0 ? n_ctx : static_cast<int32_t>(ids.size()) + n_predict;
-  if (co.n_ctx > l.model->config().n_ctx_train) co.n_ctx = l.model->config().n_ctx_train;
-  if (auto problem = check_prompt(ids, co.n_ctx)) return fail(problem->message);
-  Result<std::unique_ptr<InferenceContext>> ctx = InferenceContext::create(*l.model, *l.backend, co);
-  if (!ctx) return fail(ctx.error().message);
-
-  gen.max_tokens = n_predict;
-  gen.sampling.seed = seed;
-  TextCallback stream;
-  if (!json)
-    stream = [](std::string_view s) {
-      std::fwrite(s.data(), 1, s.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    };
-  Result<GenerateResult> r = generate(**ctx, *l.tokenizer, ids, gen, stream);
-  if (!r) return fail(r.error().message);
-  const GenerateTimings& t = r->timings;
+void print_result(const GenerateResult& r, bool json) {
+  const GenerateTimings& t = r.timings;
   if (json) {
     nlohmann::json j;
-    j["text"] = r->text;
-    j["tokens"] = r->tokens;
-    j["finish_reason"] = r->finish_reason;
+    j["text"] = r.text;
+    j["tokens"] = r.tokens;
+    j["finish_reason"] = r.finish_reason;
     j["timings"] = {{"prompt_tokens", t.prompt_tokens},  {"generated_tokens", t.generated_tokens},
                     {"ttft_ms", t.ttft_ms},              {"prefill_ms", t.prefill_ms},
                     {"prefill_tok_s", t.prefill_tok_s()}, {"decode_tok_s", t.decode_tok_s()},
@@ -169,8 +129,80 @@ int main(int argc, char** argv) {
     std::cout << j.dump() << std::endl;
   } else {
     std::printf("\n");
-    std::fprintf(stderr, "\n[prompt %d tokens, ttft %.1f ms, prefill %.1f tok/s | %d tokens, decode %.1f tok/s, itl %.2f ms]\n",
+    std::fprintf(stderr,
+                 "\n[prompt %d tokens, ttft %.1f ms, prefill %.1f tok/s | %d tokens, decode %.1f tok/s, itl %.2f ms]\n",
                  t.prompt_tokens, t.ttft_ms, t.prefill_tok_s(), t.generated_tokens, t.decode_tok_s(), t.itl_ms_mean());
   }
+}
+
+// Generates for the prompt (text streamed to stdout unless --json) and prints the result.
+int run_generate(const Args& a, Loaded& l, const std::string& path) {
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*l.file);
+  if (!tok) return fail(tok.error().message);
+  l.tokenizer = std::move(*tok);
+  Result<std::vector<int32_t>> ids = prompt_tokens(a, l, path);
+  if (!ids) return fail(ids.error().message);
+
+  ContextOptions co;
+  co.n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int32_t>(ids->size()) + a.n_predict;
+  if (co.n_ctx > l.model->config().n_ctx_train) co.n_ctx = l.model->config().n_ctx_train;
+  if (auto problem = check_prompt(*ids, co.n_ctx)) return fail(problem->message);
+  Result<std::unique_ptr<InferenceContext>> ctx = InferenceContext::create(*l.model, *l.backend, co);
+  if (!ctx) return fail(ctx.error().message);
+
+  GenerateOptions gen = a.gen;
+  gen.max_tokens = a.n_predict;
+  gen.sampling.seed = a.seed;
+  TextCallback stream;
+  if (!a.json)
+    stream = [](std::string_view s) {
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+  Result<GenerateResult> r = generate(**ctx, *l.tokenizer, *ids, gen, stream);
+  if (!r) return fail(r.error().message);
+  print_result(*r, a.json);
   return 0;
+}
+
+}  // namespace
+}  // namespace hearth
+
+int main(int argc, char** argv) {
+  using namespace hearth;
+  CLI::App app{"hearth-run: run a GGUF model in-process (no daemon)"};
+  Args a;
+  add_options(app, a);
+  CLI11_PARSE(app, argc, argv);
+
+  if (a.version) {
+    std::printf("hearth-run %s\n", HEARTH_VERSION);
+    return 0;
+  }
+  LogLevel level;
+  if (!parse_log_level(a.log_level, &level)) return fail("unknown log level '" + a.log_level + "'");
+  set_log_level(level);
+  if (a.list) {
+    std::fputs(daemon::list_devices(a.threads).c_str(), stdout);
+    return 0;
+  }
+  if (!a.simd.empty()) {
+    cpu::SimdLevel l;
+    if (!cpu::parse_simd_level(a.simd, &l)) return fail("unknown SIMD level '" + a.simd + "'");
+    cpu::set_simd_level(l);
+  }
+  if (!a.bench && a.prompt.empty()) return fail("nothing to do: give a prompt with -p (or --bench)");
+  if (Status st = daemon::check_backend_available(a.backend, a.vk_device); !st)
+    return fail(st.error().message, kExitUsage);
+
+  Result<std::string> path = resolve_model(a.model);
+  if (!path) return fail(path.error().message);
+  Result<Loaded> l = load(a, *path);
+  if (!l) return fail(l.error().message);
+  if (!a.bench) return run_generate(a, *l, *path);
+  BenchOptions bo = a.bo;
+  bo.json = a.json;
+  bo.threads = a.threads;
+  return run_bench(*l, *path, bo);
 }
