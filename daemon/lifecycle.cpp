@@ -200,6 +200,82 @@ static ipc::ServerOptions server_options(const DaemonConfig& cfg) {
   return o;
 }
 
+// The model loaded and its scheduler running: what the daemon serves. The scheduler is
+// declared last, so it stops (joining the engine thread) before the model it uses goes.
+struct Serving {
+  LoadedEngine engine;
+  SchedulerOptions options;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+Result<Serving> start_engine(const DaemonConfig& cfg) {
+  const std::string model_name = cfg.model.empty() ? "the default model" : cfg.model;
+  notify_status("loading " + model_name);
+  LOG_INFO("loading " + model_name);
+  const Clock::time_point load_start = Clock::now();
+  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads, cfg.vk_device, cfg.chat_template);
+  if (!loaded) return make_error("cannot load the model: " + loaded.error().message);
+  Serving s{std::move(*loaded), {}, nullptr};
+  LoadedEngine& engine = s.engine;
+  s.options = scheduler_options(cfg, engine.model->config());
+  cache_options(cfg, engine.info.path, s.options);
+  Result<std::unique_ptr<Scheduler>> created =
+      Scheduler::create(*engine.model, *engine.backend, *engine.tokenizer, s.options);
+  if (!created) return make_error("cannot start the engine: " + created.error().message);
+  s.scheduler = std::move(*created);
+  const SchedulerStats st = s.scheduler->stats();
+  const CacheStats cs = s.scheduler->cache_stats();
+  LOG_DEBUG("KV pool: " + std::to_string(st.kv_blocks_total) + " blocks of " + std::to_string(s.options.block_tokens) +
+            " tokens (" + std::to_string(cs.memory_capacity_bytes >> 20) + " MiB); prompt cache: " +
+            (cs.disk_enabled ? "memory and disk" : "memory only"));
+  engine.info.n_ctx = s.options.n_ctx;
+  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
+  LOG_INFO("model loaded in " + std::to_string(static_cast<int64_t>(load_ms)) + " ms: " + engine.info.path + " (" +
+           engine.info.arch + ", " + engine.backend->info().name + ", ctx " + std::to_string(s.options.n_ctx) +
+           ", parallel " + std::to_string(s.options.n_parallel) + ")");
+  return s;
+}
+
+// Serves until SIGTERM or SIGINT, which it returns; SIGHUP is logged and ignored.
+int wait_for_stop(const sigset_t& signals) {
+  for (;;) {
+    const int sig = wait_signal(signals, 24h);
+    if (sig == SIGTERM || sig == SIGINT) return sig;
+    if (sig == SIGHUP) LOG_INFO("SIGHUP: reload not supported; still serving");
+  }
+}
+
+// After the stop signal `sig`: no new requests; those in flight get the grace period (a
+// second signal cancels them at once), then open connections a short drain.
+void drain(const DaemonConfig& cfg, int sig, const sigset_t& signals, ipc::Server& server, Scheduler& scheduler,
+           Liveness& liveness) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(cfg.shutdown_grace_s);
+  liveness.set_shutdown_deadline(deadline + kShutdownHangMargin);
+  notify_stopping("stopping: " + std::to_string(scheduler.in_flight()) + " requests in flight");
+  LOG_INFO(std::string(signal_name(sig)) + ": stopping; " + std::to_string(scheduler.in_flight()) +
+           " requests in flight get up to " + std::to_string(cfg.shutdown_grace_s) + " s to finish");
+  server.stop_accepting();
+  scheduler.stop_accepting();
+  while (scheduler.in_flight() > 0) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      LOG_WARN("grace period over: cancelling " + std::to_string(scheduler.in_flight()) + " requests");
+      break;
+    }
+    const int s = wait_signal(signals, std::min<Clock::duration>(deadline - now, 50ms));
+    if (s == SIGTERM || s == SIGINT) {
+      LOG_WARN(std::string(signal_name(s)) + " again: cancelling " + std::to_string(scheduler.in_flight()) +
+               " requests now");
+      break;
+    }
+    if (s == SIGHUP) LOG_INFO("SIGHUP: reload not supported");
+  }
+  if (scheduler.in_flight() > 0) scheduler.cancel_all();
+  const Clock::time_point drain_end = Clock::now() + kDrain;
+  while ((scheduler.in_flight() > 0 || server.open_connections() > 0) && Clock::now() < drain_end)
+    std::this_thread::sleep_for(10ms);
+}
+
 int run_daemon(const DaemonConfig& cfg) {
   const sigset_t signals = shutdown_signals();
   Liveness liveness;
@@ -220,89 +296,28 @@ int run_daemon(const DaemonConfig& cfg) {
     watchdog.stop();
   };
 
-  const std::string model_name = cfg.model.empty() ? "the default model" : cfg.model;
-  notify_status("loading " + model_name);
-  LOG_INFO("loading " + model_name);
-  const Clock::time_point load_start = Clock::now();
-  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads, cfg.vk_device, cfg.chat_template);
-  if (!loaded) {
-    LOG_ERROR("cannot load the model: " + loaded.error().message);
-    notify_status("failed: " + loaded.error().message);
+  Result<Serving> serving = start_engine(cfg);
+  if (!serving) {
+    LOG_ERROR(serving.error().message);
+    notify_status("failed: " + serving.error().message);
     stop_server();
     return 1;
   }
-  LoadedEngine& engine = *loaded;
-  SchedulerOptions so = scheduler_options(cfg, engine.model->config());
-  cache_options(cfg, engine.info.path, so);
-  Result<std::unique_ptr<Scheduler>> created = Scheduler::create(*engine.model, *engine.backend, *engine.tokenizer, so);
-  if (!created) {
-    LOG_ERROR("cannot start the engine: " + created.error().message);
-    notify_status("failed: " + created.error().message);
-    stop_server();
-    return 1;
-  }
-  std::unique_ptr<Scheduler> scheduler = std::move(*created);
-  {
-    const SchedulerStats st = scheduler->stats();
-    const CacheStats cs = scheduler->cache_stats();
-    LOG_DEBUG("KV pool: " + std::to_string(st.kv_blocks_total) + " blocks of " + std::to_string(so.block_tokens) +
-              " tokens (" + std::to_string(cs.memory_capacity_bytes >> 20) + " MiB); prompt cache: " +
-              (cs.disk_enabled ? "memory and disk" : "memory only"));
-  }
-  liveness.set_scheduler(scheduler.get());
-  engine.info.n_ctx = so.n_ctx;
-  const std::string serving = "serving " + engine.info.id + " on " + engine.info.backend;
-  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
-  LOG_INFO("model loaded in " + std::to_string(static_cast<int64_t>(load_ms)) + " ms: " + engine.info.path + " (" +
-           engine.info.arch + ", " + engine.backend->info().name + ", ctx " + std::to_string(so.n_ctx) + ", parallel " +
-           std::to_string(so.n_parallel) + ")");
-  server.set_engine(scheduler.get(), engine.tokenizer.get(), engine.info);
-  notify_ready(serving);
-  LOG_INFO(serving);
+  Scheduler& scheduler = *serving->scheduler;
+  const ipc::ModelInfo& info = serving->engine.info;
+  liveness.set_scheduler(&scheduler);
+  server.set_engine(&scheduler, serving->engine.tokenizer.get(), info);
+  const std::string ready = "serving " + info.id + " on " + info.backend;
+  notify_ready(ready);
+  LOG_INFO(ready);
 
-  // Serve until SIGTERM or SIGINT.
-  int sig = 0;
-  for (;;) {
-    sig = wait_signal(signals, 24h);
-    if (sig == SIGHUP) {
-      LOG_INFO("SIGHUP: reload not supported; still serving");
-      continue;
-    }
-    if (sig == SIGTERM || sig == SIGINT) break;
-  }
-
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(cfg.shutdown_grace_s);
-  liveness.set_shutdown_deadline(deadline + kShutdownHangMargin);
-  notify_stopping("stopping: " + std::to_string(scheduler->in_flight()) + " requests in flight");
-  LOG_INFO(std::string(signal_name(sig)) + ": stopping; " + std::to_string(scheduler->in_flight()) +
-           " requests in flight get up to " + std::to_string(cfg.shutdown_grace_s) + " s to finish");
-  server.stop_accepting();
-  scheduler->stop_accepting();
-  while (scheduler->in_flight() > 0) {
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) {
-      LOG_WARN("grace period over: cancelling " + std::to_string(scheduler->in_flight()) + " requests");
-      break;
-    }
-    const int s = wait_signal(signals, std::min<Clock::duration>(deadline - now, 50ms));
-    if (s == SIGTERM || s == SIGINT) {
-      LOG_WARN(std::string(signal_name(s)) + " again: cancelling " + std::to_string(scheduler->in_flight()) +
-               " requests now");
-      break;
-    }
-    if (s == SIGHUP) LOG_INFO("SIGHUP: reload not supported");
-  }
-  if (scheduler->in_flight() > 0) scheduler->cancel_all();
-  const Clock::time_point drain_end = Clock::now() + kDrain;
-  while ((scheduler->in_flight() > 0 || server.open_connections() > 0) && Clock::now() < drain_end)
-    std::this_thread::sleep_for(10ms);
-
+  drain(cfg, wait_for_stop(signals), signals, server, scheduler, liveness);
   stop_server();
   // Chunks still queued for the disk tier are written now, within a bounded time.
-  const size_t unwritten = scheduler->close_cache(kCacheFlush);
+  const size_t unwritten = scheduler.close_cache(kCacheFlush);
   if (unwritten > 0)
     LOG_WARN("prompt cache: " + std::to_string(unwritten) + " chunks were not written in time and are dropped");
-  scheduler.reset();  // joins the engine thread; before the model it uses
+  serving->scheduler.reset();  // joins the engine thread; before the model it uses
   LOG_INFO("stopped");
   return 0;
 }
