@@ -334,19 +334,50 @@ class Scheduler::Impl {
     return running_.erase(it);
   }
 
+  // What one step runs: each sequence's tokens, in batch order (decoding ones first).
+  struct Planned {
+    SeqList::iterator seq;
+    int32_t n;          // tokens run this step
+    bool wants_logits;  // the chunk ends at the sequence's last known token
+  };
+  struct StepPlan {
+    std::vector<Planned> seqs;
+    StepShape shape;
+  };
+
   // One forward pass: every decoding sequence's pending token, then prompt chunks within
   // the prefill share, split evenly between the prefilling sequences (see prefill_share).
   void step() {
-    struct Planned {
-      SeqList::iterator seq;
-      int32_t n;         // tokens run this step
-      bool wants_logits; // the chunk ends at the sequence's last known token
-    };
-    std::vector<Planned> plan;
+    StepPlan plan = plan_step();
+    if (plan.seqs.empty()) {
+      retire_warmed(clock_->now());
+      return;
+    }
+    const Clock::time_point start = clock_->now();
+    Status st = run_forward(plan.seqs, start);
+    clock_->on_forward(plan.shape);
+    const Clock::time_point end = clock_->now();
+    const double step_ms = std::chrono::duration<double, std::milli>(end - start).count();
+    if (st) costs_.observe(plan.shape, step_ms);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.steps_total;
+      stats_.step_ms.observe(step_ms);
+    }
+    if (!st) {
+      fail_step(plan.seqs, st.error().message, end);
+      return;
+    }
+    deliver(plan.seqs, end);
+    retire_warmed(end);
+  }
+
+  StepPlan plan_step() {
+    StepPlan plan;
     std::vector<SeqList::iterator> prefilling;
     int32_t n_decode = 0;
     for (auto it = running_.begin(); it != running_.end(); ++it)
-      if (!(*it)->prefilling()) plan.push_back({it, 1, true}), ++n_decode;
+      if (!(*it)->prefilling()) plan.seqs.push_back({it, 1, true}), ++n_decode;
     for (auto it = running_.begin(); it != running_.end(); ++it) {
       Sequence& s = **it;
       if (!s.prefilling()) continue;
@@ -362,28 +393,27 @@ class Scheduler::Impl {
       if (s.n_pending() == 0) continue;  // a warm prompt wholly attached: ends after this step
       prefilling.push_back(it);
     }
-    StepShape shape;
+    StepShape& shape = plan.shape;
     shape.n_decode = n_decode;
     double pos_sum = 0;
     const std::vector<int32_t> share = split_evenly(prefill_share(n_decode, prefilling), prefilling);
     for (size_t i = 0; i < prefilling.size(); ++i) {
       if (share[i] == 0) continue;
       Sequence& s = **prefilling[i];
-      plan.push_back({prefilling[i], share[i], share[i] == s.n_pending() && !s.warm()});
+      plan.seqs.push_back({prefilling[i], share[i], share[i] == s.n_pending() && !s.warm()});
       shape.n_prefill += share[i];
       ++shape.n_prefill_seqs;
       pos_sum += share[i] * (s.n_computed() + (share[i] - 1) / 2.0);
     }
     if (shape.n_prefill > 0) shape.prefill_pos = pos_sum / static_cast<double>(shape.n_prefill);
-    if (plan.empty()) {
-      retire_warmed(clock_->now());
-      return;
-    }
+    return plan;
+  }
 
-    const Clock::time_point start = clock_->now();
+  // Runs the planned tokens through the model and reads the wanted logits into logits_.
+  Status run_forward(const std::vector<Planned>& plan, Clock::time_point start) {
     ForwardBatch batch;
     int64_t row = 0;
-    for (Planned& p : plan) {
+    for (const Planned& p : plan) {
       Sequence& s = **p.seq;
       const int32_t first = s.n_computed();
       // The pool holds n_ctx tokens for every running sequence, so this cannot fail.
@@ -396,37 +426,31 @@ class Scheduler::Impl {
       row += p.n;
       if (p.wants_logits) batch.logit_rows.push_back(static_cast<int32_t>(row - 1));
     }
-
     graph_.clear();
     model_.build_forward(graph_, batch, buffers_.act, buffers_.kv);
-    Status st = backend_.execute(graph_);
-    const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
-    if (st && !batch.logit_rows.empty()) {
-      logits_.resize(batch.logit_rows.size() * n_vocab);
-      st = backend_.read(*buffers_.act.logits.buffer, buffers_.act.logits.offset, logits_.data(),
+    if (Status st = backend_.execute(graph_); !st) return st;
+    if (batch.logit_rows.empty()) return {};
+    logits_.resize(batch.logit_rows.size() * static_cast<size_t>(model_.config().n_vocab));
+    return backend_.read(*buffers_.act.logits.buffer, buffers_.act.logits.offset, logits_.data(),
                          logits_.size() * sizeof(float));
-    }
-    clock_->on_forward(shape);
-    const Clock::time_point end = clock_->now();
-    const double step_ms = std::chrono::duration<double, std::milli>(end - start).count();
-    if (st) costs_.observe(shape, step_ms);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++stats_.steps_total;
-      stats_.step_ms.observe(step_ms);
-    }
-    if (!st) {
-      LOG_ERROR("engine: forward pass failed: " + st.error().message);
-      for (Planned& p : plan) {
-        RequestEvent ev;
-        ev.kind = RequestEvent::Kind::Failed;
-        ev.error = "the forward pass failed: " + st.error().message;
-        (*p.seq)->handle().push(std::move(ev));
-        retire(p.seq, nullptr, end);
-      }
-      return;
-    }
+  }
 
+  // A failed forward pass or logits read fails every request of the step.
+  void fail_step(std::vector<Planned>& plan, const std::string& message, Clock::time_point end) {
+    LOG_ERROR("engine: forward pass failed: " + message);
+    for (Planned& p : plan) {
+      RequestEvent ev;
+      ev.kind = RequestEvent::Kind::Failed;
+      ev.error = "the forward pass failed: " + message;
+      (*p.seq)->handle().push(std::move(ev));
+      retire(p.seq, nullptr, end);
+    }
+  }
+
+  // The step's tokens have KV now: the prompt cache names them, and each sequence whose
+  // logits were read samples its next token (and may end).
+  void deliver(std::vector<Planned>& plan, Clock::time_point end) {
+    const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
     size_t logit_row = 0;
     for (Planned& p : plan) {
       Sequence& s = **p.seq;
@@ -443,7 +467,6 @@ class Scheduler::Impl {
       }
       if (finished) retire(p.seq, finished, end);
     }
-    retire_warmed(end);
   }
 
   // Prompt tokens this step reads, all sequences together. Next to decoding streams, as
