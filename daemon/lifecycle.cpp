@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "daemon/engine_loader.h"
 #include "daemon/systemd.h"
+#include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/scheduler.h"
 #include "storage/chunk_store.h"
 #include "ipc/server.h"
@@ -134,26 +135,35 @@ uint64_t default_cache_budget(const std::string& dir) {
   return std::min(kMax, free_bytes / 10);
 }
 
-// The prompt cache's settings: the model file's fingerprint (remembered in the cache's
-// index, so only the first start reads the whole file), the directory and the budget.
-void cache_options(const DaemonConfig& cfg, const std::string& model_path, SchedulerOptions& o) {
+// The prompt cache's disk tier: the model file's fingerprint (remembered in the cache's
+// index, so only the first start reads the whole file; it also seeds the hash chain), then
+// the store in the directory, within the budget. Null: memory only, said in the log.
+std::unique_ptr<storage::ChunkStore> open_disk_tier(const DaemonConfig& cfg, const std::string& model_path,
+                                                    const ModelConfig& model, SchedulerOptions& o) {
   if (cfg.no_disk_cache) {
     LOG_INFO("prompt cache: memory only (--no-disk-cache)");
-    return;
+    return nullptr;
   }
   const Clock::time_point t0 = Clock::now();
   Result<std::string> fp = storage::model_fingerprint(cfg.cache_dir, model_path);
   if (!fp) {
     LOG_WARN("prompt cache: memory only: cannot fingerprint the model file: " + fp.error().message);
-    return;
+    return nullptr;
   }
   o.model_fingerprint = *fp;
-  o.cache_dir = cfg.cache_dir;
-  o.cache_max_bytes = cfg.cache_max_bytes > 0 ? static_cast<uint64_t>(cfg.cache_max_bytes) : default_cache_budget(cfg.cache_dir);
+  const uint64_t max_bytes =
+      cfg.cache_max_bytes > 0 ? static_cast<uint64_t>(cfg.cache_max_bytes) : default_cache_budget(cfg.cache_dir);
+  Result<std::unique_ptr<storage::ChunkStore>> store =
+      open_kv_store(model, o.kv_type, o.model_fingerprint, cfg.cache_dir, max_bytes);
+  if (!store) {
+    LOG_WARN("prompt cache: the disk tier is off: " + store.error().message);
+    return nullptr;
+  }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  LOG_INFO("prompt cache: " + cfg.cache_dir + ", at most " + std::to_string(o.cache_max_bytes >> 20) +
+  LOG_INFO("prompt cache: " + cfg.cache_dir + ", at most " + std::to_string(max_bytes >> 20) +
            " MiB on disk; model fingerprint " + o.model_fingerprint + " (" + std::to_string(static_cast<int64_t>(ms)) +
            " ms)");
+  return std::move(*store);
 }
 
 SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& model) {
@@ -218,9 +228,10 @@ Result<Serving> start_engine(const DaemonConfig& cfg) {
   Serving s{std::move(*loaded), {}, nullptr};
   LoadedEngine& engine = s.engine;
   s.options = scheduler_options(cfg, engine.model->config());
-  cache_options(cfg, engine.info.path, s.options);
+  std::unique_ptr<storage::ChunkStore> store =
+      s.options.prefix_cache ? open_disk_tier(cfg, engine.info.path, engine.model->config(), s.options) : nullptr;
   Result<std::unique_ptr<Scheduler>> created =
-      Scheduler::create(*engine.model, *engine.backend, *engine.tokenizer, s.options);
+      Scheduler::create(*engine.model, *engine.backend, *engine.tokenizer, s.options, std::move(store));
   if (!created) return make_error("cannot start the engine: " + created.error().message);
   s.scheduler = std::move(*created);
   const SchedulerStats st = s.scheduler->stats();

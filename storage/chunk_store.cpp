@@ -344,6 +344,7 @@ StoreStats ChunkStore::stats() const {
 }
 
 const KvFormat& ChunkStore::format() const { return impl_->format; }
+const std::filesystem::path& ChunkStore::dir() const { return impl_->options.dir; }
 
 Status ChunkStore::check_consistency() {
   std::lock_guard io(impl_->io_mu);

@@ -125,6 +125,7 @@ class ChunkStore {
   Status clear(bool all_models, std::optional<uint32_t> owner = std::nullopt);
   StoreStats stats() const;
   const KvFormat& format() const;
+  const std::filesystem::path& dir() const;
 
   // Diagnostics for tests (and the crash tests of the engine): waits for the writer to be
   // between two chunks, then checks that every row's file exists, has the row's size and

@@ -12,6 +12,7 @@
 #include "engine/kv/block_pool.h"
 #include "engine/kv/prefix_hash.h"
 #include "engine/model/context.h"
+#include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/prefix_cache.h"
 #include "engine/scheduler/sequence.h"
 
@@ -36,10 +37,12 @@ struct Queued {
 
 class Scheduler::Impl {
  public:
-  Impl(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o)
+  Impl(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o,
+       std::unique_ptr<storage::ChunkStore> store)
       : model_(model), backend_(backend), tokenizer_(tokenizer), options_(o),
         clock_(o.clock ? o.clock : steady_step_clock()),
         work_(token_work(model.file())),
+        store_(std::move(store)),
         pool_(o.n_parallel * ((o.n_ctx + o.block_tokens - 1) / o.block_tokens), o.block_tokens) {}
 
   ~Impl() {
@@ -120,7 +123,7 @@ class Scheduler::Impl {
       out = cache_counters_;
     }
     out.disk_enabled = store_ != nullptr;
-    out.disk_dir = store_ ? options_.cache_dir : "";
+    out.disk_dir = store_ ? store_->dir().string() : "";
     if (store_) out.disk = store_->stats();
     out.model_fingerprint = options_.model_fingerprint;
     for (const auto& [uid, d] : out.disk.owners) {
@@ -161,10 +164,14 @@ class Scheduler::Impl {
   size_t close_cache(std::chrono::milliseconds timeout) { return store_ ? store_->close(timeout) : 0; }
 
  private:
-  // The prompt cache: the hash chain's seed, the disk tier when a directory and the
-  // model's fingerprint are given, and the memory tier (the block pool itself).
+  // The prompt cache: the hash chain's seed, the memory tier (the block pool itself) and
+  // the disk tier when create() was given one. Without the prompt cache the store, if
+  // any, is closed and unused.
   void open_cache() {
-    if (!options_.prefix_cache) return;
+    if (!options_.prefix_cache) {
+      store_.reset();
+      return;
+    }
     const ModelConfig& c = model_.config();
     const uint32_t dtype = static_cast<uint32_t>(options_.kv_type);
     // Without a fingerprint (no disk tier) the memory tier still needs a seed; it lives
@@ -172,23 +179,6 @@ class Scheduler::Impl {
     const std::string fp = options_.model_fingerprint.empty() ? "unfingerprinted:" + c.name : options_.model_fingerprint;
     const uint64_t seed = prefix_seed(fp, dtype, static_cast<uint32_t>(c.n_layer), static_cast<uint32_t>(c.kv_dim()),
                                       storage::kChunkFormatVersion, options_.numerics_version);
-    if (!options_.cache_dir.empty() && !options_.model_fingerprint.empty()) {
-      storage::KvFormat f;
-      f.model_fingerprint = options_.model_fingerprint;
-      f.kv_dtype = dtype;
-      f.n_layer = static_cast<uint32_t>(c.n_layer);
-      f.kv_dim = static_cast<uint32_t>(c.kv_dim());
-      f.elem_bytes = static_cast<uint32_t>(row_bytes(options_.kv_type, 1));
-      storage::StoreOptions so;
-      so.dir = options_.cache_dir;
-      so.max_bytes = options_.cache_max_bytes;
-      Result<std::unique_ptr<storage::ChunkStore>> store = storage::ChunkStore::open(so, f);
-      if (store) {
-        store_ = std::move(*store);
-      } else {
-        LOG_WARN("prompt cache: the disk tier is off: " + store.error().message);
-      }
-    }
     cache_ = std::make_unique<PrefixCache>(pool_, backend_, buffers_.kv, seed, store_.get());
   }
 
@@ -546,6 +536,7 @@ class Scheduler::Impl {
   const SchedulerOptions options_;
   const std::shared_ptr<StepClock> clock_;
   const TokenWork work_;  // the model's cost of a token, for the GOP/s and GB/s in timings
+  std::unique_ptr<storage::ChunkStore> store_;  // the disk tier, or null
 
   // Engine thread only.
   BlockPool pool_;
@@ -555,7 +546,6 @@ class Scheduler::Impl {
   Graph graph_;
   std::vector<float> logits_;
   SeqList running_;
-  std::unique_ptr<storage::ChunkStore> store_;
   std::unique_ptr<PrefixCache> cache_;
   std::thread thread_;
 
@@ -574,7 +564,8 @@ class Scheduler::Impl {
 };
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend& backend, const Tokenizer& tokenizer,
-                                                     const SchedulerOptions& o) {
+                                                     const SchedulerOptions& o,
+                                                     std::unique_ptr<storage::ChunkStore> store) {
   if (o.n_parallel < 1 || o.n_parallel > 256) return make_error("scheduler: parallel must be in [1, 256]");
   if (o.n_ctx < 2) return make_error("scheduler: the context must hold at least 2 tokens");
   if (o.prefill_chunk < 0) return make_error("scheduler: prefill chunk must be >= 0");
@@ -582,7 +573,15 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend
   if (o.queue_max < 0) return make_error("scheduler: queue length must be >= 0");
   if (o.block_tokens < 1) return make_error("scheduler: block size must be positive");
   if (o.kv_type != DType::F16 && o.kv_type != DType::F32) return make_error("scheduler: KV type must be f16 or f32");
-  auto impl = std::make_unique<Impl>(model, backend, tokenizer, o);
+  if (store) {
+    const storage::KvFormat want = kv_format(model.config(), o.kv_type, o.model_fingerprint);
+    const storage::KvFormat& got = store->format();
+    if (o.model_fingerprint.empty() || got.model_fingerprint != want.model_fingerprint ||
+        got.kv_dtype != want.kv_dtype || got.n_layer != want.n_layer || got.kv_dim != want.kv_dim ||
+        got.elem_bytes != want.elem_bytes)
+      return make_error("scheduler: the chunk store's format is not this model's KV in this KV type");
+  }
+  auto impl = std::make_unique<Impl>(model, backend, tokenizer, o, std::move(store));
   if (Status s = impl->init(); !s) return s.error();
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
 }

@@ -22,6 +22,7 @@
 #include "engine/scheduler/step_budget.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/chunk_store.h"
+#include "storage/chunk_store.h"
 
 namespace hearth {
 
@@ -47,14 +48,13 @@ struct SchedulerOptions {
   int32_t block_tokens = 16;    // KV block size (tokens)
   DType kv_type = DType::F16;
   // The prompt cache. Memory: hashed KV blocks of finished sequences stay in the pool
-  // until their memory is needed. Disk: chunk files under cache_dir (empty: no disk tier).
+  // until their memory is needed. Disk: the chunk store handed to create() (none: no
+  // disk tier).
   bool prefix_cache = true;
   std::string model_fingerprint;  // seeds the hash chain; required for the disk tier
   // Seeds the hash chain too (see kNumericsVersion); tests set an older one to stand for a
   // cache written by an older hearth.
   uint32_t numerics_version = kNumericsVersion;
-  std::string cache_dir;
-  uint64_t cache_max_bytes = uint64_t{4} << 30;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
@@ -123,8 +123,11 @@ class Scheduler {
  public:
   // Allocates the KV block pool (n_parallel * n_ctx tokens) and the activations of one
   // step, and starts the engine thread. model, backend and tokenizer outlive the Scheduler.
+  // store: the disk tier (kv_store.h), which the Scheduler owns from now on; its format
+  // must be the model's KV in options.kv_type for options.model_fingerprint.
   static Result<std::unique_ptr<Scheduler>> create(const Model& model, Backend& backend, const Tokenizer& tokenizer,
-                                                   const SchedulerOptions& options);
+                                                   const SchedulerOptions& options,
+                                                   std::unique_ptr<storage::ChunkStore> store = nullptr);
   // Cancels whatever is left and joins the engine thread.
   ~Scheduler();
 

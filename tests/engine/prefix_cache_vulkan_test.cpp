@@ -80,16 +80,15 @@ void check_cache_hit_equals_cold(const std::string& arch) {
     CHECK(u.cached_tokens == 0);
   }
   so.model_fingerprint = "vk-test";
-  so.cache_dir = dir.string();
   {
-    auto s = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+    auto s = with_store(*f.model, *f.backend, *f.tok, so, dir);
     CHECK(run(*s, r, &u) == cold);
     CHECK(run(*s, r, &u) == cold);
     CHECK(u.cached_memory_tokens == 199);
     CHECK(s->close_cache(kHangGuard) == 0);
   }
   {
-    auto s = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+    auto s = with_store(*f.model, *f.backend, *f.tok, so, dir);
     CHECK(run(*s, r, &u) == cold);
     CHECK(u.cached_disk_tokens == 192);
   }

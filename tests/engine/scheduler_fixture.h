@@ -16,6 +16,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/scheduler/generate.h"
+#include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/test_util.h"
 #include "tests/tools/synthetic_model.h"
@@ -163,15 +164,25 @@ inline std::vector<int32_t> random_prompt(int32_t n, uint32_t seed) {
   return p;
 }
 
-// 8 sequences of 512 tokens, 48-token prefill chunks; a disk tier when cache_dir is given.
-inline SchedulerOptions options(const std::string& cache_dir = "", const std::string& fingerprint = "") {
+// 8 sequences of 512 tokens, 48-token prefill chunks; the fingerprint a disk tier needs.
+inline SchedulerOptions options(const std::string& fingerprint = "") {
   SchedulerOptions so;
   so.n_parallel = 8;
   so.n_ctx = 512;
   so.prefill_chunk = 48;
   so.model_fingerprint = fingerprint;
-  so.cache_dir = cache_dir;
   return so;
+}
+
+// A scheduler whose disk tier is a chunk store in cache_dir, as the daemon opens it.
+inline std::unique_ptr<Scheduler> with_store(const Model& model, Backend& backend, const Tokenizer& tok,
+                                             const SchedulerOptions& so, const std::filesystem::path& cache_dir) {
+  Result<std::unique_ptr<storage::ChunkStore>> store =
+      open_kv_store(model.config(), so.kv_type, so.model_fingerprint, cache_dir.string(), uint64_t{4} << 30);
+  REQUIRE(store.ok());
+  Result<std::unique_ptr<Scheduler>> s = Scheduler::create(model, backend, tok, so, std::move(*store));
+  REQUIRE(s.ok());
+  return std::move(*s);
 }
 
 // A directory for one test's disk tier, removed with everything in it.
