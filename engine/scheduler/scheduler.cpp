@@ -13,6 +13,7 @@
 #include "engine/kv/prefix_hash.h"
 #include "engine/model/context.h"
 #include "engine/scheduler/kv_store.h"
+#include "engine/scheduler/metrics.h"
 #include "engine/scheduler/prefix_cache.h"
 #include "engine/scheduler/sequence.h"
 
@@ -87,7 +88,7 @@ class Scheduler::Impl {
       return {SubmitStatus::QueueFull, "too many requests are waiting; try again later", nullptr};
     out.handle = std::make_shared<RequestHandle>(std::move(on_event));
     queue_.push_back(Queued{std::move(request), out.handle, clock_->now()});
-    stats_.queue_depth = static_cast<int64_t>(queue_.size());
+    metrics_.queue_depth(static_cast<int64_t>(queue_.size()));
     wake_.notify_one();
     return out;
   }
@@ -109,19 +110,12 @@ class Scheduler::Impl {
     return static_cast<int64_t>(queue_.size()) + n_running_;
   }
 
-  SchedulerStats stats() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
-  }
+  SchedulerStats stats() const { return metrics_.stats(); }
 
   const SchedulerOptions& options() const { return options_; }
 
   CacheStats cache_stats() const {
-    CacheStats out;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      out = cache_counters_;
-    }
+    CacheStats out = metrics_.cache();
     out.disk_enabled = store_ != nullptr;
     out.disk_dir = store_ ? store_->dir().string() : "";
     if (store_) out.disk = store_->stats();
@@ -190,12 +184,7 @@ class Scheduler::Impl {
     const int32_t n = cache_->attach_prefix(s.tokens(), s.cacheable(), s.table(), st);
     s.on_cached(n);
     st.restore_ms = std::chrono::duration<double, std::milli>(clock_->now() - t0).count();
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++cache_counters_.memory_lookups;
-    if (st.memory_tokens > 0) ++cache_counters_.memory_hits;
-    cache_counters_.memory_hit_tokens += static_cast<uint64_t>(st.memory_tokens);
-    if (store_ && n < s.cacheable()) ++cache_counters_.disk_lookups;
-    cache_counters_.disk_hit_tokens += static_cast<uint64_t>(st.disk_tokens);
+    metrics_.cache_lookup(st, store_ && n < s.cacheable());
   }
 
   // Whether a sequence at a block boundary should wait: an earlier sequence is computing
@@ -255,10 +244,10 @@ class Scheduler::Impl {
           queue_.pop_front();
           running_handles_.push_back(admitted.back().handle);
           ++n_running_;
-          stats_.prompt_tokens_total += admitted.back().request.prompt.size();
+          metrics_.admitted(admitted.back().request.prompt.size());
         }
-        stats_.queue_depth = static_cast<int64_t>(queue_.size());
-        stats_.cancelled_total += dropped.size();
+        metrics_.queue_depth(static_cast<int64_t>(queue_.size()));
+        metrics_.cancelled(dropped.size());
       }
       for (std::packaged_task<void()>& t : tasks) t();
       const Clock::time_point now = clock_->now();
@@ -289,10 +278,7 @@ class Scheduler::Impl {
     const Clock::time_point now = clock_->now();
     for (auto it = running_.begin(); it != running_.end();) {
       if ((*it)->handle().cancelled()) {
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          ++stats_.cancelled_total;
-        }
+        metrics_.cancelled(1);
         it = retire(it, "cancelled", now);
       } else {
         ++it;
@@ -314,11 +300,7 @@ class Scheduler::Impl {
       RequestHandle* h = &s.handle();
       std::erase_if(running_handles_, [h](const std::shared_ptr<RequestHandle>& p) { return p.get() == h; });
       --n_running_;
-      stats_.running = n_running_;
-      stats_.kv_blocks_used = pool_.n_used();
-      stats_.cached_tokens_total += static_cast<uint64_t>(s.cache().memory_tokens + s.cache().disk_tokens);
-      cache_counters_.prefilled_tokens +=
-          static_cast<uint64_t>(std::max(0, std::min(s.n_computed(), s.n_prompt()) - s.cache().memory_tokens - s.cache().disk_tokens));
+      metrics_.retired(s, n_running_, pool_.n_used());
     }
     if (finish_reason) s.finish(finish_reason, now);
     return running_.erase(it);
@@ -349,11 +331,7 @@ class Scheduler::Impl {
     const Clock::time_point end = clock_->now();
     const double step_ms = std::chrono::duration<double, std::milli>(end - start).count();
     if (st) costs_.observe(plan.shape, step_ms);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++stats_.steps_total;
-      stats_.step_ms.observe(step_ms);
-    }
+    metrics_.step(step_ms);
     if (!st) {
       fail_step(plan.seqs, st.error().message, end);
       return;
@@ -374,10 +352,8 @@ class Scheduler::Impl {
       if (cache_) {
         const int32_t before = s.cache().memory_tokens;
         s.on_cached(cache_->extend(s.tokens(), s.n_computed(), s.cacheable(), s.table(), s.cache()));
-        if (s.cache().memory_tokens > before) {
-          std::lock_guard<std::mutex> lock(mutex_);
-          cache_counters_.memory_hit_tokens += static_cast<uint64_t>(s.cache().memory_tokens - before);
-        }
+        if (s.cache().memory_tokens > before)
+          metrics_.memory_hit_tokens(static_cast<uint64_t>(s.cache().memory_tokens - before));
         if (waits_for_other(s)) continue;
       }
       if (s.n_pending() == 0) continue;  // a warm prompt wholly attached: ends after this step
@@ -449,12 +425,7 @@ class Scheduler::Impl {
       if (!p.wants_logits) continue;
       const size_t n_itl_before = s.itl_ms().size();
       const char* finished = s.on_logits(logits_.data() + logit_row++ * n_vocab, static_cast<int32_t>(n_vocab), end);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++stats_.generated_tokens_total;
-        if (s.n_generated() == 1) stats_.ttft_ms.observe(s.ttft_ms());
-        for (size_t i = n_itl_before; i < s.itl_ms().size(); ++i) stats_.itl_ms.observe(s.itl_ms()[i]);
-      }
+      metrics_.token(s, n_itl_before);
       if (finished) retire(p.seq, finished, end);
     }
   }
@@ -509,25 +480,10 @@ class Scheduler::Impl {
   }
 
   void publish_gauges() {
-    std::lock_guard<std::mutex> lock(mutex_);
     const int64_t kv_token_bytes = static_cast<int64_t>(row_bytes(options_.kv_type, model_.config().kv_dim())) * 2 *
                                    model_.config().n_layer;
-    cache_counters_.memory_blocks = pool_.n_named();
-    cache_counters_.memory_tokens = pool_.named_tokens();
-    cache_counters_.memory_bytes = static_cast<uint64_t>(pool_.named_tokens() * kv_token_bytes);
-    cache_counters_.memory_capacity_bytes =
-        static_cast<uint64_t>(static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens() * kv_token_bytes);
-    cache_counters_.memory_evictions = pool_.evictions();
-    cache_counters_.owners.clear();
-    for (const auto& [uid, u] : pool_.owners()) {
-      OwnerCacheUsage& o = cache_counters_.owners[uid];
-      o.memory_blocks = u.blocks;
-      o.memory_tokens = u.tokens;
-      o.memory_bytes = static_cast<uint64_t>(u.tokens * kv_token_bytes);
-    }
-    stats_.running = n_running_;
-    stats_.kv_blocks_used = pool_.n_used();
-    stats_.kv_blocks_total = pool_.n_total();
+    std::lock_guard<std::mutex> lock(mutex_);  // n_running_
+    metrics_.pool(pool_, kv_token_bytes, n_running_);
   }
 
   const Model& model_;
@@ -557,8 +513,7 @@ class Scheduler::Impl {
   int64_t n_running_ = 0;
   bool accepting_ = true;
   bool quit_ = false;
-  SchedulerStats stats_;
-  CacheStats cache_counters_;  // the engine's part of cache_stats()
+  EngineMetrics metrics_;  // has its own lock; taken under mutex_ at times, never the reverse
   std::vector<std::packaged_task<void()>> tasks_;
   bool engine_done_ = false;
 };
