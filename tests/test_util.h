@@ -1,9 +1,13 @@
 // Helpers shared by tests: where the test models are, where the source tree is.
 #pragma once
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -65,6 +69,39 @@ inline std::string gemma_model_path() {
   if (const char* p = std::getenv("HEARTH_TEST_MODEL"); p && *p) return p;
   return installed_model_path("gemma-3-270m-q4_k_m.gguf");
 }
+
+// A fresh private directory (mode 0700) under /tmp, removed with everything in it when the
+// object goes, also what a test made unreadable (its directories get their rights back
+// first). /tmp rather than $TMPDIR: a Unix socket path holds ~107 bytes. The one temporary
+// directory of every test folder.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "hearth-test") {
+    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp " + tmpl + " failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    ::chmod(path_.c_str(), 0700);
+    for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->is_directory(ec)) ::chmod(it->path().c_str(), 0700);
+    }
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  // dir/name, as a string.
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 inline std::string source_dir() {
   if (const char* p = std::getenv("HEARTH_SOURCE_DIR"); p && *p) return p;

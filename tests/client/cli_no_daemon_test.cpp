@@ -14,7 +14,7 @@ using hearth::test::shell_quote;
 
 TEST_CASE("every hearth command reports a missing daemon with a hint and exit code 2", "[client]") {
   hearth::test::TempDir dir;
-  std::string socket = dir.path() + "/bogus.sock";
+  std::string socket = dir.file("bogus.sock");
   std::string cli = shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(socket) + " ";
   for (const char* command : {"ask hello", "status", "models", "chat", "cache stats", "cache clear", "cache warm -"}) {
     INFO(command);
@@ -59,7 +59,7 @@ TEST_CASE("Ctrl-C during hearth ask cancels the stream, disconnects and exits wi
   // SIGINT once the CLI has printed the first piece (it flushes each piece), however long
   // that takes; then the CLI can only end because the interrupt cancelled the stream.
   hearth::test::TempDir dir;
-  const std::string out = shell_quote(dir.path() + "/out");
+  const std::string out = shell_quote(dir.file("out"));
   auto r = run_command("(" + shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(daemon.path()) + " ask hello >" +
                        out + " & pid=$!; until grep -q partial " + out + " || ! kill -0 $pid 2>/dev/null; do sleep 0.01; " +
                        "done; kill -INT $pid; wait $pid; rc=$?; cat " + out + "; exit $rc)");

@@ -84,7 +84,7 @@ TEST_CASE("discovery prefers the explicit path, then HEARTH_SOCKET, then XDG_RUN
           "[client]") {
   TempDir runtime;
   EnvGuard xdg("XDG_RUNTIME_DIR", runtime.path().c_str());
-  std::string user_path = runtime.path() + "/hearth/hearth.sock";
+  std::string user_path = runtime.file("hearth/hearth.sock");
 
   {
     EnvGuard env("HEARTH_SOCKET", "/tmp/from-env.sock");
@@ -99,7 +99,7 @@ TEST_CASE("discovery prefers the explicit path, then HEARTH_SOCKET, then XDG_RUN
     CHECK(chosen_path(nullptr) != "");
   }
   // The user socket is chosen when it exists...
-  std::filesystem::create_directories(runtime.path() + "/hearth");
+  std::filesystem::create_directories(runtime.file("hearth"));
   touch(user_path);
   CHECK(chosen_path(nullptr) == user_path);
   std::filesystem::remove(user_path);
@@ -123,7 +123,7 @@ TEST_CASE("open rejects a NULL out pointer and a path too long for a Unix socket
 TEST_CASE("a missing socket file gives HEARTH_ERR_NO_DAEMON at once", "[client]") {
   TempDir dir;
   hearth_client* client = nullptr;
-  REQUIRE(hearth_client_open((dir.path() + "/none.sock").c_str(), &client) == HEARTH_OK);
+  REQUIRE(hearth_client_open(dir.file("none.sock").c_str(), &client) == HEARTH_OK);
   // One connect attempt per call, no retry: the answer comes at once.
   const int connects_before = g_connect_calls;
   CHECK(hearth_client_health(client) == HEARTH_ERR_NO_DAEMON);
@@ -144,7 +144,7 @@ TEST_CASE("a missing socket file gives HEARTH_ERR_NO_DAEMON at once", "[client]"
 
 TEST_CASE("a socket nobody listens on (a crashed daemon's leftover) gives HEARTH_ERR_NO_DAEMON at once", "[client]") {
   TempDir dir;
-  std::string path = dir.path() + "/stale.sock";
+  std::string path = dir.file("stale.sock");
   int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -162,7 +162,7 @@ TEST_CASE("a socket nobody listens on (a crashed daemon's leftover) gives HEARTH
   CHECK(stats.completion_tokens == 0);
 
   // A plain file is not a daemon either.
-  std::string file = dir.path() + "/file";
+  std::string file = dir.file("file");
   touch(file);
   hearth_client* client2 = nullptr;
   REQUIRE(hearth_client_open(file.c_str(), &client2) == HEARTH_OK);
@@ -203,15 +203,15 @@ TEST_CASE("the header compiles and works as C99", "[client]") {
   CHECK(std::string(hearth_test_c99_version_string()) == hearth_client_version());
   CHECK(hearth_test_c99_defaults_ok() == 1);
   TempDir dir;
-  CHECK(hearth_test_c99_ask_no_daemon((dir.path() + "/none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
+  CHECK(hearth_test_c99_ask_no_daemon(dir.file("none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
   CHECK(hearth_test_c99_cache_defaults_ok() == 1);
-  CHECK(hearth_test_c99_cache_no_daemon((dir.path() + "/none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
+  CHECK(hearth_test_c99_cache_no_daemon(dir.file("none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
 }
 
 TEST_CASE("bad arguments are HEARTH_ERR_INVALID_ARGUMENT, not crashes", "[client]") {
   TempDir dir;
   hearth_client* client = nullptr;
-  REQUIRE(hearth_client_open((dir.path() + "/none.sock").c_str(), &client) == HEARTH_OK);
+  REQUIRE(hearth_client_open(dir.file("none.sock").c_str(), &client) == HEARTH_OK);
   hearth_message m{"user", "hi"};
   CHECK(hearth_client_chat(nullptr, &m, 1, nullptr, nullptr, nullptr, nullptr, nullptr) == HEARTH_ERR_INVALID_ARGUMENT);
   CHECK(hearth_client_chat(client, nullptr, 0, nullptr, nullptr, nullptr, nullptr, nullptr) ==

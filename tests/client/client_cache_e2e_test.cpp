@@ -25,7 +25,7 @@ HearthdProcess& synthetic_daemon() {
     o.arch = "gemma3";
     auto bytes = hearth::test::make_synthetic_model(o);
     REQUIRE(bytes.ok());
-    std::string path = model_dir.path() + "/synthetic.gguf";
+    std::string path = model_dir.file("synthetic.gguf");
     std::ofstream(path, std::ios::binary)
         .write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
     return path;
@@ -54,7 +54,7 @@ const char* kSystem =
 
 TEST_CASE("hearth cache warm prefills a system prompt once, and again finds it cached", "[client][e2e]") {
   TempDir dir;
-  const std::string file = dir.path() + "/system.txt";
+  const std::string file = dir.file("system.txt");
   std::ofstream(file) << kSystem;
   REQUIRE(run_command(cli() + "cache clear").exit_code == 0);
 

@@ -29,7 +29,7 @@ HearthdProcess& synthetic_daemon() {
     o.arch = "gemma3";
     auto bytes = hearth::test::make_synthetic_model(o);
     REQUIRE(bytes.ok());
-    std::string path = model_dir.path() + "/synthetic.gguf";
+    std::string path = model_dir.file("synthetic.gguf");
     std::ofstream(path, std::ios::binary)
         .write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
     return path;

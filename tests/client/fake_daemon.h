@@ -26,25 +26,6 @@
 
 namespace hearth::test {
 
-// A fresh directory under /tmp (short: socket paths are limited to 107 bytes); removed by
-// the destructor.
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/hearth-client-XXXXXX";
-    if (::mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = name;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 inline bool write_all(int fd, const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -120,7 +101,7 @@ class FakeDaemon {
   using Handler = std::function<void(const Request&, int fd)>;
 
   explicit FakeDaemon(Handler handler) : handler_(std::move(handler)) {
-    path_ = dir_.path() + "/fake.sock";
+    path_ = dir_.file("fake.sock");
     listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;

@@ -28,11 +28,11 @@ class HearthdProcess {
   // hang guard passed (log() then says which).
   HearthdProcess(const std::string& model, const std::vector<std::string>& extra_args,
                  std::chrono::milliseconds guard = kHangGuard) {
-    socket_ = dir_.path() + "/h.sock";
-    log_ = dir_.path() + "/hearthd.log";
+    socket_ = dir_.file("h.sock");
+    log_ = dir_.file("hearthd.log");
     std::vector<std::string> args = {
         HEARTHD_PATH,           "--model",     model, "--socket", socket_, "--threads", "2", "--cache-dir",
-        dir_.path() + "/cache", "--log-level", "info"};
+        dir_.file("cache"), "--log-level", "info"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -95,7 +95,7 @@ class HearthdProcess {
 
   bool ready() const { return ready_; }
   const std::string& socket_path() const { return socket_; }
-  const std::string& dir() const { return dir_.path(); }
+  std::string dir() const { return dir_.path().string(); }
   std::string log() const {
     std::ifstream f(log_);
     std::stringstream s;

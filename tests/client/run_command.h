@@ -28,7 +28,7 @@ inline std::string shell_quote(const std::string& s) {
 // input (written to a file first).
 inline CommandResult run_command(const std::string& command, const std::string& input = "") {
   TempDir dir;
-  std::string in = dir.path() + "/in", out = dir.path() + "/out", err = dir.path() + "/err";
+  std::string in = dir.file("in"), out = dir.file("out"), err = dir.file("err");
   std::ofstream(in) << input;
   std::string line = command + " < " + in + " > " + out + " 2> " + err;
   int status = std::system(line.c_str());

@@ -97,16 +97,7 @@ std::string request_text(const std::string& method, const std::string& target, c
 
 }  // namespace
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/hearthd_XXXXXX";
-  const char* p = ::mkdtemp(tmpl);
-  path_ = p ? p : "/tmp";
-}
 
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 std::string write_synthetic_model(const std::string& dir, const std::string& name,
                                   const std::string& chat_template) {

@@ -23,21 +23,6 @@ using namespace std::chrono_literals;
 // hang and not a performance bound. When a wait expires it adds a message saying what it
 // waited for (and what it got) to the failing check that follows (Catch's UNSCOPED_INFO).
 
-// A fresh directory under /tmp (short paths: Unix socket paths hold ~107 bytes), removed
-// with everything in it when the object goes.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 // Writes the synthetic gemma3 model (tests/tools/synthetic_model.h) to dir/name; returns its path.
 // chat_template: written as tokenizer.chat_template when not empty.
 std::string write_synthetic_model(const std::string& dir, const std::string& name = "synth-gemma3.gguf",

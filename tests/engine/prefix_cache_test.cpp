@@ -86,7 +86,7 @@ TEST_CASE("a prompt cached in memory gives the cold output and prefills only wha
 TEST_CASE("a prompt of another cache scope finds nothing, in memory or on disk, and gives the same output") {
   Fixture f("gemma3");
   TempDir dir;
-  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path);
+  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
   GenerationRequest alice = greedy(random_prompt(150, 7), 8);
   alice.scope = CacheScope{"uid:40001", 40001};
   GenerationRequest bob = alice;
@@ -167,7 +167,7 @@ TEST_CASE("warming a prompt persists it without generating; a restart restores i
   const GenerationRequest r = greedy(random_prompt(300, 5), 10);
   const std::string cold = alone(f, r);
   {
-    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
     GenerationRequest warm = r;
     warm.warm = true;
     const Run w = run_one(*sched, warm);
@@ -185,7 +185,7 @@ TEST_CASE("warming a prompt persists it without generating; a restart restores i
   }
   {
     // A new engine (memory empty) on the same directory: 288 tokens from disk.
-    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
     const Run hit = run_one(*sched, r);
     CHECK(hit.text == cold);
     CHECK(hit.usage.cached_disk_tokens == 288);
@@ -197,7 +197,7 @@ TEST_CASE("warming a prompt persists it without generating; a restart restores i
     Fixture other("gemma3", 2);
     const std::string other_cold = alone(other, r);
     auto sched =
-        with_store(*other.model, *other.backend, *other.tok, options("fp-b"), dir.path);
+        with_store(*other.model, *other.backend, *other.tok, options("fp-b"), dir.path());
     const Run miss = run_one(*sched, r);
     CHECK(miss.usage.cached_tokens == 0);
     CHECK(miss.text == other_cold);
@@ -215,21 +215,21 @@ TEST_CASE("KV written by an older version of the kernels is never restored, and 
   SchedulerOptions older = options("fp-a");
   older.numerics_version = kNumericsVersion - 1;
   {
-    auto sched = with_store(*f.model, *f.backend, *f.tok, older, dir.path);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, older, dir.path());
     GenerationRequest warm = r;
     warm.warm = true;
     CHECK(run_one(*sched, warm).usage.chunks_written == 6);
     CHECK(sched->close_cache(kHangGuard) == 0);
   }
   {
-    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
     const Run miss = run_one(*sched, r);
     CHECK(miss.usage.cached_tokens == 0);
     CHECK(miss.usage.prefilled_tokens == 100);
     CHECK(miss.text == cold);
   }
   {
-    auto sched = with_store(*f.model, *f.backend, *f.tok, older, dir.path);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, older, dir.path());
     CHECK(run_one(*sched, r).usage.cached_disk_tokens == 96);
   }
 }
@@ -241,7 +241,7 @@ TEST_CASE("a chunk store of another fingerprint or KV type is refused by the sch
   Fixture f("gemma3");
   const SchedulerOptions so = options("fp-a");
   auto open = [&](const std::string& fp, DType kv) {
-    return std::move(*open_kv_store(f.model->config(), kv, fp, dir.path.string(), uint64_t{1} << 30));
+    return std::move(*open_kv_store(f.model->config(), kv, fp, dir.path().string(), uint64_t{1} << 30));
   };
   Result<std::unique_ptr<Scheduler>> other_fp = Scheduler::create(*f.model, *f.backend, *f.tok, so, open("fp-b", DType::F16));
   REQUIRE_FALSE(other_fp.ok());

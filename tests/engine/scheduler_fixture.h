@@ -185,14 +185,4 @@ inline std::unique_ptr<Scheduler> with_store(const Model& model, Backend& backen
   return std::move(*s);
 }
 
-// A directory for one test's disk tier, removed with everything in it.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("hearth-prefix-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
 }  // namespace hearth::test

@@ -27,7 +27,7 @@ RequestEvent run_to_end(Scheduler& s, const GenerationRequest& r, std::string* t
 
 // Warms r's prompt to disk in dir with a healthy backend and waits for the writer.
 void warm_to_disk(Fixture& f, const GenerationRequest& r, const TempDir& dir) {
-  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path);
+  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
   GenerationRequest warm = r;
   warm.warm = true;
   REQUIRE(run_one(*sched, warm).finish_reason == "warmed");
@@ -43,7 +43,7 @@ TEST_CASE("a restore from disk whose device write fails is computed instead and 
   const std::string cold = alone(f, r);
   warm_to_disk(f, r, dir);
   FaultyBackend faulty(*f.backend);
-  auto sched = with_store(*f.model, faulty, *f.tok, options("fp-a"), dir.path);
+  auto sched = with_store(*f.model, faulty, *f.tok, options("fp-a"), dir.path());
   // Every chunk is one block: K and V of every layer, one write each, layer by layer. The
   // fault hits the fifth chunk's K of the last layer, the synthetic gemma3's global one (a
   // sliding layer's keys that far back are never read again, so garbage there would not
@@ -89,7 +89,7 @@ TEST_CASE("a chunk the device cannot read back is not written to disk, and a res
   const std::string cold = alone(f, r);
   {
     FaultyBackend faulty(*f.backend);
-    auto sched = with_store(*f.model, faulty, *f.tok, options("fp-a"), dir.path);
+    auto sched = with_store(*f.model, faulty, *f.tok, options("fp-a"), dir.path());
     GenerationRequest warm = r;
     warm.warm = true;
     faulty.fail_nth(FaultyBackend::Read, 1);  // the first read of a warm prompt: chunk 0 for the writer
@@ -101,7 +101,7 @@ TEST_CASE("a chunk the device cannot read back is not written to disk, and a res
     CHECK(sched->cache_stats().disk.model_entries == 17);
   }
   // The chain on disk starts with chunk 0, which is missing: nothing restores, all is computed.
-  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path);
+  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
   const Run after = run_one(*sched, r);
   CHECK(after.text == cold);
   CHECK(after.usage.cached_disk_tokens == 0);
@@ -150,7 +150,7 @@ TEST_CASE("under a fault at every transfer in turn, each request gets the cold a
   for (int n = 1; n <= rounds; ++n) {
     INFO("fault at transfer " << n);
     FaultyBackend faulty(*f.backend);
-    auto sched = with_store(*f.model, faulty, *f.tok, options("fp-a"), dir.path);
+    auto sched = with_store(*f.model, faulty, *f.tok, options("fp-a"), dir.path());
     const FaultyBackend::Call call = static_cast<FaultyBackend::Call>(n % FaultyBackend::kCalls);
     faulty.fail_nth(call, 1 + n / FaultyBackend::kCalls);
     std::vector<std::unique_ptr<Collector>> cs = submit_all(*sched, reqs);

@@ -157,7 +157,7 @@ TEST_CASE("stop() closes open connections and run() returns") {
 
 TEST_CASE("A stale socket file is replaced, and a live one and other files are reported and left alone") {
   TempDir dir;
-  const std::string path = dir.path() + "/h.sock";
+  const std::string path = dir.file("h.sock");
   leave_stale_socket(path);
   REQUIRE(is_socket(path));
   ipc::Server a(ipc::ServerOptions{});
@@ -180,7 +180,7 @@ TEST_CASE("A stale socket file is replaced, and a live one and other files are r
   ta.join();
   REQUIRE(!is_socket(path));  // a unlinked what it created
 
-  const std::string file = dir.path() + "/not-a-socket";
+  const std::string file = dir.file("not-a-socket");
   std::ofstream(file) << "precious";
   st = b.listen_unix(file);
   REQUIRE(!st.ok());
@@ -190,38 +190,38 @@ TEST_CASE("A stale socket file is replaced, and a live one and other files are r
   in >> content;
   REQUIRE(content == "precious");
 
-  st = b.listen_unix(dir.path() + "/missing-dir/h.sock");
+  st = b.listen_unix(dir.file("missing-dir/h.sock"));
   REQUIRE(!st.ok());
 }
 
 TEST_CASE("listen_unix applies the mode and the group, and refuses an unknown group") {
   TempDir dir;
   ipc::Server s(ipc::ServerOptions{});
-  REQUIRE(s.listen_unix(dir.path() + "/a.sock").ok());
+  REQUIRE(s.listen_unix(dir.file("a.sock")).ok());
   struct stat st {};
-  REQUIRE(::stat((dir.path() + "/a.sock").c_str(), &st) == 0);
+  REQUIRE(::stat(dir.file("a.sock").c_str(), &st) == 0);
   REQUIRE((st.st_mode & 07777) == 0600);
 
   const gid_t gid = ::getegid();
   const group* g = ::getgrgid(gid);
   REQUIRE(g != nullptr);
-  REQUIRE(s.listen_unix(dir.path() + "/b.sock", 0660, g->gr_name).ok());
-  REQUIRE(::stat((dir.path() + "/b.sock").c_str(), &st) == 0);
+  REQUIRE(s.listen_unix(dir.file("b.sock"), 0660, g->gr_name).ok());
+  REQUIRE(::stat(dir.file("b.sock").c_str(), &st) == 0);
   REQUIRE((st.st_mode & 07777) == 0660);
   REQUIRE(st.st_gid == gid);
 
-  Status bad = s.listen_unix(dir.path() + "/c.sock", 0660, "no-such-group-hearth");
+  Status bad = s.listen_unix(dir.file("c.sock"), 0660, "no-such-group-hearth");
   REQUIRE(!bad.ok());
   REQUIRE(bad.error().message.find("does not exist") != std::string::npos);
-  REQUIRE(!is_socket(dir.path() + "/c.sock"));
+  REQUIRE(!is_socket(dir.file("c.sock")));
   s.stop_accepting();
-  REQUIRE(!is_socket(dir.path() + "/a.sock"));
-  REQUIRE(!is_socket(dir.path() + "/b.sock"));
+  REQUIRE(!is_socket(dir.file("a.sock")));
+  REQUIRE(!is_socket(dir.file("b.sock")));
 }
 
 TEST_CASE("An adopted Unix socket is served, and its file is not unlinked by stop_accepting") {
   TempDir dir;
-  const std::string path = dir.path() + "/adopted.sock";
+  const std::string path = dir.file("adopted.sock");
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;

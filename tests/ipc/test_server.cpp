@@ -32,16 +32,7 @@ int loopback_listener(uint16_t* port) {
 }
 
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/hearth-ipc-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
 
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 namespace {
 
@@ -91,7 +82,7 @@ TestServerOptions::TestServerOptions() {
   scheduler.block_tokens = 16;
 }
 
-TestServer::TestServer(const TestServerOptions& options) : socket_path_(dir_.path() + "/hearth.sock") {
+TestServer::TestServer(const TestServerOptions& options) : socket_path_(dir_.file("hearth.sock")) {
   const SyntheticEngine& e = synthetic_engine();
   scheduler_ = must(Scheduler::create(*e.model, *e.backend, *e.tokenizer, options.scheduler), "scheduler");
   server_ = std::make_unique<ipc::Server>(options.server);

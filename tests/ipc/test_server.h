@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/scheduler/scheduler.h"
+#include "tests/test_util.h"
 #include "ipc/server.h"
 
 namespace hearth::test {
@@ -14,17 +15,6 @@ namespace hearth::test {
 // A loopback TCP listener on a free port, for Server::adopt_tcp_fd; returns the fd and
 // sets *port.
 int loopback_listener(uint16_t* port);
-
-// A private directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The model, backend and tokenizer, loaded once per test binary.
 struct SyntheticEngine {
@@ -50,7 +40,7 @@ class TestServer {
   ~TestServer();  // stop() and join
 
   const std::string& socket_path() const { return socket_path_; }
-  const std::string& dir() const { return dir_.path(); }
+  std::string dir() const { return dir_.path().string(); }
   ipc::Server& server() { return *server_; }
   Scheduler& scheduler() { return *scheduler_; }
   const ipc::ModelInfo& model() const { return synthetic_engine().info; }

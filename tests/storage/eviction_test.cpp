@@ -11,7 +11,7 @@ TEST_CASE("prompt cache: the directory stays within the budget", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
   const uint64_t one = file_bytes_of(f);
-  auto s = open_store(tmp.path, f, 5 * one);
+  auto s = open_store(tmp.path(), f, 5 * one);
   REQUIRE(s);
   uint64_t parent = 0;
   for (uint64_t h = 1; h <= 20; ++h) {
@@ -23,15 +23,15 @@ TEST_CASE("prompt cache: the directory stays within the budget", "[storage]") {
   CHECK(st.bytes <= 5 * one);
   CHECK(st.entries == 5);
   CHECK(st.evictions == 15);
-  CHECK(chunk_dir_bytes(tmp.path) <= 5 * one);
-  CHECK(chunk_dir_bytes(tmp.path) == st.bytes);
+  CHECK(chunk_dir_bytes(tmp.path()) <= 5 * one);
+  CHECK(chunk_dir_bytes(tmp.path()) == st.bytes);
   REQUIRE(s->check_consistency());
 }
 
 TEST_CASE("prompt cache: the least recently used chunk goes first; a recently loaded one stays", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  auto s = open_store(tmp.path, f, 3 * file_bytes_of(f));
+  auto s = open_store(tmp.path(), f, 3 * file_bytes_of(f));
   REQUIRE(s);
   for (uint64_t h : {1, 2, 3}) {
     REQUIRE(s->enqueue(make_chunk(h, 0, f)));
@@ -49,7 +49,7 @@ TEST_CASE("prompt cache: the least recently used chunk goes first; a recently lo
 
   // The order survives a restart (the touch reached the index).
   s.reset();
-  s = open_store(tmp.path, f, 3 * file_bytes_of(f));
+  s = open_store(tmp.path(), f, 3 * file_bytes_of(f));
   REQUIRE(s);
   REQUIRE(s->enqueue(make_chunk(5, 0, f)));
   REQUIRE(wait_idle(*s));
@@ -60,7 +60,7 @@ TEST_CASE("prompt cache: the least recently used chunk goes first; a recently lo
 TEST_CASE("prompt cache: a parent is not evicted before its child", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  auto s = open_store(tmp.path, f, 2 * file_bytes_of(f));
+  auto s = open_store(tmp.path(), f, 2 * file_bytes_of(f));
   REQUIRE(s);
   REQUIRE(s->enqueue(make_chunk(10, 0, f)));   // oldest, but a parent
   REQUIRE(wait_idle(*s));
@@ -86,12 +86,12 @@ TEST_CASE("prompt cache: the budget covers every model in the directory", "[stor
   const KvFormat fb = small_format(kFingerprintB);
   const uint64_t one = file_bytes_of(fa);
   {
-    auto a = open_store(tmp.path, fa, 10 * one);
+    auto a = open_store(tmp.path(), fa, 10 * one);
     REQUIRE(a);
     for (uint64_t h = 1; h <= 3; ++h) REQUIRE(a->enqueue(make_chunk(h, 0, fa)));
     a->close(kHangGuard);
   }
-  auto b = open_store(tmp.path, fb, 4 * one);
+  auto b = open_store(tmp.path(), fb, 4 * one);
   REQUIRE(b);
   CHECK(b->stats().entries == 3);
   CHECK(b->stats().model_entries == 0);
@@ -106,9 +106,9 @@ TEST_CASE("prompt cache: the budget covers every model in the directory", "[stor
   REQUIRE(b->check_consistency());
   b.reset();
   // Opening with a smaller budget evicts at once.
-  auto a = open_store(tmp.path, fa, 2 * one);
+  auto a = open_store(tmp.path(), fa, 2 * one);
   REQUIRE(a);
   CHECK(a->stats().entries == 2);
-  CHECK(chunk_dir_bytes(tmp.path) <= 2 * one);
+  CHECK(chunk_dir_bytes(tmp.path()) <= 2 * one);
   REQUIRE(a->check_consistency());
 }

@@ -60,7 +60,7 @@ void run_faults(FaultyFileOps::Op op, int err) {
     StoreStats st;
     {
       StderrCapture quiet;
-      auto s = open_store(tmp.path, f, 1 << 30, ops);
+      auto s = open_store(tmp.path(), f, 1 << 30, ops);
       REQUIRE(s);
       for (ChunkWrite& c : workload(f)) s->enqueue(std::move(c));  // refused once writing stopped
       REQUIRE(s->close(kHangGuard) == 0);
@@ -79,7 +79,7 @@ void run_faults(FaultyFileOps::Op op, int err) {
       CHECK(st.write_errors == 1);
       CHECK(st.written_chunks == n_chunks - 1);
     }
-    CHECK(reopen_and_count(tmp.path, f) == st.written_chunks);
+    CHECK(reopen_and_count(tmp.path(), f) == st.written_chunks);
     if (!fired) break;
     REQUIRE(n < 200);
   }
@@ -107,7 +107,7 @@ TEST_CASE("prompt cache: read errors on the load path are misses and keep the ch
   const KvFormat f = small_format();
   const ChunkWrite a = make_chunk(0x77, 0, f);
   auto ops = std::make_shared<FaultyFileOps>();
-  auto s = open_store(tmp.path, f, 1 << 30, ops);
+  auto s = open_store(tmp.path(), f, 1 << 30, ops);
   REQUIRE(s);
   REQUIRE(s->enqueue(a));
   REQUIRE(wait_idle(*s));
@@ -134,7 +134,7 @@ TEST_CASE("prompt cache: read errors on the load path are misses and keep the ch
   other[0] ^= 1;
   CHECK_FALSE(s->load(a.hash, other));
   s.reset();
-  auto again = open_store(tmp.path, f);
+  auto again = open_store(tmp.path(), f);
   REQUIRE(again);
   REQUIRE(again->check_consistency());
 }
@@ -154,7 +154,7 @@ TEST_CASE("prompt cache: a writer killed with SIGKILL at any moment leaves a con
     REQUIRE(pid >= 0);
     if (pid == 0) {
       ::close(ready[0]);
-      auto s = open_store(tmp.path, f, budget);
+      auto s = open_store(tmp.path(), f, budget);
       if (!s) ::_exit(2);
       const char one = 1;
       if (::write(ready[1], &one, 1) != 1) ::_exit(3);  // open() is done: kill from now on
@@ -190,7 +190,7 @@ TEST_CASE("prompt cache: a writer killed with SIGKILL at any moment leaves a con
     REQUIRE(opened);
     REQUIRE(WIFSIGNALED(status));
 
-    auto s = open_store(tmp.path, f, budget);
+    auto s = open_store(tmp.path(), f, budget);
     REQUIRE(s);
     const hearth::Status check = s->check_consistency();
     INFO((check ? std::string("consistent") : check.error().message));

@@ -48,11 +48,11 @@ struct Fixture {
     f.n_layer = 1;
     f.kv_dim = 4;
     chunk = make_chunk(0x0123456789abcdefull, 0x42, f, 4);
-    auto s = open_store(tmp.path, f);
+    auto s = open_store(tmp.path(), f);
     REQUIRE(s);
     REQUIRE(s->enqueue(chunk));
     s->close(kHangGuard);
-    path = chunk_path(tmp.path, chunk.hash);
+    path = chunk_path(tmp.path(), chunk.hash);
     original = read_bytes(path);
     REQUIRE(original.size() == 208);
   }
@@ -134,7 +134,7 @@ TEST_CASE("prompt cache: random damage is detected, by the reader and by the sto
     REQUIRE(r.payload.empty());
   }
   // Through the store: 20 damaged files in a row, each a miss, deleted, counted.
-  auto s = open_store(fx.tmp.path, fx.f);
+  auto s = open_store(fx.tmp.path(), fx.f);
   REQUIRE(s);
   for (int round = 0; round < 20; ++round) {
     REQUIRE(s->contains(fx.chunk.hash));

@@ -25,16 +25,16 @@ void write_chunks(const fs::path& dir, const KvFormat& f, std::initializer_list<
 TEST_CASE("prompt cache: a chunk file deleted behind the store's back loses its row on reopen", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  write_chunks(tmp.path, f, {1, 2, 3});
+  write_chunks(tmp.path(), f, {1, 2, 3});
   {
-    auto s = open_store(tmp.path, f);
+    auto s = open_store(tmp.path(), f);
     REQUIRE(s);
-    fs::remove(chunk_path(tmp.path, 2));
+    fs::remove(chunk_path(tmp.path(), 2));
     const auto check = s->check_consistency();  // the checker itself notices
     REQUIRE_FALSE(check);
     CHECK(check.error().message.find("row without file") != std::string::npos);
   }
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK(s->contains(1));
   CHECK_FALSE(s->contains(2));
@@ -47,27 +47,27 @@ TEST_CASE("prompt cache: a chunk file deleted behind the store's back loses its 
 TEST_CASE("prompt cache: a valid chunk file without a row is re-indexed; a bad one is deleted", "[storage]") {
   TempDir a, b;
   const KvFormat f = small_format();
-  write_chunks(a.path, f, {0x51, 0x52});
-  write_chunks(b.path, f, {0x61});
+  write_chunks(a.path(), f, {0x51, 0x52});
+  write_chunks(b.path(), f, {0x61});
   // As if killed between the rename and the row insert: the files are there, rows are not.
-  fs::create_directories(fs::path(chunk_path(b.path, 0x51)).parent_path());
-  fs::copy_file(chunk_path(a.path, 0x51), chunk_path(b.path, 0x51));
-  fs::create_directories(fs::path(chunk_path(b.path, 0x52)).parent_path());
-  auto damaged = read_bytes(chunk_path(a.path, 0x52));
+  fs::create_directories(fs::path(chunk_path(b.path(), 0x51)).parent_path());
+  fs::copy_file(chunk_path(a.path(), 0x51), chunk_path(b.path(), 0x51));
+  fs::create_directories(fs::path(chunk_path(b.path(), 0x52)).parent_path());
+  auto damaged = read_bytes(chunk_path(a.path(), 0x52));
   damaged.back() ^= 0xff;
-  write_bytes(chunk_path(b.path, 0x52), damaged);
+  write_bytes(chunk_path(b.path(), 0x52), damaged);
   // A file named like a chunk whose header names another hash.
-  fs::create_directories(fs::path(chunk_path(b.path, 0x53)).parent_path());
-  fs::copy_file(chunk_path(a.path, 0x51), chunk_path(b.path, 0x53));
+  fs::create_directories(fs::path(chunk_path(b.path(), 0x53)).parent_path());
+  fs::copy_file(chunk_path(a.path(), 0x51), chunk_path(b.path(), 0x53));
 
-  auto s = open_store(b.path, f);
+  auto s = open_store(b.path(), f);
   REQUIRE(s);
   CHECK(s->contains(0x61));
   CHECK(s->contains(0x51));
   CHECK_FALSE(s->contains(0x52));
   CHECK_FALSE(s->contains(0x53));
-  CHECK_FALSE(fs::exists(chunk_path(b.path, 0x52)));
-  CHECK_FALSE(fs::exists(chunk_path(b.path, 0x53)));
+  CHECK_FALSE(fs::exists(chunk_path(b.path(), 0x52)));
+  CHECK_FALSE(fs::exists(chunk_path(b.path(), 0x53)));
   auto got = s->load(0x51, chunk_tokens(0x51, 16));
   REQUIRE(got);
   CHECK(*got == make_chunk(0x51, 0, f).payload);
@@ -78,13 +78,13 @@ TEST_CASE("prompt cache: a valid chunk file without a row is re-indexed; a bad o
 TEST_CASE("prompt cache: temp files of interrupted writes are removed on open", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  write_chunks(tmp.path, f, {0xab00000000000001ull});
-  const fs::path sub = fs::path(chunk_path(tmp.path, 0xab00000000000001ull)).parent_path();
+  write_chunks(tmp.path(), f, {0xab00000000000001ull});
+  const fs::path sub = fs::path(chunk_path(tmp.path(), 0xab00000000000001ull)).parent_path();
   const fs::path temp = sub / temp_file_name(0xab00000000000002ull);
   write_bytes(temp.string(), std::vector<uint8_t>(500, 7));
   const fs::path stranger = sub / "README";  // not ours: left alone
   write_bytes(stranger.string(), {1});
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK_FALSE(fs::exists(temp));
   CHECK(fs::exists(stranger));
@@ -95,14 +95,14 @@ TEST_CASE("prompt cache: temp files of interrupted writes are removed on open", 
 TEST_CASE("prompt cache: a garbage index is rebuilt and the chunks on disk are indexed again", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  write_chunks(tmp.path, f, {1, 2, 3});
-  for (const char* suffix : {"-wal", "-shm"}) fs::remove(tmp.path / (std::string("index.sqlite") + suffix));
+  write_chunks(tmp.path(), f, {1, 2, 3});
+  for (const char* suffix : {"-wal", "-shm"}) fs::remove(tmp.path() / (std::string("index.sqlite") + suffix));
   std::vector<uint8_t> garbage(8192);
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<uint8_t>(i * 131 + 17);
-  write_bytes((tmp.path / "index.sqlite").string(), garbage);
+  write_bytes((tmp.path() / "index.sqlite").string(), garbage);
 
   StderrCapture capture;
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   const std::string log = capture.text();
   REQUIRE(s);
   INFO(log);
@@ -118,13 +118,13 @@ TEST_CASE("prompt cache: a garbage index is rebuilt and the chunks on disk are i
 TEST_CASE("prompt cache: a sqlite file whose pages are damaged is rebuilt", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  write_chunks(tmp.path, f, {1, 2});
-  const std::string db = (tmp.path / "index.sqlite").string();
+  write_chunks(tmp.path(), f, {1, 2});
+  const std::string db = (tmp.path() / "index.sqlite").string();
   auto bytes = read_bytes(db);
   REQUIRE(bytes.size() > 4096);
   for (size_t i = 4096 + 8; i < bytes.size(); i += 3) bytes[i] ^= 0x5a;  // every page after the first
   write_bytes(db, bytes);
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK(s->contains(1));
   CHECK(s->contains(2));
@@ -134,12 +134,12 @@ TEST_CASE("prompt cache: a sqlite file whose pages are damaged is rebuilt", "[st
 TEST_CASE("prompt cache: an index that cannot be opened at all serves the chunks from memory", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  write_chunks(tmp.path, f, {1, 2});
-  for (const char* name : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) fs::remove(tmp.path / name);
-  fs::create_directory(tmp.path / "index.sqlite");  // neither openable nor removable by unlink()
+  write_chunks(tmp.path(), f, {1, 2});
+  for (const char* name : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) fs::remove(tmp.path() / name);
+  fs::create_directory(tmp.path() / "index.sqlite");  // neither openable nor removable by unlink()
 
   StderrCapture capture;
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK(s->contains(1));
   CHECK(s->contains(2));
@@ -156,5 +156,5 @@ TEST_CASE("prompt cache: an index that cannot be opened at all serves the chunks
   const std::string log = capture.text();
   INFO(log);
   CHECK(StderrCapture::count(log, "read-only") == 1);
-  CHECK(fs::exists(chunk_path(tmp.path, 1)));  // nothing on disk was touched
+  CHECK(fs::exists(chunk_path(tmp.path(), 1)));  // nothing on disk was touched
 }

@@ -30,13 +30,13 @@ TEST_CASE("A chunk is served only to its own scope, and its owner survives a reo
   const ChunkWrite a = scoped_chunk(0x1111, f, 0xA0A0, 40001);
   const ChunkWrite b = scoped_chunk(0x2222, f, 0xB0B0, 40002);
   {
-    auto s = open_store(tmp.path, f);
+    auto s = open_store(tmp.path(), f);
     REQUIRE(s);
     REQUIRE(s->enqueue(a));
     REQUIRE(s->enqueue(b));
     REQUIRE(s->close(kHangGuard) == 0);
   }
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK_FALSE(s->load(a.hash, a.tokens, 0xB0B0));  // another scope: a miss ...
   CHECK(s->contains(a.hash));                     // ... that deletes nothing
@@ -48,16 +48,16 @@ TEST_CASE("A chunk is served only to its own scope, and its owner survives a reo
   CHECK(s->check_consistency());
 
   struct stat fst{};
-  REQUIRE(::stat(chunk_path(tmp.path, a.hash).c_str(), &fst) == 0);
+  REQUIRE(::stat(chunk_path(tmp.path(), a.hash).c_str(), &fst) == 0);
   CHECK((fst.st_mode & 0777) == 0600);
-  REQUIRE(::stat((tmp.path / "index.sqlite").c_str(), &fst) == 0);
+  REQUIRE(::stat((tmp.path() / "index.sqlite").c_str(), &fst) == 0);
   CHECK((fst.st_mode & 0777) == 0600);
 }
 
 TEST_CASE("Clearing one owner's chunks leaves every other owner's", "[storage][scope]") {
   TempDir tmp;
   const KvFormat f = small_format();
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   REQUIRE(s->enqueue(scoped_chunk(0x1111, f, 0xA0A0, 40001)));
   REQUIRE(s->enqueue(scoped_chunk(0x2222, f, 0xB0B0, 40002)));
@@ -65,7 +65,7 @@ TEST_CASE("Clearing one owner's chunks leaves every other owner's", "[storage][s
   REQUIRE(s->clear(true, 40002));
   CHECK(s->contains(0x1111));
   CHECK_FALSE(s->contains(0x2222));
-  CHECK_FALSE(std::filesystem::exists(chunk_path(tmp.path, 0x2222)));
+  CHECK_FALSE(std::filesystem::exists(chunk_path(tmp.path(), 0x2222)));
   CHECK(s->stats().owners.count(40002) == 0);
   CHECK(s->check_consistency());
 }
@@ -75,14 +75,14 @@ TEST_CASE("Chunk files of an older format version are deleted at open, not misre
   const KvFormat f = small_format();
   const ChunkWrite a = scoped_chunk(0x1111, f, 0xA0A0, 40001);
   {
-    auto s = open_store(tmp.path, f);
+    auto s = open_store(tmp.path(), f);
     REQUIRE(s);
     REQUIRE(s->enqueue(a));
     REQUIRE(s->close(kHangGuard) == 0);
   }
   // Rewrite the file as version 1 wrote it: version field 1, the scope and owner fields zero,
   // the header checksum valid.
-  const std::string path = chunk_path(tmp.path, a.hash);
+  const std::string path = chunk_path(tmp.path(), a.hash);
   std::vector<uint8_t> bytes = read_bytes(path);
   const uint32_t v1 = 1;
   std::memcpy(bytes.data() + 8, &v1, 4);
@@ -93,9 +93,9 @@ TEST_CASE("Chunk files of an older format version are deleted at open, not misre
   write_bytes(path, bytes);
   CHECK_FALSE(decode_chunk_header(bytes).ok());
   // An index of the old schema loses its rows at open (PRAGMA user_version); so does this.
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(tmp.path / (std::string("index.sqlite") + suffix));
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(tmp.path() / (std::string("index.sqlite") + suffix));
 
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK_FALSE(s->contains(a.hash));
   CHECK_FALSE(std::filesystem::exists(path));

@@ -13,7 +13,7 @@ TEST_CASE("prompt cache: a chunk written, closed and reopened loads back byte fo
   const ChunkWrite a = make_chunk(0x1111, 0, f);
   const ChunkWrite b = make_chunk(0x2222, 0x1111, f, 3);
   {
-    auto s = open_store(tmp.path, f);
+    auto s = open_store(tmp.path(), f);
     REQUIRE(s);
     REQUIRE(s->enqueue(a));
     REQUIRE(s->enqueue(b));
@@ -26,9 +26,9 @@ TEST_CASE("prompt cache: a chunk written, closed and reopened loads back byte fo
     CHECK(st.entries == 2);
     CHECK(st.bytes == file_bytes_of(f) + file_bytes_of(f, 3));
   }
-  CHECK((fs::status(tmp.path).permissions() & fs::perms::all) == fs::perms::owner_all);
+  CHECK((fs::status(tmp.path()).permissions() & fs::perms::all) == fs::perms::owner_all);
 
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK(s->contains(0x1111));
   CHECK(s->contains(0x2222));
@@ -52,7 +52,7 @@ TEST_CASE("prompt cache: a load with other token ids misses and deletes the chun
   TempDir tmp;
   const KvFormat f = small_format();
   const ChunkWrite a = make_chunk(0x1111, 0, f);
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   REQUIRE(s->enqueue(a));
   REQUIRE(wait_idle(*s));
@@ -60,7 +60,7 @@ TEST_CASE("prompt cache: a load with other token ids misses and deletes the chun
   other[5] += 1;
   CHECK_FALSE(s->load(0x1111, other));
   CHECK_FALSE(s->contains(0x1111));
-  CHECK_FALSE(fs::exists(chunk_path(tmp.path, 0x1111)));
+  CHECK_FALSE(fs::exists(chunk_path(tmp.path(), 0x1111)));
   CHECK_FALSE(s->load(0x1111, a.tokens));
   CHECK(s->stats().misses == 2);
   CHECK(s->stats().entries == 0);
@@ -76,11 +76,11 @@ TEST_CASE("prompt cache: a chunk file that vanished is a miss and loses its row"
   TempDir tmp;
   const KvFormat f = small_format();
   const ChunkWrite a = make_chunk(0x4242, 0, f);
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   REQUIRE(s->enqueue(a));
   REQUIRE(wait_idle(*s));
-  fs::remove(chunk_path(tmp.path, a.hash));
+  fs::remove(chunk_path(tmp.path(), a.hash));
   CHECK_FALSE(s->load(a.hash, a.tokens));
   CHECK_FALSE(s->contains(a.hash));
   const StoreStats st = s->stats();
@@ -98,11 +98,11 @@ template <class Damage>
 void check_damage_detected(const KvFormat& f, Damage damage) {
   TempDir tmp;
   const ChunkWrite a = make_chunk(0xabcdef0123456789ull, 0, f);
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   REQUIRE(s->enqueue(a));
   REQUIRE(wait_idle(*s));
-  const std::string path = chunk_path(tmp.path, a.hash);
+  const std::string path = chunk_path(tmp.path(), a.hash);
   REQUIRE(fs::exists(path));
   damage(path, tmp);
   CHECK_FALSE(s->load(a.hash, a.tokens));
@@ -124,11 +124,11 @@ void check_damage_detected(const KvFormat& f, Damage damage) {
 // The same chunk (hash and tokens) written by a store of another format.
 std::vector<uint8_t> foreign_file(const KvFormat& other) {
   TempDir tmp;
-  auto s = open_store(tmp.path, other);
+  auto s = open_store(tmp.path(), other);
   REQUIRE(s);
   REQUIRE(s->enqueue(make_chunk(0xabcdef0123456789ull, 0, other)));
   s->close(kHangGuard);
-  return read_bytes(chunk_path(tmp.path, 0xabcdef0123456789ull));
+  return read_bytes(chunk_path(tmp.path(), 0xabcdef0123456789ull));
 }
 
 }  // namespace
@@ -183,7 +183,7 @@ TEST_CASE("prompt cache: a full queue refuses chunks and counts them dropped", "
   const KvFormat f = small_format();
   auto ops = std::make_shared<FaultyFileOps>();
   ops->gate = true;  // the writer blocks in its first write()
-  auto s = open_store(tmp.path, f, 1 << 30, ops, /*queue_max=*/2);
+  auto s = open_store(tmp.path(), f, 1 << 30, ops, /*queue_max=*/2);
   REQUIRE(s);
   REQUIRE(s->enqueue(make_chunk(1, 0, f)));
   // Wait until the writer holds chunk 1, so the queue is empty again.
@@ -207,7 +207,7 @@ TEST_CASE("prompt cache: close() gives up on queued chunks after its timeout", "
   const KvFormat f = small_format();
   auto ops = std::make_shared<FaultyFileOps>();
   ops->gate = true;
-  auto s = open_store(tmp.path, f, 1 << 30, ops);
+  auto s = open_store(tmp.path(), f, 1 << 30, ops);
   REQUIRE(s);
   for (uint64_t h = 1; h <= 4; ++h) REQUIRE(s->enqueue(make_chunk(h, 0, f)));
   // The writer holds chunk 1 (blocked in its write) before close() starts its 50 ms.
@@ -232,7 +232,7 @@ TEST_CASE("prompt cache: a disk that refuses writes stops writing with one log l
   const KvFormat f = small_format();
   const ChunkWrite a = make_chunk(0x10, 0, f);
   {
-    auto s = open_store(tmp.path, f);
+    auto s = open_store(tmp.path(), f);
     REQUIRE(s);
     REQUIRE(s->enqueue(a));
     s->close(kHangGuard);
@@ -244,7 +244,7 @@ TEST_CASE("prompt cache: a disk that refuses writes stops writing with one log l
   ops->sticky = true;
   ops->fail_errno = errno_value;
   StderrCapture capture;
-  auto s = open_store(tmp.path, f, 1 << 30, ops);
+  auto s = open_store(tmp.path(), f, 1 << 30, ops);
   REQUIRE(s);
   for (uint64_t h = 0x20; h < 0x25; ++h) s->enqueue(make_chunk(h, 0, f));
   REQUIRE(wait_idle(*s));
@@ -275,17 +275,17 @@ TEST_CASE("prompt cache: a read-only cache directory is served without writing",
   const KvFormat f = small_format();
   const ChunkWrite a = make_chunk(0x10, 0, f);
   {
-    auto s = open_store(tmp.path, f);
+    auto s = open_store(tmp.path(), f);
     REQUIRE(s);
     REQUIRE(s->enqueue(a));
     s->close(kHangGuard);
   }
-  for (auto it = fs::recursive_directory_iterator(tmp.path); it != fs::recursive_directory_iterator(); ++it) {
+  for (auto it = fs::recursive_directory_iterator(tmp.path()); it != fs::recursive_directory_iterator(); ++it) {
     if (it->is_directory()) ::chmod(it->path().c_str(), 0500);
   }
-  ::chmod(tmp.path.c_str(), 0500);
+  ::chmod(tmp.path().c_str(), 0500);
   StderrCapture capture;
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   s->enqueue(make_chunk(0x20, 0, f));
   REQUIRE(wait_idle(*s));
@@ -304,12 +304,12 @@ TEST_CASE("prompt cache: clear() deletes this model's chunks, or every model's",
   const KvFormat fa = small_format(kFingerprintA);
   const KvFormat fb = small_format(kFingerprintB);
   {
-    auto b = open_store(tmp.path, fb);
+    auto b = open_store(tmp.path(), fb);
     REQUIRE(b);
     for (uint64_t h = 100; h < 103; ++h) REQUIRE(b->enqueue(make_chunk(h, 0, fb)));
     b->close(kHangGuard);
   }
-  auto a = open_store(tmp.path, fa);
+  auto a = open_store(tmp.path(), fa);
   REQUIRE(a);
   for (uint64_t h = 1; h < 5; ++h) REQUIRE(a->enqueue(make_chunk(h, 0, fa)));
   REQUIRE(wait_idle(*a));
@@ -320,14 +320,14 @@ TEST_CASE("prompt cache: clear() deletes this model's chunks, or every model's",
   CHECK(a->stats().entries == 3);
   CHECK(a->stats().model_entries == 0);
   CHECK(a->stats().bytes == 3 * file_bytes_of(fb));
-  CHECK(fs::exists(chunk_path(tmp.path, 100)));
+  CHECK(fs::exists(chunk_path(tmp.path(), 100)));
   REQUIRE(a->check_consistency());
   REQUIRE(a->enqueue(make_chunk(1, 0, fa)));
   REQUIRE(wait_idle(*a));
   REQUIRE(a->clear(true));
   CHECK(a->stats().entries == 0);
   CHECK(a->stats().bytes == 0);
-  CHECK(chunk_dir_bytes(tmp.path) == 0);
+  CHECK(chunk_dir_bytes(tmp.path()) == 0);
   REQUIRE(a->check_consistency());
 }
 
@@ -335,12 +335,12 @@ TEST_CASE("prompt cache: malformed chunks and formats are refused", "[storage]")
   TempDir tmp;
   KvFormat bad = small_format();
   bad.model_fingerprint = "";
-  CHECK_FALSE(open_store(tmp.path, bad));
+  CHECK_FALSE(open_store(tmp.path(), bad));
   bad = small_format();
   bad.kv_dim = 0;
-  CHECK_FALSE(open_store(tmp.path, bad));
+  CHECK_FALSE(open_store(tmp.path(), bad));
   const KvFormat f = small_format();
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   ChunkWrite c = make_chunk(7, 0, f);
   c.payload.pop_back();
@@ -351,8 +351,8 @@ TEST_CASE("prompt cache: malformed chunks and formats are refused", "[storage]")
   CHECK_FALSE(s->enqueue(empty));
   CHECK(s->stats().write_errors == 3);
   // A path that is a file, not a directory.
-  write_bytes((tmp.path / "file").string(), {1, 2, 3});
-  CHECK_FALSE(open_store(tmp.path / "file", f));
+  write_bytes((tmp.path() / "file").string(), {1, 2, 3});
+  CHECK_FALSE(open_store(tmp.path() / "file", f));
 }
 
 // Not run by default: ./storage_tests "[.bench]". Time to load and verify a 1 MiB chunk
@@ -363,7 +363,7 @@ TEST_CASE("prompt cache: load time of a 1 MiB chunk", "[.bench]") {
   f.n_layer = 18;
   f.kv_dim = 256;  // 18 x 2 x 256 x 2 bytes = 18 KiB a token
   const size_t n_tokens = 57;
-  auto s = open_store(tmp.path, f);
+  auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   const ChunkWrite c = make_chunk(0x99, 0, f, n_tokens);
   REQUIRE(s->enqueue(c));

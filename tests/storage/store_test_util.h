@@ -32,28 +32,6 @@ namespace fs = std::filesystem;
 inline constexpr const char* kFingerprintA = "0123456789abcdef0123456789abcdef";
 inline constexpr const char* kFingerprintB = "fedcba9876543210fedcba9876543210";
 
-// A directory under $TMPDIR (or /tmp), removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/hearth-storage-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data())) path = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec)) {
-      if (it->is_directory(ec)) ::chmod(it->path().c_str(), 0700);
-    }
-    ::chmod(path.c_str(), 0700);
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& s) const { return path / s; }
-};
-
 // 2 layers x (K + V) x 8 elements x 2 bytes = 64 bytes per token.
 inline KvFormat small_format(const char* fingerprint = kFingerprintA, uint32_t dtype = 1) {
   KvFormat f;
@@ -104,6 +82,7 @@ inline std::unique_ptr<ChunkStore> open_store(const fs::path& dir, const KvForma
 }
 
 using hearth::test::eventually;
+using hearth::test::TempDir;
 using hearth::test::kHangGuard;
 
 // Waits until the writer has nothing queued or in flight; false (with a message for the
