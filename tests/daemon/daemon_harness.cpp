@@ -148,22 +148,83 @@ std::map<std::string, std::optional<std::string>> clean_env() {
   return env;
 }
 
+namespace {
+
+// Writes v in decimal into buf (at least 21 bytes), NUL-terminated: async-signal-safe,
+// unlike std::to_string, for the child between fork and exec.
+void write_decimal(char* buf, unsigned long long v) {
+  char tmp[21];
+  int n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  for (int k = 0; k < n; ++k) buf[k] = tmp[n - 1 - k];
+  buf[n] = '\0';
+}
+
+// An environment entry NAME= whose value the child fills in after fork (its pid, its
+// stderr's device and inode): room for two 20-digit numbers and a colon.
+std::string fill_later(const std::string& name) { return name + "=" + std::string(42, '\0'); }
+
+}  // namespace
+
+// Everything the child needs is built here, before fork: the test processes have threads
+// (streams, servers), so between fork and exec the child may only make async-signal-safe
+// calls (no allocation, no setenv).
 Process::Process(const SpawnOptions& o) {
   std::vector<std::string> args = o.args;
   args.insert(args.begin(), hearthd_path());
+  std::map<std::string, std::optional<std::string>> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [name, value] : o.env) env[name] = value;
+  std::vector<std::string> entries;
+  for (const auto& [name, value] : env) {
+    // Set below, from the options.
+    const bool replaced = (o.activation_fd >= 0 && (name == "LISTEN_FDS" || name == "LISTEN_PID")) ||
+                          (!o.watchdog_usec.empty() && (name == "WATCHDOG_USEC" || name == "WATCHDOG_PID")) ||
+                          (o.journal_stream && name == "JOURNAL_STREAM");
+    if (value && !replaced) entries.push_back(name + "=" + *value);
+  }
+  int listen_pid = -1, watchdog_pid = -1, journal = -1;  // entries the child completes
+  if (o.activation_fd >= 0) {
+    entries.push_back("LISTEN_FDS=1");
+    listen_pid = static_cast<int>(entries.size());
+    entries.push_back(fill_later("LISTEN_PID"));
+  }
+  if (!o.watchdog_usec.empty()) {
+    entries.push_back("WATCHDOG_USEC=" + o.watchdog_usec);
+    watchdog_pid = static_cast<int>(entries.size());
+    entries.push_back(fill_later("WATCHDOG_PID"));
+  }
+  if (o.journal_stream) {
+    journal = static_cast<int>(entries.size());
+    entries.push_back(fill_later("JOURNAL_STREAM"));
+  }
+  std::vector<char*> envp, argv;
+  for (std::string& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string out = o.stdout_path.empty() ? "/dev/null" : o.stdout_path;
+  const std::string err = o.stderr_path.empty() ? "/dev/null" : o.stderr_path;
+
   pid_ = ::fork();
   if (pid_ != 0) return;
-  // Child: only async-signal-safe-ish work in a single-threaded test process.
-  auto redirect = [](const std::string& path, int target) {
-    const int fd = ::open(path.empty() ? "/dev/null" : path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  auto redirect = [](const char* path, int target) {
+    const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) _exit(126);
     if (fd != target) {
       ::dup2(fd, target);
       ::close(fd);
     }
   };
-  redirect(o.stdout_path, 1);
-  redirect(o.stderr_path, 2);
+  redirect(out.c_str(), 1);
+  redirect(err.c_str(), 2);
   if (o.activation_fd >= 0) {
     if (o.activation_fd == 3) {
       ::fcntl(3, F_SETFD, 0);
@@ -171,33 +232,23 @@ Process::Process(const SpawnOptions& o) {
       ::dup2(o.activation_fd, 3);
       ::close(o.activation_fd);
     }
-    ::setenv("LISTEN_FDS", "1", 1);
-    ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
   }
-  for (const auto& [name, value] : o.env) {
-    if (value) {
-      ::setenv(name.c_str(), value->c_str(), 1);
-    } else if (!(o.activation_fd >= 0 && name.rfind("LISTEN_", 0) == 0)) {
-      ::unsetenv(name.c_str());
-    }
+  // Each "NAME=" below is followed by the room fill_later left.
+  for (int entry : {listen_pid, watchdog_pid}) {
+    if (entry < 0) continue;
+    char* e = envp[static_cast<size_t>(entry)];
+    write_decimal(std::strchr(e, '=') + 1, static_cast<unsigned long long>(::getpid()));
   }
-  if (!o.watchdog_usec.empty()) {
-    ::setenv("WATCHDOG_USEC", o.watchdog_usec.c_str(), 1);
-    ::setenv("WATCHDOG_PID", std::to_string(::getpid()).c_str(), 1);
-  }
-  if (o.journal_stream) {
+  if (journal >= 0) {
     struct stat st {};
     ::fstat(2, &st);
-    ::setenv("JOURNAL_STREAM",
-             (std::to_string(static_cast<unsigned long long>(st.st_dev)) + ":" +
-              std::to_string(static_cast<unsigned long long>(st.st_ino)))
-                 .c_str(),
-             1);
+    char* v = std::strchr(envp[static_cast<size_t>(journal)], '=') + 1;
+    write_decimal(v, static_cast<unsigned long long>(st.st_dev));
+    char* colon = v + std::strlen(v);
+    *colon = ':';
+    write_decimal(colon + 1, static_cast<unsigned long long>(st.st_ino));
   }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv(argv[0], argv.data());
+  ::execve(argv[0], argv.data(), envp.data());
   _exit(127);
 }
 
