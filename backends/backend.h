@@ -53,7 +53,7 @@ struct Tensor {
   Buffer* buffer = nullptr;
   size_t offset = 0;  // bytes from the start of buffer
   DType type = DType::F32;
-  int64_t ne0 = 0;    // elements per row
+  int64_t ne0 = 0;  // elements per row
   int64_t rows = 0;
   size_t row_stride = 0;  // bytes
 
@@ -93,7 +93,7 @@ enum class OpKind : uint8_t {
   // f0 = frequency base; f1 = position scale (1 / linear scaling factor).
   // theta_j = pos * f1 * f0^(-2j / i1).
   Rope,
-  Add,      // dst = src0 + src1 (F32, same shape; dst may alias either)
+  Add,  // dst = src0 + src1 (F32, same shape; dst may alias either)
   // dst[t, :] = src0[t, :] + src1[0, :]: one row added to every row (a bias, e.g. Qwen2's
   // Q/K/V biases). src0, dst F32 [n, d]; src1 F32 [1, d]. dst may alias src0.
   AddRow,

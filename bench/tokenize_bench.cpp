@@ -21,8 +21,10 @@ int main(int argc, char** argv) {
   int runs = 5;
   bool ids = false;
   for (int i = 3; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--ids")) ids = true;
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
+      runs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--ids"))
+      ids = true;
   }
   auto file = hearth::gguf::File::open(argv[1]);
   if (!file.ok()) {
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
   }
   const double mb = static_cast<double>(text.size()) / 1e6;
   std::printf("load %.1f ms; %.2f MB -> %zu tokens; best of %d: %.1f ms = %.2f MB/s, %.0f tokens/s\n",
-              std::chrono::duration<double, std::milli>(t1 - t0).count(), mb, n_tokens, runs,
-              best_s * 1e3, mb / best_s, static_cast<double>(n_tokens) / best_s);
+              std::chrono::duration<double, std::milli>(t1 - t0).count(), mb, n_tokens, runs, best_s * 1e3, mb / best_s,
+              static_cast<double>(n_tokens) / best_s);
   return 0;
 }

@@ -6,8 +6,16 @@
 
 namespace hearth {
 
-inline float fp32_from_bits(uint32_t w) { float f; std::memcpy(&f, &w, 4); return f; }
-inline uint32_t fp32_to_bits(float f) { uint32_t w; std::memcpy(&w, &f, 4); return w; }
+inline float fp32_from_bits(uint32_t w) {
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+inline uint32_t fp32_to_bits(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  return w;
+}
 
 // half -> float, exact for every input (subnormals, inf, nan included).
 inline float fp16_to_fp32(uint16_t h) {
@@ -33,8 +41,8 @@ inline uint16_t fp32_to_fp16(float f) {
     return static_cast<uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u | ((x >> 13) & 0x3ffu) : 0));
   }
   if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (x < 0x38800000u) {  // result is subnormal or zero
-    if (x < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25 rounds to 0
+  if (x < 0x38800000u) {                                               // result is subnormal or zero
+    if (x < 0x33000000u) return static_cast<uint16_t>(sign);           // < 2^-25 rounds to 0
     const uint32_t e = x >> 23;
     uint32_t m = (x & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - e;  // 14..24
@@ -50,7 +58,9 @@ inline uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float bf16_to_fp32(uint16_t h) { return fp32_from_bits(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_fp32(uint16_t h) {
+  return fp32_from_bits(static_cast<uint32_t>(h) << 16);
+}
 
 // float -> bfloat16, round to nearest even; nan stays nan.
 inline uint16_t fp32_to_bf16(float f) {

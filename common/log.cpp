@@ -1,7 +1,8 @@
 #include "common/log.h"
 
-#include <atomic>
 #include <unistd.h>
+
+#include <atomic>
 
 namespace hearth {
 namespace {
@@ -12,9 +13,15 @@ const char* const kNames[] = {"debug", "info", "warn", "error", "off"};
 const char* const kSyslogPrefixes[] = {"<7>", "<6>", "<4>", "<3>", "<3>"};
 }  // namespace
 
-void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
-LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
-void set_log_syslog_prefix(bool on) { g_syslog_prefix = on; }
+void set_log_level(LogLevel level) {
+  g_level = static_cast<int>(level);
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(g_level.load());
+}
+void set_log_syslog_prefix(bool on) {
+  g_syslog_prefix = on;
+}
 
 bool parse_log_level(const std::string& s, LogLevel* out) {
   for (int i = 0; i <= 4; ++i) {

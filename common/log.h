@@ -18,8 +18,8 @@ void set_log_syslog_prefix(bool on);
 
 }  // namespace hearth
 
-#define HEARTH_LOG(level, msg)                                    \
-  do {                                                            \
+#define HEARTH_LOG(level, msg)                                                \
+  do {                                                                        \
     if ((level) >= ::hearth::log_level()) ::hearth::log_line((level), (msg)); \
   } while (0)
 #define LOG_DEBUG(msg) HEARTH_LOG(::hearth::LogLevel::Debug, msg)

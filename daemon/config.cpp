@@ -33,7 +33,9 @@ struct Spec {
   void (*set)(DaemonConfig& c, const Value& v) = nullptr;
 };
 
-const std::string& str(const Value& v) { return std::get<std::string>(v); }
+const std::string& str(const Value& v) {
+  return std::get<std::string>(v);
+}
 
 // "a, b,,c" -> {"a", "b", "c"}: items trimmed, empty ones dropped.
 std::vector<std::string> split_list(const std::string& text) {
@@ -50,7 +52,9 @@ std::vector<std::string> split_list(const std::string& text) {
   }
   return out;
 }
-int32_t i32(const Value& v) { return static_cast<int32_t>(std::get<int64_t>(v)); }
+int32_t i32(const Value& v) {
+  return static_cast<int32_t>(std::get<int64_t>(v));
+}
 
 const std::vector<Spec>& specs() {
   using C = DaemonConfig;

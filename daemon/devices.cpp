@@ -87,8 +87,9 @@ std::string device_names(const std::vector<vulkan::VulkanDeviceInfo>& devices) {
 Result<vulkan::VulkanDeviceInfo> explicit_device(const std::vector<vulkan::VulkanDeviceInfo>& devices, int index) {
   for (const vulkan::VulkanDeviceInfo& d : devices) {
     if (d.index != index) continue;
-    if (!d.usable) return make_error("--vk-device " + std::to_string(index) + ": Vulkan device " + device_label(d) +
-                                     " cannot run hearth: " + d.why_not);
+    if (!d.usable)
+      return make_error("--vk-device " + std::to_string(index) + ": Vulkan device " + device_label(d) +
+                        " cannot run hearth: " + d.why_not);
     return d;
   }
   return make_error("--vk-device " + std::to_string(index) + ": no such Vulkan device (this machine has " +
@@ -107,8 +108,8 @@ Status check_vulkan(int vk_device) {
     if (d.usable) return {};
   std::string why;
   for (const vulkan::VulkanDeviceInfo& d : *devices) why += "; " + device_label(d) + ": " + d.why_not;
-  return make_error("--backend vulkan: no Vulkan device can run hearth (" + std::to_string(devices->size()) +
-                    " found" + why + ")");
+  return make_error("--backend vulkan: no Vulkan device can run hearth (" + std::to_string(devices->size()) + " found" +
+                    why + ")");
 }
 
 Result<std::unique_ptr<Backend>> make_vulkan(int vk_device) {
@@ -163,7 +164,9 @@ std::unique_ptr<Backend> try_vulkan_for_auto(int vk_device) {
   return std::move(*be);
 }
 
-std::string yes_no(bool b) { return b ? "yes" : "no"; }
+std::string yes_no(bool b) {
+  return b ? "yes" : "no";
+}
 
 std::string vulkan_lines() {
   Result<std::vector<vulkan::VulkanDeviceInfo>> devices = enumerate();
@@ -227,8 +230,8 @@ std::string list_devices(int threads) {
   const std::string memory = d.memory_bytes > 0 ? gib(static_cast<double>(d.memory_bytes))
                                                 : "host " + gib(static_cast<double>(pages) * static_cast<double>(page));
   std::string out = "cpu: " + d.name + "; type " + d.kind + "; memory " + memory + "; threads " +
-                    std::to_string(cpu_threads(threads)) + "; simd " +
-                    cpu::simd_level_name(cpu::active_simd_level()) + "\n";
+                    std::to_string(cpu_threads(threads)) + "; simd " + cpu::simd_level_name(cpu::active_simd_level()) +
+                    "\n";
 #ifdef HEARTH_VULKAN_BUILT
   out += vulkan_lines();
 #else

@@ -12,8 +12,8 @@
 #include "daemon/systemd.h"
 #include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/scheduler.h"
-#include "storage/chunk_store.h"
 #include "ipc/server.h"
+#include "storage/chunk_store.h"
 
 namespace hearth::daemon {
 namespace {
@@ -205,7 +205,8 @@ static ipc::ServerOptions server_options(const DaemonConfig& cfg) {
                                                 : ipc::CacheScopeMode::User;
   o.allowed_origins = cfg.allowed_origins;
   if (o.cache_scope == ipc::CacheScopeMode::Shared) {
-    LOG_WARN("prompt cache: cache_scope = shared: every client can tell from cached_tokens what others' prompts begin with");
+    LOG_WARN(
+        "prompt cache: cache_scope = shared: every client can tell from cached_tokens what others' prompts begin with");
   }
   return o;
 }
@@ -237,8 +238,8 @@ Result<Serving> start_engine(const DaemonConfig& cfg) {
   const SchedulerStats st = s.scheduler->stats();
   const CacheStats cs = s.scheduler->cache_stats();
   LOG_DEBUG("KV pool: " + std::to_string(st.kv_blocks_total) + " blocks of " + std::to_string(s.options.block_tokens) +
-            " tokens (" + std::to_string(cs.memory_capacity_bytes >> 20) + " MiB); prompt cache: " +
-            (cs.disk_enabled ? "memory and disk" : "memory only"));
+            " tokens (" + std::to_string(cs.memory_capacity_bytes >> 20) +
+            " MiB); prompt cache: " + (cs.disk_enabled ? "memory and disk" : "memory only"));
   engine.info.n_ctx = s.options.n_ctx;
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
   LOG_INFO("model loaded in " + std::to_string(static_cast<int64_t>(load_ms)) + " ms: " + engine.info.path + " (" +

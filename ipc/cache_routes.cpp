@@ -156,7 +156,6 @@ json cache_stats_json(const CacheStats& totals, const std::string& model_id, con
   return body;
 }
 
-
 HttpResponse cache_stats_response(const RouteContext& ctx) {
   const EngineRef& engine = *ctx.engine;
   return json_response(200,

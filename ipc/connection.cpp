@@ -509,7 +509,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   beast::flat_buffer buffer_;
   net::steady_timer wake_;  // a generation waits on it; engine events and hang-ups cancel it
   const bool check_host_;
-  PeerIdentity peer_;                      // who is connected (SO_PEERCRED), or the TCP identity
+  PeerIdentity peer_;                                      // who is connected (SO_PEERCRED), or the TCP identity
   std::vector<std::pair<std::string, std::string>> cors_;  // CORS headers for the current request
   const std::chrono::steady_clock::time_point accepted_;
   uint64_t id_ = 0;

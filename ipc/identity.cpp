@@ -90,8 +90,7 @@ bool origin_allowed(std::string_view origin, const std::vector<std::string>& all
 }
 
 std::optional<std::string> cache_salt_error(std::string_view salt) {
-  const bool printable =
-      std::all_of(salt.begin(), salt.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+  const bool printable = std::all_of(salt.begin(), salt.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
   if (salt.empty() || salt.size() > kMaxCacheSaltBytes || !printable) {
     return "'cache_salt' must be a non-empty string of at most " + std::to_string(kMaxCacheSaltBytes) +
            " printable ASCII characters (got " + std::to_string(salt.size()) + " bytes" +

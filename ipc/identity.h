@@ -17,8 +17,8 @@
 namespace hearth::ipc {
 
 struct PeerIdentity {
-  bool tcp = false;     // the TCP listener's single identity
-  bool known = false;   // SO_PEERCRED answered (always, on Linux AF_UNIX)
+  bool tcp = false;    // the TCP listener's single identity
+  bool known = false;  // SO_PEERCRED answered (always, on Linux AF_UNIX)
   uint32_t uid = 0, gid = 0;
   int32_t pid = 0;
 };

@@ -302,18 +302,19 @@ std::string chunk_with(const ResponseMeta& meta, json choice) {
 json timings_object(const RequestEvent& finished) {
   const RequestTimings& t = finished.timings;
   const RequestUsage& u = finished.usage;
-  return json{{"queue_ms", t.queue_ms},
-              {"cache_restore_ms", t.cache_restore_ms},
-              {"ttft_ms", t.ttft_ms},
-              {"prefill_ms", t.prefill_ms},
-              {"decode_ms", t.decode_ms},
-              {"prefill_tok_s", t.prefill_tok_s},
-              {"decode_tok_s", t.decode_tok_s},
-              {"prefill_gops", t.prefill_gops},
-              {"decode_gb_s", t.decode_gb_s},
-              {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
-              {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
-              {"prefilled_tokens", u.prefilled_tokens}};
+  return json{
+      {"queue_ms", t.queue_ms},
+      {"cache_restore_ms", t.cache_restore_ms},
+      {"ttft_ms", t.ttft_ms},
+      {"prefill_ms", t.prefill_ms},
+      {"decode_ms", t.decode_ms},
+      {"prefill_tok_s", t.prefill_tok_s},
+      {"decode_tok_s", t.decode_tok_s},
+      {"prefill_gops", t.prefill_gops},
+      {"decode_gb_s", t.decode_gb_s},
+      {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
+      {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
+      {"prefilled_tokens", u.prefilled_tokens}};
 }
 
 std::string dump_json(const json& j) {

@@ -216,9 +216,9 @@ std::optional<HttpResponse> browser_gate(const HttpRequest& request, const Route
     return r;
   }
   if (request.method == "POST" && media_type(request.content_type) != "application/json") {
-    ApiError e = bad_request("POST bodies must be sent with Content-Type: application/json (got '" +
-                                 request.content_type + "')",
-                             "", "unsupported_media_type");
+    ApiError e =
+        bad_request("POST bodies must be sent with Content-Type: application/json (got '" + request.content_type + "')",
+                    "", "unsupported_media_type");
     e.status = 415;
     return error_response(e);
   }

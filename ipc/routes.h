@@ -7,11 +7,11 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <utility>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "engine/scheduler/request.h"
 #include "ipc/errors.h"
@@ -48,7 +48,7 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
-  std::string allow;  // the Allow header of a 405
+  std::string allow;                                         // the Allow header of a 405
   std::vector<std::pair<std::string, std::string>> headers;  // more headers (CORS preflight)
 };
 

@@ -50,7 +50,7 @@ struct ModelInfo {
 enum class CacheScopeMode { User, Group, Shared };
 
 struct ServerOptions {
-  size_t body_limit_bytes = 8u << 20;                    // larger bodies: 413
+  size_t body_limit_bytes = 8u << 20;                // larger bodies: 413
   std::chrono::milliseconds header_timeout{10'000};  // request line + headers must arrive within this
   std::chrono::milliseconds body_timeout{60'000};    // the body, after the headers
   std::chrono::milliseconds idle_timeout{120'000};   // keep-alive: between requests

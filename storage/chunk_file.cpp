@@ -17,7 +17,9 @@ constexpr size_t kFingerprintBytes = 32;
 constexpr size_t kHeaderChecksumAt = kChunkHeaderBytes - 8;
 
 template <class T>
-void put(uint8_t* base, size_t at, T v) { std::memcpy(base + at, &v, sizeof v); }
+void put(uint8_t* base, size_t at, T v) {
+  std::memcpy(base + at, &v, sizeof v);
+}
 template <class T>
 T get(const uint8_t* base, size_t at) {
   T v;
@@ -43,11 +45,15 @@ bool pread_full(FileOps& ops, int fd, void* data, size_t n, off_t offset) {
   return true;
 }
 
-char hex_digit(unsigned v) { return "0123456789abcdef"[v & 15]; }
+char hex_digit(unsigned v) {
+  return "0123456789abcdef"[v & 15];
+}
 
 }  // namespace
 
-uint64_t checksum64(const void* data, size_t n) { return XXH3_64bits(data, n); }
+uint64_t checksum64(const void* data, size_t n) {
+  return XXH3_64bits(data, n);
+}
 
 std::vector<uint8_t> encode_chunk_prefix(const KvFormat& format, const ChunkWrite& chunk) {
   const size_t n = chunk.tokens.size();
@@ -103,8 +109,7 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
   c.tokens_checksum = get<uint64_t>(h, 96);
   c.payload_checksum = get<uint64_t>(h, 104);
   // Bounds far above any real model keep the size arithmetic below 2^62 (no overflow).
-  if (c.format.n_layer > 4096 || c.format.kv_dim > (1u << 20) || c.format.elem_bytes > 16 ||
-      c.n_tokens > (1u << 24)) {
+  if (c.format.n_layer > 4096 || c.format.kv_dim > (1u << 20) || c.format.elem_bytes > 16 || c.n_tokens > (1u << 24)) {
     return make_error("chunk header fields out of range");
   }
   if (c.n_tokens == 0 || c.payload_bytes != uint64_t{c.n_tokens} * c.format.bytes_per_token()) {
@@ -180,7 +185,7 @@ ChunkRead read_chunk_file(FileOps& ops, const std::string& path, const ReadExpec
     ~FdCloser() { ops.close(fd); }
   } closer{ops, fd};
 
-  struct stat st{};
+  struct stat st {};
   if (ops.fstat(fd, &st) != 0) return fail(ReadError::kIo, std::strerror(errno));
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   if (file_bytes < kChunkHeaderBytes) return fail(ReadError::kInvalid, "file shorter than a chunk header");
@@ -225,7 +230,8 @@ ChunkRead read_chunk_file(FileOps& ops, const std::string& path, const ReadExpec
     return out;
   }
   out.payload.resize(h.payload_bytes);
-  if (!pread_full(ops, fd, out.payload.data(), out.payload.size(), static_cast<off_t>(kChunkHeaderBytes + tokens_bytes))) {
+  if (!pread_full(ops, fd, out.payload.data(), out.payload.size(),
+                  static_cast<off_t>(kChunkHeaderBytes + tokens_bytes))) {
     return errno ? fail(ReadError::kIo, std::strerror(errno)) : fail(ReadError::kInvalid, "file truncated");
   }
   if (checksum64(out.payload.data(), out.payload.size()) != h.payload_checksum) {

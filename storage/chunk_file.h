@@ -77,19 +77,19 @@ std::string temp_file_name(uint64_t hash);
 enum class ReadError { kNone, kMissing, kIo, kInvalid, kOtherScope };
 struct ChunkRead {
   ReadError error = ReadError::kNone;
-  std::string detail;                  // why, when error != kNone
+  std::string detail;  // why, when error != kNone
   ChunkHeader header;
   std::vector<int32_t> tokens;
   std::vector<uint8_t> payload;
 };
 struct ReadExpect {
-  const KvFormat* format = nullptr;           // must equal the file's, when set
-  uint64_t hash = 0;                          // must equal the header's
-  std::optional<uint64_t> scope;              // must equal the header's, when set
-  std::span<const int32_t> tokens;            // must equal the file's, when with_tokens
+  const KvFormat* format = nullptr;  // must equal the file's, when set
+  uint64_t hash = 0;                 // must equal the header's
+  std::optional<uint64_t> scope;     // must equal the header's, when set
+  std::span<const int32_t> tokens;   // must equal the file's, when with_tokens
   bool with_tokens = false;
-  bool keep_payload = true;                   // false: verify it, then drop it
-  bool skip_payload = false;                  // true: check header and token ids only
+  bool keep_payload = true;   // false: verify it, then drop it
+  bool skip_payload = false;  // true: check header and token ids only
 };
 // Opens `path`, verifies everything (sizes, checksums, the expectations) and returns the
 // parts. kMissing when the file does not exist, kIo for other read errors, kInvalid for any

@@ -24,7 +24,8 @@ namespace hearth::storage {
 int64_t now_stamp_us() {
   static std::atomic<int64_t> last{0};
   const int64_t now =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   int64_t prev = last.load();
   int64_t next;
   do {
@@ -81,7 +82,7 @@ namespace {
 
 // mkdir -p with mode 0700 for what is created; existing directories keep their mode.
 Status make_dirs(const std::filesystem::path& dir) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) return make_error(dir.string() + " exists and is not a directory");
     return {};
@@ -136,7 +137,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const StoreOptions& options
   }
   // The chunks and the index hold token ids and KV: as sensitive as the prompts' text. The
   // folder is the daemon user's alone, whatever mode it was made with.
-  struct stat dst{};
+  struct stat dst {};
   if (::stat(dir.c_str(), &dst) == 0 && dst.st_uid == ::geteuid() && (dst.st_mode & 077) != 0) {
     if (::chmod(dir.c_str(), 0700) == 0) LOG_INFO("prompt cache: made " + dir.string() + " private (mode 0700)");
   }
@@ -172,7 +173,9 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const StoreOptions& options
 
 ChunkStore::ChunkStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-ChunkStore::~ChunkStore() { close(std::chrono::seconds(5)); }
+ChunkStore::~ChunkStore() {
+  close(std::chrono::seconds(5));
+}
 
 bool ChunkStore::contains(uint64_t hash) const {
   std::lock_guard lk(impl_->mu);
@@ -343,8 +346,12 @@ StoreStats ChunkStore::stats() const {
   return s;
 }
 
-const KvFormat& ChunkStore::format() const { return impl_->format; }
-const std::filesystem::path& ChunkStore::dir() const { return impl_->options.dir; }
+const KvFormat& ChunkStore::format() const {
+  return impl_->format;
+}
+const std::filesystem::path& ChunkStore::dir() const {
+  return impl_->options.dir;
+}
 
 Status ChunkStore::check_consistency() {
   std::lock_guard io(impl_->io_mu);

@@ -39,8 +39,8 @@ struct KvFormat {
   std::string model_fingerprint;  // 32 hex digits, see model_fingerprint()
   uint32_t kv_dtype = 0;          // numeric value of hearth::DType
   uint32_t n_layer = 0;
-  uint32_t kv_dim = 0;            // elements per token per layer, for K and for V each
-  uint32_t elem_bytes = 0;        // bytes per element of kv_dtype
+  uint32_t kv_dim = 0;      // elements per token per layer, for K and for V each
+  uint32_t elem_bytes = 0;  // bytes per element of kv_dtype
   uint32_t version = kChunkFormatVersion;
   // Canonical payload: layer by layer, K then V, token by token, kv_dim elements each.
   size_t bytes_per_token() const { return size_t{n_layer} * 2 * kv_dim * elem_bytes; }
@@ -48,17 +48,17 @@ struct KvFormat {
 
 struct ChunkWrite {
   uint64_t hash = 0;
-  uint64_t parent = 0;            // hash of the chunk before it; 0 for the first chunk
-  uint64_t scope = 0;             // root of the chain (engine/kv/prefix_hash.h scope_root)
-  uint32_t owner = 0;             // uid whose request wrote it
-  std::vector<int32_t> tokens;    // the chunk's token ids
-  std::vector<uint8_t> payload;   // tokens.size() * bytes_per_token(), canonical layout
+  uint64_t parent = 0;           // hash of the chunk before it; 0 for the first chunk
+  uint64_t scope = 0;            // root of the chain (engine/kv/prefix_hash.h scope_root)
+  uint32_t owner = 0;            // uid whose request wrote it
+  std::vector<int32_t> tokens;   // the chunk's token ids
+  std::vector<uint8_t> payload;  // tokens.size() * bytes_per_token(), canonical layout
 };
 
 struct StoreOptions {
-  std::filesystem::path dir;          // created with mode 0700 when missing
+  std::filesystem::path dir;               // created with mode 0700 when missing
   uint64_t max_bytes = uint64_t{4} << 30;  // budget for chunk files (all models together)
-  size_t queue_max = 256;             // chunks waiting for the writer; more are dropped
+  size_t queue_max = 256;                  // chunks waiting for the writer; more are dropped
   // The file system calls the store makes for chunk files (not sqlite's own I/O); null means
   // the real POSIX calls. Tests pass a FileOps that fails the Nth write, fsync or rename.
   std::shared_ptr<FileOps> file_ops;
@@ -70,22 +70,22 @@ struct OwnerTotals {
 };
 
 struct StoreStats {
-  uint64_t entries = 0;           // chunk files indexed (all models)
-  uint64_t bytes = 0;             // their size
-  uint64_t budget = 0;            // max_bytes
-  uint64_t model_entries = 0;     // of this store's model and format
+  uint64_t entries = 0;        // chunk files indexed (all models)
+  uint64_t bytes = 0;          // their size
+  uint64_t budget = 0;         // max_bytes
+  uint64_t model_entries = 0;  // of this store's model and format
   uint64_t model_bytes = 0;
-  uint64_t hits = 0;              // load() that returned a payload
-  uint64_t misses = 0;            // load() that did not (absent, vanished or invalid)
-  uint64_t restored_bytes = 0;    // payload bytes returned by load()
+  uint64_t hits = 0;            // load() that returned a payload
+  uint64_t misses = 0;          // load() that did not (absent, vanished or invalid)
+  uint64_t restored_bytes = 0;  // payload bytes returned by load()
   uint64_t written_chunks = 0, written_bytes = 0;
-  uint64_t evictions = 0;         // chunks deleted to stay under budget
-  uint64_t checksum_failures = 0; // chunks found corrupted, truncated or foreign (deleted)
-  uint64_t dropped_writes = 0;    // enqueue() refused: queue full or writing stopped
+  uint64_t evictions = 0;          // chunks deleted to stay under budget
+  uint64_t checksum_failures = 0;  // chunks found corrupted, truncated or foreign (deleted)
+  uint64_t dropped_writes = 0;     // enqueue() refused: queue full or writing stopped
   uint64_t write_errors = 0;
   size_t queue_depth = 0;
-  bool writing = true;            // false after a full disk / read-only directory
-  std::string stopped_reason;     // why writing stopped
+  bool writing = true;                     // false after a full disk / read-only directory
+  std::string stopped_reason;              // why writing stopped
   std::map<uint32_t, OwnerTotals> owners;  // this model's chunks by owner uid
 };
 
@@ -110,8 +110,7 @@ class ChunkStore {
   // to `scope`), payload checksum, and token ids equal to `expected_tokens`. Anything
   // invalid is deleted (file and row) and nullopt returned; a chunk of another scope is a
   // miss and stays. Marks the chunk used (LRU) without writing to sqlite on the calling thread.
-  std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens,
-                                           uint64_t scope = 0);
+  std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens, uint64_t scope = 0);
   // Asks the kernel to start reading these chunks' files (posix_fadvise WILLNEED), so the
   // load() calls that follow find them in the page cache or already on their way: one
   // request's chain is read with the device's parallelism instead of one file at a time.

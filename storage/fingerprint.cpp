@@ -18,7 +18,9 @@ namespace {
 
 std::atomic<uint64_t> g_files_hashed{0};
 
-int64_t mtime_ns(const struct stat& st) { return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec; }
+int64_t mtime_ns(const struct stat& st) {
+  return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+}
 
 Result<std::string> hash_file(const std::filesystem::path& file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
@@ -74,10 +76,12 @@ std::unique_ptr<IndexDb> open_index(const std::filesystem::path& cache_dir) {
 
 }  // namespace
 
-uint64_t model_fingerprint_files_hashed() { return g_files_hashed.load(); }
+uint64_t model_fingerprint_files_hashed() {
+  return g_files_hashed.load();
+}
 
 Result<std::string> model_fingerprint(const std::filesystem::path& cache_dir, const std::filesystem::path& model_file) {
-  struct stat before{};
+  struct stat before {};
   if (::stat(model_file.c_str(), &before) != 0) {
     return make_error("cannot read model file " + model_file.string() + ": " + std::strerror(errno));
   }
@@ -94,7 +98,7 @@ Result<std::string> model_fingerprint(const std::filesystem::path& cache_dir, co
   auto fp = hash_file(model_file);
   if (!fp) return fp;
   // Remember it only if the file did not change while it was read.
-  struct stat after{};
+  struct stat after {};
   if (db && ::stat(model_file.c_str(), &after) == 0 && static_cast<uint64_t>(after.st_size) == size &&
       mtime_ns(after) == mtime_ns(before)) {
     if (Status s = db->remember_fingerprint(abs.string(), size, mtime_ns(before), *fp); !s) {

@@ -11,8 +11,12 @@ namespace hearth::storage {
 namespace {
 
 // Chain hashes are unsigned 64-bit; sqlite integers are signed. Stored bit for bit.
-int64_t to_db(uint64_t v) { return std::bit_cast<int64_t>(v); }
-uint64_t from_db(int64_t v) { return std::bit_cast<uint64_t>(v); }
+int64_t to_db(uint64_t v) {
+  return std::bit_cast<int64_t>(v);
+}
+uint64_t from_db(int64_t v) {
+  return std::bit_cast<uint64_t>(v);
+}
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS chunks(
@@ -104,7 +108,8 @@ Result<std::unique_ptr<IndexDb>> IndexDb::open(const std::filesystem::path& file
   std::string why;
   sqlite3* db = try_open(file, &corrupt, &why);
   if (!db && corrupt) {
-    if (!remove_db_files(file)) return make_error("index " + file.string() + " is unusable (" + why + ") and cannot be removed");
+    if (!remove_db_files(file))
+      return make_error("index " + file.string() + " is unusable (" + why + ") and cannot be removed");
     *rebuilt = true;
     db = try_open(file, &corrupt, &why);
   }
@@ -188,16 +193,19 @@ sqlite3_stmt* IndexDb::prepare(sqlite3_stmt** slot, const char* sql) {
   return *slot;
 }
 
-bool IndexDb::is_full_code(int code) { return (code & 0xff) == SQLITE_FULL; }
+bool IndexDb::is_full_code(int code) {
+  return (code & 0xff) == SQLITE_FULL;
+}
 bool IndexDb::is_readonly_code(int code) {
   const int c = code & 0xff;
   return c == SQLITE_READONLY || c == SQLITE_PERM || c == SQLITE_AUTH || c == SQLITE_CANTOPEN;
 }
 
 Status IndexDb::insert(const IndexRow& row) {
-  sqlite3_stmt* s = prepare(&insert_,
-                            "INSERT OR REPLACE INTO chunks(hash, parent, format, tokens, bytes, created, last_used, hits, "
-                            "scope, owner) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  sqlite3_stmt* s =
+      prepare(&insert_,
+              "INSERT OR REPLACE INTO chunks(hash, parent, format, tokens, bytes, created, last_used, hits, "
+              "scope, owner) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!s) return fail("prepare insert");
   sqlite3_bind_int64(s, 1, to_db(row.hash));
   sqlite3_bind_int64(s, 2, to_db(row.parent));

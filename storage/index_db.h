@@ -24,12 +24,12 @@ namespace hearth::storage {
 struct IndexRow {
   uint64_t hash = 0;
   uint64_t parent = 0;
-  std::string format;             // format_key() of the chunk's KvFormat
-  uint64_t scope = 0;             // root of the chunk's hash chain (its cache scope)
-  uint32_t owner = 0;             // uid whose request wrote it
+  std::string format;  // format_key() of the chunk's KvFormat
+  uint64_t scope = 0;  // root of the chunk's hash chain (its cache scope)
+  uint32_t owner = 0;  // uid whose request wrote it
   std::vector<int32_t> tokens;
-  uint64_t bytes = 0;             // size of the chunk file
-  int64_t created_us = 0;         // unix time, microseconds
+  uint64_t bytes = 0;      // size of the chunk file
+  int64_t created_us = 0;  // unix time, microseconds
   int64_t last_used_us = 0;
   uint64_t hits = 0;
 };
@@ -37,7 +37,7 @@ struct IndexRow {
 struct IndexTouch {
   uint64_t hash = 0;
   int64_t last_used_us = 0;
-  uint64_t hits = 0;              // to add
+  uint64_t hits = 0;  // to add
 };
 
 class IndexDb {
@@ -52,10 +52,10 @@ class IndexDb {
   IndexDb(const IndexDb&) = delete;
   IndexDb& operator=(const IndexDb&) = delete;
 
-  Status insert(const IndexRow& row);  // replaces a row with the same hash
-  Status remove(std::span<const uint64_t> hashes);  // one transaction
+  Status insert(const IndexRow& row);                 // replaces a row with the same hash
+  Status remove(std::span<const uint64_t> hashes);    // one transaction
   Status touch(std::span<const IndexTouch> touches);  // one transaction
-  Status remove_format(const std::string* format);  // null: every row
+  Status remove_format(const std::string* format);    // null: every row
   // Every row (tokens only when with_tokens), or those of one format.
   Result<std::vector<IndexRow>> rows(bool with_tokens, const std::string* format = nullptr);
   // Up to `limit` chunks no other chunk names as its parent (leaves of the prefix tree),

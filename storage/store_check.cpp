@@ -20,7 +20,7 @@ ChunkDirScan scan_chunk_dir(const std::filesystem::path& chunks_dir) {
     }
     uint64_t hash = 0;
     if (!parse_chunk_file_name(name, &hash) || name.compare(0, 2, subdir) != 0) return;  // not ours: left alone
-    struct stat st{};
+    struct stat st {};
     if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
     ChunkDirScan::File f;
     f.path = p.string();
@@ -157,8 +157,8 @@ Status ChunkStore::Impl::check() {
     ChunkRead c = read_chunk_file(*ops, path, expect);
     if (c.error != ReadError::kNone) {
       problem("chunk does not verify: " + path + ": " + c.detail);
-    } else if (format_key(c.header.format) != r.format || c.header.parent != r.parent ||
-               c.header.scope != r.scope || c.header.owner != r.owner) {
+    } else if (format_key(c.header.format) != r.format || c.header.parent != r.parent || c.header.scope != r.scope ||
+               c.header.owner != r.owner) {
       problem("header differs from its row: " + path);
     }
   }

@@ -42,34 +42,34 @@ class ChunkStore::Impl {
  public:
   StoreOptions options;
   KvFormat format;
-  std::string key;                      // format_key(format)
+  std::string key;  // format_key(format)
   std::shared_ptr<FileOps> ops;
-  std::filesystem::path chunks_dir;     // <dir>/chunks
-  std::unique_ptr<IndexDb> db;          // under io_mu
-  bool memory_index = false;            // the directory could not hold an index
+  std::filesystem::path chunks_dir;  // <dir>/chunks
+  std::unique_ptr<IndexDb> db;       // under io_mu
+  bool memory_index = false;         // the directory could not hold an index
 
   std::mutex io_mu;
   mutable std::mutex mu;
-  std::condition_variable wake;         // the writer has something to do
-  std::condition_variable idle;         // the writer finished a step
+  std::condition_variable wake;  // the writer has something to do
+  std::condition_variable idle;  // the writer finished a step
 
   // Under mu.
   struct Known {
-    uint64_t generation = 0;            // changes each time the hash is (re)indexed
+    uint64_t generation = 0;  // changes each time the hash is (re)indexed
     uint64_t bytes = 0;
     uint32_t owner = 0;
   };
-  std::unordered_map<uint64_t, Known> known;   // this format's indexed chunks
+  std::unordered_map<uint64_t, Known> known;  // this format's indexed chunks
   uint64_t next_generation = 1;
   std::deque<ChunkWrite> queue;
-  std::unordered_set<uint64_t> queued;         // hashes in `queue` or being written
+  std::unordered_set<uint64_t> queued;               // hashes in `queue` or being written
   std::unordered_map<uint64_t, IndexTouch> touches;  // hits not yet in the index
-  std::vector<uint64_t> row_deletes;           // rows of chunks load() found gone or bad
+  std::vector<uint64_t> row_deletes;                 // rows of chunks load() found gone or bad
   bool in_flight = false;
-  bool closing = false;                        // enqueue() refused from now on
-  bool stop = false;                           // the writer exits when idle
+  bool closing = false;  // enqueue() refused from now on
+  bool stop = false;     // the writer exits when idle
   bool closed = false;
-  StoreStats st;                               // totals and counters (queue_depth unused)
+  StoreStats st;  // totals and counters (queue_depth unused)
   std::thread writer;
 
   std::string path_of(uint64_t hash) const { return (chunks_dir / chunk_relative_path(hash)).string(); }

@@ -27,7 +27,9 @@ namespace hearth::storage {
 namespace {
 
 // Errors after which writing more is pointless: the disk or the directory refuses us.
-bool stops_writing(int err) { return err == ENOSPC || err == EDQUOT || err == EROFS || err == EACCES || err == EPERM; }
+bool stops_writing(int err) {
+  return err == ENOSPC || err == EDQUOT || err == EROFS || err == EACCES || err == EPERM;
+}
 
 bool write_all(FileOps& ops, int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -137,15 +139,15 @@ void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
     } else {
       std::lock_guard lk(mu);
       ++st.write_errors;
-      LOG_WARN("prompt cache: " + std::string(step) + " " + final_path + ": " + std::strerror(err) +
-               "; chunk dropped");
+      LOG_WARN("prompt cache: " + std::string(step) + " " + final_path + ": " + std::strerror(err) + "; chunk dropped");
     }
   };
 
   if (!ensure_dir(chunks_dir, false) || !ensure_dir(subdir, true)) return fail("mkdir", errno, nullptr);
   const int fd = ops->open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return fail("create", errno, nullptr);
-  bool ok = write_all(*ops, fd, prefix.data(), prefix.size()) && write_all(*ops, fd, c.payload.data(), c.payload.size());
+  bool ok =
+      write_all(*ops, fd, prefix.data(), prefix.size()) && write_all(*ops, fd, c.payload.data(), c.payload.size());
   const char* step = "write";
   if (ok && ops->fsync(fd) != 0) {
     ok = false;

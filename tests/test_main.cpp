@@ -1,7 +1,6 @@
 // Catch2's main, after one piece of set-up every test binary shares.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 
 int main(int argc, char* argv[]) {

@@ -10,12 +10,12 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "common/log.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/context.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "common/log.h"
 
 using namespace hearth;
 
@@ -32,14 +32,23 @@ struct Run {
 static Run run(Backend& be, std::shared_ptr<const gguf::File> file, const std::vector<int32_t>& prompt, int n_gen) {
   Run r;
   auto m = Model::load(file, be);
-  if (!m) { printf("load: %s\n", m.error().message.c_str()); exit(1); }
+  if (!m) {
+    printf("load: %s\n", m.error().message.c_str());
+    exit(1);
+  }
   ContextOptions o;
   o.n_ctx = 1024;
   auto ctx = InferenceContext::create(**m, be, o);
-  if (!ctx) { printf("ctx: %s\n", ctx.error().message.c_str()); exit(1); }
+  if (!ctx) {
+    printf("ctx: %s\n", ctx.error().message.c_str());
+    exit(1);
+  }
   double t0 = now();
   Status st = (*ctx)->eval(prompt);
-  if (!st) { printf("eval: %s\n", st.error().message.c_str()); exit(1); }
+  if (!st) {
+    printf("eval: %s\n", st.error().message.c_str());
+    exit(1);
+  }
   r.prefill_s = now() - t0;
   t0 = now();
   for (int i = 0; i < n_gen; ++i) {
@@ -50,7 +59,10 @@ static Run run(Backend& be, std::shared_ptr<const gguf::File> file, const std::v
     if (i + 1 < n_gen) {
       int32_t tk[1] = {best};
       st = (*ctx)->eval(tk);
-      if (!st) { printf("eval: %s\n", st.error().message.c_str()); exit(1); }
+      if (!st) {
+        printf("eval: %s\n", st.error().message.c_str());
+        exit(1);
+      }
     }
   }
   r.decode_s = now() - t0;
@@ -59,22 +71,35 @@ static Run run(Backend& be, std::shared_ptr<const gguf::File> file, const std::v
 
 int main(int argc, char** argv) {
   auto path = resolve_model(argc > 1 ? argv[1] : "gemma-3-270m-q4_k_m");
-  if (!path) { printf("%s\n", path.error().message.c_str()); return 1; }
+  if (!path) {
+    printf("%s\n", path.error().message.c_str());
+    return 1;
+  }
   auto f = gguf::File::open(*path);
-  if (!f) { printf("%s\n", f.error().message.c_str()); return 1; }
+  if (!f) {
+    printf("%s\n", f.error().message.c_str());
+    return 1;
+  }
   std::shared_ptr<const gguf::File> file(std::move(*f));
   if (argc > 4 && std::string(argv[4]) == "debug") set_log_level(LogLevel::Debug);
   const int n_prompt = argc > 2 ? atoi(argv[2]) : 40, n_gen = argc > 3 ? atoi(argv[3]) : 24;
   auto tok = Tokenizer::from_gguf(*file);
-  if (!tok) { printf("%s\n", tok.error().message.c_str()); return 1; }
-  std::string text = "<start_of_turn>user\nWrite a short story about a lighthouse keeper who finds a message in a bottle."
-                     "<end_of_turn>\n<start_of_turn>model\n";
+  if (!tok) {
+    printf("%s\n", tok.error().message.c_str());
+    return 1;
+  }
+  std::string text =
+      "<start_of_turn>user\nWrite a short story about a lighthouse keeper who finds a message in a bottle."
+      "<end_of_turn>\n<start_of_turn>model\n";
   std::vector<int32_t> prompt = (*tok)->encode(text, true, true);
   while (static_cast<int>(prompt.size()) < n_prompt) prompt.insert(prompt.end() - 4, 1000 + int(prompt.size()) * 7);
   auto cpu = cpu::make_cpu_backend({2});
   vulkan::VulkanOptions vo;
   auto vk = vulkan::make_vulkan_backend(vo);
-  if (!vk) { printf("%s\n", vk.error().message.c_str()); return 1; }
+  if (!vk) {
+    printf("%s\n", vk.error().message.c_str());
+    return 1;
+  }
   printf("%s\n", (*vk)->info().name.c_str());
   Run c = run(*cpu, file, prompt, n_gen);
   Run v = run(**vk, file, prompt, n_gen);
@@ -84,8 +109,10 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < c.logits[0].size(); ++i) md = std::max(md, (double)std::fabs(c.logits[0][i] - v.logits[0][i]));
   printf("greedy tokens equal for %d of %d; first-step max logit diff %g\n", same, n_gen, md);
   const int np = static_cast<int>(prompt.size());
-  printf("cpu: prefill %d tok %.3fs, decode %d tok %.3fs (%.1f tok/s)\n", np, c.prefill_s, n_gen - 1, c.decode_s, (n_gen - 1) / c.decode_s);
-  printf("vk:  prefill %d tok %.3fs, decode %d tok %.3fs (%.1f tok/s)\n", np, v.prefill_s, n_gen - 1, v.decode_s, (n_gen - 1) / v.decode_s);
+  printf("cpu: prefill %d tok %.3fs, decode %d tok %.3fs (%.1f tok/s)\n", np, c.prefill_s, n_gen - 1, c.decode_s,
+         (n_gen - 1) / c.decode_s);
+  printf("vk:  prefill %d tok %.3fs, decode %d tok %.3fs (%.1f tok/s)\n", np, v.prefill_s, n_gen - 1, v.decode_s,
+         (n_gen - 1) / v.decode_s);
   printf("validation messages: %llu\n", (unsigned long long)vulkan::validation_message_count());
   for (int i = 0; i < n_gen; ++i) printf("%d/%d ", c.tokens[i], v.tokens[i]);
   printf("\n%s\n", (*tok)->decode(v.tokens).c_str());

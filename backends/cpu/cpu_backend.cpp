@@ -33,8 +33,7 @@ class CpuBackend final : public Backend {
   DeviceInfo info() const override {
     DeviceInfo d;
     d.kind = "cpu";
-    d.name = "cpu (" + std::to_string(pool_.size()) + " threads, " +
-             simd_level_name(active_simd_level()) + ")";
+    d.name = "cpu (" + std::to_string(pool_.size()) + " threads, " + simd_level_name(active_simd_level()) + ")";
     return d;
   }
 
@@ -73,7 +72,8 @@ class CpuBackend final : public Backend {
       if (t.offset > hb->bytes() || span > hb->bytes() - t.offset)
         return make_error("cpu: a weight view lies outside its buffer");
       const size_t n = repacked_bytes(t.type, t.ne0, t.rows);
-      HostBuffer::Bytes dst(static_cast<uint8_t*>(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment)));
+      HostBuffer::Bytes dst(
+          static_cast<uint8_t*>(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment)));
       if (dst == nullptr) return make_error("cpu: out of memory repacking weights");
       jobs.push_back({&t, hb, span, std::move(dst)});
     }
@@ -148,19 +148,35 @@ class CpuBackend final : public Backend {
     if (Status st = check_graph(g, caps_); !st) return make_error("cpu: " + st.error().message);
     for (const Op& op : g.ops) {
       switch (op.kind) {
-        case OpKind::GetRows: op_get_rows(op, g, ctx_); break;
-        case OpKind::RmsNorm: op_rms_norm(op, ctx_); break;
-        case OpKind::MatMul: op_matmul(op, ctx_); break;
-        case OpKind::Rope: op_rope(op, g, ctx_); break;
+        case OpKind::GetRows:
+          op_get_rows(op, g, ctx_);
+          break;
+        case OpKind::RmsNorm:
+          op_rms_norm(op, ctx_);
+          break;
+        case OpKind::MatMul:
+          op_matmul(op, ctx_);
+          break;
+        case OpKind::Rope:
+          op_rope(op, g, ctx_);
+          break;
         case OpKind::Add:
         case OpKind::AddRow:
         case OpKind::Scale:
         case OpKind::GeluMul:
         case OpKind::SiluMul:
-        case OpKind::Softcap: op_elementwise(op, ctx_); break;
-        case OpKind::StoreKv: op_store_kv(op, g, ctx_); break;
-        case OpKind::Attention: op_attention(op, g, ctx_); break;
-        case OpKind::CopyRows: op_copy_rows(op, g, ctx_); break;
+        case OpKind::Softcap:
+          op_elementwise(op, ctx_);
+          break;
+        case OpKind::StoreKv:
+          op_store_kv(op, g, ctx_);
+          break;
+        case OpKind::Attention:
+          op_attention(op, g, ctx_);
+          break;
+        case OpKind::CopyRows:
+          op_copy_rows(op, g, ctx_);
+          break;
       }
     }
     return {};

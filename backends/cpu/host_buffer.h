@@ -41,7 +41,9 @@ class HostBuffer final : public Buffer {
     return same ? r.data.get() : nullptr;
   }
   // The repacked rows of the view w.
-  void add_repacked(const Tensor& w, Bytes data) { repacked_[w.offset] = Repacked{w.type, w.ne0, w.rows, std::move(data)}; }
+  void add_repacked(const Tensor& w, Bytes data) {
+    repacked_[w.offset] = Repacked{w.type, w.ne0, w.rows, std::move(data)};
+  }
 
  private:
   struct Repacked {

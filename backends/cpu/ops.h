@@ -13,7 +13,7 @@ namespace hearth::cpu {
 // What an op needs besides its operands: the pool and reusable scratch memory.
 struct ExecContext {
   ThreadPool* pool = nullptr;
-  std::vector<uint8_t> scratch;                   // activation quantization, KV staging
+  std::vector<uint8_t> scratch;                    // activation quantization, KV staging
   std::vector<std::vector<float>> thread_scratch;  // one per thread (attention scores)
 
   uint8_t* scratch_bytes(size_t n) {

@@ -12,9 +12,13 @@ namespace hearth::cpu {
 namespace {
 
 // Round half to even, as ggml's nearest_int (valid for |x| < 2^22).
-inline int nearest_int(float x) { return static_cast<int>(std::nearbyint(x)); }
+inline int nearest_int(float x) {
+  return static_cast<int>(std::nearbyint(x));
+}
 
-inline float h2f(uint16_t h) { return fp16_to_fp32(h); }
+inline float h2f(uint16_t h) {
+  return fp16_to_fp32(h);
+}
 
 // ---------------------------------------------------------------- dequantize
 
@@ -351,7 +355,6 @@ void quant_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   }
 }
 
-
 // Rows may start at any address: run a per-block function on an aligned local copy.
 template <class B, class F>
 void dequant_blocks(const void* src, float* dst, int64_t nb, int64_t block_elems, F f) {
@@ -377,22 +380,36 @@ void quant_blocks(const float* src, void* dst, int64_t nb, int64_t block_elems, 
 
 bool can_dequantize(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
-    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q8_1: case DType::Q4_K:
-    case DType::Q5_K: case DType::Q6_K: case DType::Q8_K:
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q8_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K:
       return true;
     default:
       return false;
   }
 }
 
-bool can_quantize(DType t) { return can_dequantize(t); }
+bool can_quantize(DType t) {
+  return can_dequantize(t);
+}
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   assert(n % dtype_info(t).block_elems == 0);
   const int64_t nb = n / dtype_info(t).block_elems;
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      break;
     case DType::F16:
     case DType::BF16: {
       const auto* p = static_cast<const uint8_t*>(src);
@@ -403,21 +420,40 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       break;
     }
-    case DType::Q4_0: dequant_blocks<BlockQ4_0>(src, dst, nb, kQk, dequant_q4_0); break;
-    case DType::Q4_1: dequant_blocks<BlockQ4_1>(src, dst, nb, kQk, dequant_q4_1); break;
-    case DType::Q5_0: dequant_blocks<BlockQ5_0>(src, dst, nb, kQk, dequant_q5_0); break;
-    case DType::Q5_1: dequant_blocks<BlockQ5_1>(src, dst, nb, kQk, dequant_q5_1); break;
-    case DType::Q8_0: dequant_blocks<BlockQ8_0>(src, dst, nb, kQk, dequant_q8_0); break;
+    case DType::Q4_0:
+      dequant_blocks<BlockQ4_0>(src, dst, nb, kQk, dequant_q4_0);
+      break;
+    case DType::Q4_1:
+      dequant_blocks<BlockQ4_1>(src, dst, nb, kQk, dequant_q4_1);
+      break;
+    case DType::Q5_0:
+      dequant_blocks<BlockQ5_0>(src, dst, nb, kQk, dequant_q5_0);
+      break;
+    case DType::Q5_1:
+      dequant_blocks<BlockQ5_1>(src, dst, nb, kQk, dequant_q5_1);
+      break;
+    case DType::Q8_0:
+      dequant_blocks<BlockQ8_0>(src, dst, nb, kQk, dequant_q8_0);
+      break;
     case DType::Q8_1:  // q * d (s is redundant)
       dequant_blocks<BlockQ8_1>(src, dst, nb, kQk, [](const BlockQ8_1* b, float* y, int64_t) {
         for (int j = 0; j < kQk; ++j) y[j] = b->qs[j] * h2f(b->d);
       });
       break;
-    case DType::Q4_K: dequant_blocks<BlockQ4_K>(src, dst, nb, kQkK, dequant_q4_k); break;
-    case DType::Q5_K: dequant_blocks<BlockQ5_K>(src, dst, nb, kQkK, dequant_q5_k); break;
-    case DType::Q6_K: dequant_blocks<BlockQ6_K>(src, dst, nb, kQkK, dequant_q6_k); break;
-    case DType::Q8_K: dequant_blocks<BlockQ8_K>(src, dst, nb, kQkK, dequant_q8_k); break;
-    default: assert(false && "dequantize_row: unsupported type");
+    case DType::Q4_K:
+      dequant_blocks<BlockQ4_K>(src, dst, nb, kQkK, dequant_q4_k);
+      break;
+    case DType::Q5_K:
+      dequant_blocks<BlockQ5_K>(src, dst, nb, kQkK, dequant_q5_k);
+      break;
+    case DType::Q6_K:
+      dequant_blocks<BlockQ6_K>(src, dst, nb, kQkK, dequant_q6_k);
+      break;
+    case DType::Q8_K:
+      dequant_blocks<BlockQ8_K>(src, dst, nb, kQkK, dequant_q8_k);
+      break;
+    default:
+      assert(false && "dequantize_row: unsupported type");
   }
 }
 
@@ -425,7 +461,9 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   assert(n % dtype_info(t).block_elems == 0);
   const int64_t nb = n / dtype_info(t).block_elems;
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      break;
     case DType::F16:
     case DType::BF16: {
       auto* p = static_cast<uint8_t*>(dst);
@@ -436,24 +474,43 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       break;
     }
     case DType::Q4_0:
-      quant_blocks<BlockQ4_0>(src, dst, nb, kQk, [](const float* x, BlockQ4_0* y, int64_t) { quant_sym<4>(x, &y->d, y->qs, nullptr); });
+      quant_blocks<BlockQ4_0>(src, dst, nb, kQk,
+                              [](const float* x, BlockQ4_0* y, int64_t) { quant_sym<4>(x, &y->d, y->qs, nullptr); });
       break;
     case DType::Q5_0:
-      quant_blocks<BlockQ5_0>(src, dst, nb, kQk, [](const float* x, BlockQ5_0* y, int64_t) { quant_sym<5>(x, &y->d, y->qs, y->qh); });
+      quant_blocks<BlockQ5_0>(src, dst, nb, kQk,
+                              [](const float* x, BlockQ5_0* y, int64_t) { quant_sym<5>(x, &y->d, y->qs, y->qh); });
       break;
     case DType::Q4_1:
-      quant_blocks<BlockQ4_1>(src, dst, nb, kQk, [](const float* x, BlockQ4_1* y, int64_t) { quant_affine<4>(x, &y->d, &y->m, y->qs, nullptr); });
+      quant_blocks<BlockQ4_1>(src, dst, nb, kQk, [](const float* x, BlockQ4_1* y, int64_t) {
+        quant_affine<4>(x, &y->d, &y->m, y->qs, nullptr);
+      });
       break;
     case DType::Q5_1:
-      quant_blocks<BlockQ5_1>(src, dst, nb, kQk, [](const float* x, BlockQ5_1* y, int64_t) { quant_affine<5>(x, &y->d, &y->m, y->qs, y->qh); });
+      quant_blocks<BlockQ5_1>(src, dst, nb, kQk, [](const float* x, BlockQ5_1* y, int64_t) {
+        quant_affine<5>(x, &y->d, &y->m, y->qs, y->qh);
+      });
       break;
-    case DType::Q8_0: quant_blocks<BlockQ8_0>(src, dst, nb, kQk, quant_q8_0); break;
-    case DType::Q8_1: quant_blocks<BlockQ8_1>(src, dst, nb, kQk, quant_q8_1); break;
-    case DType::Q8_K: quant_blocks<BlockQ8_K>(src, dst, nb, kQkK, quant_q8_k); break;
-    case DType::Q4_K: quant_blocks<BlockQ4_K>(src, dst, nb, kQkK, quant_q4_k); break;
-    case DType::Q5_K: quant_blocks<BlockQ5_K>(src, dst, nb, kQkK, quant_q5_k); break;
-    case DType::Q6_K: quant_blocks<BlockQ6_K>(src, dst, nb, kQkK, quant_q6_k); break;
-    default: assert(false && "quantize_row: unsupported type");
+    case DType::Q8_0:
+      quant_blocks<BlockQ8_0>(src, dst, nb, kQk, quant_q8_0);
+      break;
+    case DType::Q8_1:
+      quant_blocks<BlockQ8_1>(src, dst, nb, kQk, quant_q8_1);
+      break;
+    case DType::Q8_K:
+      quant_blocks<BlockQ8_K>(src, dst, nb, kQkK, quant_q8_k);
+      break;
+    case DType::Q4_K:
+      quant_blocks<BlockQ4_K>(src, dst, nb, kQkK, quant_q4_k);
+      break;
+    case DType::Q5_K:
+      quant_blocks<BlockQ5_K>(src, dst, nb, kQkK, quant_q5_k);
+      break;
+    case DType::Q6_K:
+      quant_blocks<BlockQ6_K>(src, dst, nb, kQkK, quant_q6_k);
+      break;
+    default:
+      assert(false && "quantize_row: unsupported type");
   }
 }
 

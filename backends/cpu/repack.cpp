@@ -18,7 +18,9 @@ struct Q0Layout {
   bool high_bit;       // Q5_0: a 32-bit qh at byte 2
   int quant_dwords;    // 4 (nibbles) or 8 (Q8_0)
   size_t group_block_bytes() const { return kRepackRows * block_bytes; }
-  size_t quants_at() const { return quant_dwords == 8 ? repack_layout::kQ8Quants : repack_layout::q0_nibbles(high_bit); }
+  size_t quants_at() const {
+    return quant_dwords == 8 ? repack_layout::kQ8Quants : repack_layout::q0_nibbles(high_bit);
+  }
 };
 
 // Rows [i0, i1) of one 16-row group, block by block: plain rows (row i0 at `plain`) <->
@@ -125,7 +127,7 @@ void convert_group_q6k(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group
 }
 
 using ConvertFn = void (*)(int64_t nb, uint8_t* plain, size_t stride, uint8_t* group, bool to_repacked, int64_t i0,
-                          int64_t i1);
+                           int64_t i1);
 
 struct Format {
   int64_t block_elems;
@@ -153,9 +155,14 @@ bool format_of(DType w, Format* f) {
               convert_group(Q0Layout{sizeof(BlockQ8_0), 2, false, 8}, nb, p, s, g, to, i0, i1);
             }};
       return true;
-    case DType::Q4_K: *f = {kQkK, kQ4KBlock, convert_group_q4k}; return true;
-    case DType::Q6_K: *f = {kQkK, repack_layout::kQ6KBlock, convert_group_q6k}; return true;
-    default: return false;
+    case DType::Q4_K:
+      *f = {kQkK, kQ4KBlock, convert_group_q4k};
+      return true;
+    case DType::Q6_K:
+      *f = {kQkK, repack_layout::kQ6KBlock, convert_group_q6k};
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -167,7 +174,8 @@ Format format_or_die(DType w) {
 }
 
 // Every 16-row group of `rows` plain rows (stride bytes apart) <-> repacked rows.
-void convert_rows(DType w, int64_t n, uint8_t* plain, size_t stride, int64_t rows, uint8_t* repacked, bool to_repacked) {
+void convert_rows(DType w, int64_t n, uint8_t* plain, size_t stride, int64_t rows, uint8_t* repacked,
+                  bool to_repacked) {
   const Format f = format_or_die(w);
   assert(rows % kRepackRows == 0);
   const int64_t nb = n / f.block_elems;
@@ -189,7 +197,6 @@ size_t repacked_bytes(DType w, int64_t n, int64_t rows) {
   const Format f = format_or_die(w);
   return static_cast<size_t>(rows / kRepackRows) * static_cast<size_t>(n / f.block_elems) * f.group_block_bytes;
 }
-
 
 void repack_rows(DType w, int64_t n, const void* src, size_t stride, int64_t rows, void* dst) {
   convert_rows(w, n, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)), stride, rows, static_cast<uint8_t*>(dst),

@@ -49,7 +49,9 @@ inline constexpr int64_t kRepackRows = 16;
 namespace repack_layout {
 inline constexpr size_t kQ0Masks = 32;   // Q5_0's fifth bits, after the 16 scales
 inline constexpr size_t kQ8Quants = 32;  // Q8_0's quant vectors, after the 16 scales
-constexpr size_t q0_nibbles(bool high_bit) { return high_bit ? kQ0Masks + 64 : kQ0Masks; }
+constexpr size_t q0_nibbles(bool high_bit) {
+  return high_bit ? kQ0Masks + 64 : kQ0Masks;
+}
 inline constexpr size_t kQ4KDmin = 32, kQ4KScales = 64, kQ4KMins = 192, kQ4KNibbles = 320;
 inline constexpr size_t kQ4KBlock = kQ4KNibbles + 32 * 64;
 inline constexpr size_t kQ6KScales = 32, kQ6KLow = 288, kQ6KHigh = kQ6KLow + 32 * 64;

@@ -25,8 +25,7 @@ inline void cpu_relax() {
 }
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -72,13 +71,17 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-int ThreadPool::current_worker() { return t_worker; }
+int ThreadPool::current_worker() {
+  return t_worker;
+}
 
 ThreadPool::Stats ThreadPool::stats() const {
   return {n_jobs_.load(), n_caller_sleeps_.load(), n_worker_sleeps_.load(), n_contended_.load()};
 }
 
-bool ThreadPool::contended() const { return now_ns() < contended_until_ns_.load(std::memory_order_relaxed); }
+bool ThreadPool::contended() const {
+  return now_ns() < contended_until_ns_.load(std::memory_order_relaxed);
+}
 
 bool ThreadPool::spin_while_equal(const std::atomic<uint32_t>& word, uint32_t seen, int64_t budget_ns) {
   const int64_t start = now_ns();
@@ -173,7 +176,10 @@ int physical_core_count() {
   std::set<std::pair<std::string, std::string>> cores;
   std::string line, phys = "0";
   while (std::getline(in, line)) {
-    auto value = [&] { auto p = line.find(':'); return p == std::string::npos ? std::string() : line.substr(p + 2); };
+    auto value = [&] {
+      auto p = line.find(':');
+      return p == std::string::npos ? std::string() : line.substr(p + 2);
+    };
     if (line.rfind("physical id", 0) == 0) phys = value();
     if (line.rfind("core id", 0) == 0) cores.insert({phys, value()});
   }

@@ -20,8 +20,7 @@ SimdLevel detect_uncached() {
 #if defined(HEARTH_X86_KERNELS)
   __builtin_cpu_init();
   // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 register state.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
@@ -48,10 +47,13 @@ std::atomic<SimdLevel>& active() {
 const KernelTable& table(SimdLevel level) {
   switch (level) {
 #if defined(HEARTH_X86_KERNELS)
-    case SimdLevel::AVX512: return detail::avx512_kernels();
-    case SimdLevel::AVX2: return detail::avx2_kernels();
+    case SimdLevel::AVX512:
+      return detail::avx512_kernels();
+    case SimdLevel::AVX2:
+      return detail::avx2_kernels();
 #endif
-    default: return detail::scalar_kernels();
+    default:
+      return detail::scalar_kernels();
   }
 }
 
@@ -80,7 +82,9 @@ SimdLevel detect_simd_level() {
   return kLevel;
 }
 
-SimdLevel active_simd_level() { return active().load(std::memory_order_relaxed); }
+SimdLevel active_simd_level() {
+  return active().load(std::memory_order_relaxed);
+}
 
 SimdLevel set_simd_level(SimdLevel level) {
   const SimdLevel l = clamp(level);
@@ -90,9 +94,12 @@ SimdLevel set_simd_level(SimdLevel level) {
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
-    case SimdLevel::Scalar: return "scalar";
-    case SimdLevel::AVX2: return "avx2";
-    case SimdLevel::AVX512: return "avx512";
+    case SimdLevel::Scalar:
+      return "scalar";
+    case SimdLevel::AVX2:
+      return "avx2";
+    case SimdLevel::AVX512:
+      return "avx512";
   }
   return "?";
 }
@@ -111,10 +118,19 @@ bool parse_simd_level(std::string_view name, SimdLevel* out) {
 
 DType vec_dot_type(DType w) {
   switch (w) {
-    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return DType::Q8_0;
-    case DType::Q4_1: case DType::Q5_1: return DType::Q8_1;
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return DType::Q8_K;
-    default: return DType::F32;
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:
+      return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1:
+      return DType::Q8_1;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return DType::Q8_K;
+    default:
+      return DType::F32;
   }
 }
 
@@ -136,23 +152,29 @@ void quantize_activations(DType act_type, const float* x, void* dst, int64_t n) 
   quantize_activations_at(active_simd_level(), act_type, x, dst, n);
 }
 
-void gemm_at(SimdLevel level, DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes,
-             int64_t row_begin, int64_t row_end, const void* A, size_t a_stride_bytes, int64_t n_tok,
-             float* Y, size_t y_stride_floats) {
+void gemm_at(SimdLevel level, DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes, int64_t row_begin,
+             int64_t row_end, const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats) {
   assert(n_in % dtype_info(wtype).block_elems == 0);
   if (row_end <= row_begin || n_tok <= 0) return;
-  const GemmArgs args{n_in,        static_cast<const uint8_t*>(W), w_stride_bytes, row_begin, row_end,
-                      static_cast<const uint8_t*>(A), a_stride_bytes, n_tok, Y, y_stride_floats};
+  const GemmArgs args{n_in,
+                      static_cast<const uint8_t*>(W),
+                      w_stride_bytes,
+                      row_begin,
+                      row_end,
+                      static_cast<const uint8_t*>(A),
+                      a_stride_bytes,
+                      n_tok,
+                      Y,
+                      y_stride_floats};
   detail::GemmFn f = gemm_fn(level, wtype);
   assert(f && "gemm: unsupported weight type");
   f(args);
 }
 
-void gemm(DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes, int64_t row_begin,
-          int64_t row_end, const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y,
-          size_t y_stride_floats) {
-  gemm_at(active_simd_level(), wtype, n_in, W, w_stride_bytes, row_begin, row_end, A, a_stride_bytes,
-          n_tok, Y, y_stride_floats);
+void gemm(DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes, int64_t row_begin, int64_t row_end,
+          const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats) {
+  gemm_at(active_simd_level(), wtype, n_in, W, w_stride_bytes, row_begin, row_end, A, a_stride_bytes, n_tok, Y,
+          y_stride_floats);
 }
 
 float vec_dot_at(SimdLevel level, DType weight_type, int64_t n, const void* w_row, const void* act_row) {

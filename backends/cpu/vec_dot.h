@@ -58,11 +58,9 @@ float vec_dot_at(SimdLevel level, DType weight_type, int64_t n, const void* w_ro
 // for r in [row_begin, row_end), t in [0, n_tok). W: weight rows of n_in elements of wtype;
 // A: n_tok activation rows in vec_dot_type(wtype). Rows outside [row_begin, row_end) of Y
 // are not touched, so threads may split the rows of one call.
-void gemm(DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes, int64_t row_begin,
-          int64_t row_end, const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y,
-          size_t y_stride_floats);
-void gemm_at(SimdLevel level, DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes,
-             int64_t row_begin, int64_t row_end, const void* A, size_t a_stride_bytes,
-             int64_t n_tok, float* Y, size_t y_stride_floats);
+void gemm(DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes, int64_t row_begin, int64_t row_end,
+          const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats);
+void gemm_at(SimdLevel level, DType wtype, int64_t n_in, const void* W, size_t w_stride_bytes, int64_t row_begin,
+             int64_t row_end, const void* A, size_t a_stride_bytes, int64_t n_tok, float* Y, size_t y_stride_floats);
 
 }  // namespace hearth::cpu

@@ -21,7 +21,7 @@ struct GemmArgs {
   size_t as;         // bytes between activation rows
   int64_t n_tok;
   float* y;
-  size_t ys;         // floats between output rows (tokens)
+  size_t ys;  // floats between output rows (tokens)
 };
 
 using GemmFn = void (*)(const GemmArgs&);
@@ -44,7 +44,9 @@ const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
 #endif
 
-inline int type_index(DType t) { return static_cast<int>(t); }
+inline int type_index(DType t) {
+  return static_cast<int>(t);
+}
 
 // The repacked-layout kernel of `level` for w (the level clamped to the CPU's), or null.
 GemmFn gemm_repacked_fn(SimdLevel level, DType w);

@@ -10,7 +10,9 @@
 namespace hearth::cpu::detail {
 namespace {
 
-inline float h2f(uint16_t h) { return fp16_to_fp32(h); }
+inline float h2f(uint16_t h) {
+  return fp16_to_fp32(h);
+}
 
 // Blocks may sit at any address: copy each block into an aligned local before reading it.
 template <class B>
@@ -55,8 +57,7 @@ float dot_q4_0(int64_t n, const uint8_t* w, const uint8_t* a) {
     const auto x = load_block<BlockQ4_0>(w, i);
     const auto y = load_block<BlockQ8_0>(a, i);
     int sumi = 0;
-    for (int j = 0; j < 16; ++j)
-      sumi += ((x.qs[j] & 0xF) - 8) * y.qs[j] + ((x.qs[j] >> 4) - 8) * y.qs[j + 16];
+    for (int j = 0; j < 16; ++j) sumi += ((x.qs[j] & 0xF) - 8) * y.qs[j] + ((x.qs[j] >> 4) - 8) * y.qs[j + 16];
     sum += static_cast<float>(sumi) * (h2f(x.d) * h2f(y.d));
   }
   return sum;

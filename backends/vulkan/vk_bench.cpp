@@ -9,29 +9,40 @@
 #include "backends/vulkan/vulkan_backend.h"
 
 using namespace hearth;
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "list") {
     auto l = vulkan::list_devices();
-    if (!l) { printf("%s\n", l.error().message.c_str()); return 1; }
+    if (!l) {
+      printf("%s\n", l.error().message.c_str());
+      return 1;
+    }
     for (auto& d : *l)
-      printf("%d %s type=%s api=%s driver=%s local=%llu fp16=%d f16arith=%d sg=%u usable=%d %s\n", d.index, d.name.c_str(),
-             d.type.c_str(), d.api_version.c_str(), d.driver.c_str(), (unsigned long long)d.device_local_bytes,
-             d.fp16_storage, d.fp16_arithmetic, d.subgroup_size, d.usable, d.why_not.c_str());
+      printf("%d %s type=%s api=%s driver=%s local=%llu fp16=%d f16arith=%d sg=%u usable=%d %s\n", d.index,
+             d.name.c_str(), d.type.c_str(), d.api_version.c_str(), d.driver.c_str(),
+             (unsigned long long)d.device_local_bytes, d.fp16_storage, d.fp16_arithmetic, d.subgroup_size, d.usable,
+             d.why_not.c_str());
     vulkan::VulkanOptions o;
     o.device = 7;
     auto b = vulkan::make_vulkan_backend(o);
     printf("device 7: %s\n", b ? "ok?" : b.error().message.c_str());
     o.device = 0;
     auto b0 = vulkan::make_vulkan_backend(o);
-    if (b0) printf("device 0: %s kind=%s mem=%zu\n", (*b0)->info().name.c_str(), (*b0)->info().kind.c_str(), (*b0)->info().memory_bytes);
+    if (b0)
+      printf("device 0: %s kind=%s mem=%zu\n", (*b0)->info().name.c_str(), (*b0)->info().kind.c_str(),
+             (*b0)->info().memory_bytes);
     auto big = (*b0)->alloc(size_t(1) << 40, BufferKind::Activations);
     printf("1 TiB alloc: %s\n", big ? "ok?" : big.error().message.c_str());
     return 0;
   }
   auto vk = vulkan::make_vulkan_backend({});
-  if (!vk) { printf("%s\n", vk.error().message.c_str()); return 1; }
+  if (!vk) {
+    printf("%s\n", vk.error().message.c_str());
+    return 1;
+  }
   Backend& be = **vk;
   const DType types[] = {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0};
   const int64_t shapes[][2] = {{262144, 640}, {65536, 640}, {16384, 640}, {2048, 640}};
@@ -57,7 +68,10 @@ int main(int argc, char** argv) {
       op.dst = Tensor{y->get(), 0, DType::F32, n_out, n_tok, size_t(n_out * 4)};
       g.ops.push_back(op);
       Status st = be.execute(g);
-      if (!st) { printf("%s\n", st.error().message.c_str()); return 1; }
+      if (!st) {
+        printf("%s\n", st.error().message.c_str());
+        return 1;
+      }
       const int reps = 3;
       double t0 = now();
       for (int i = 0; i < reps; ++i) (void)be.execute(g);

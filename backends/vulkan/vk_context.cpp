@@ -56,8 +56,9 @@ Result<VkInstance> make_instance(bool validation, Fns* fns, VkDebugUtilsMessenge
     fns->vkEnumerateInstanceLayerProperties(&n, nullptr);
     std::vector<VkLayerProperties> props(n);
     fns->vkEnumerateInstanceLayerProperties(&n, props.data());
-    const bool have = std::any_of(props.begin(), props.end(),
-                                  [](const VkLayerProperties& p) { return std::strcmp(p.layerName, kValidationLayer) == 0; });
+    const bool have = std::any_of(props.begin(), props.end(), [](const VkLayerProperties& p) {
+      return std::strcmp(p.layerName, kValidationLayer) == 0;
+    });
     if (have) {
       layers.push_back(kValidationLayer);
       extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -98,11 +99,16 @@ Result<VkInstance> make_instance(bool validation, Fns* fns, VkDebugUtilsMessenge
 
 const char* type_name(VkPhysicalDeviceType t) {
   switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
   }
 }
 
@@ -229,21 +235,36 @@ Result<const SharedInstance*> shared_instance(bool validation) {
 
 const char* vk_result_name(VkResult r) {
   switch (r) {
-    case VK_SUCCESS: return "VK_SUCCESS";
-    case VK_NOT_READY: return "VK_NOT_READY";
-    case VK_TIMEOUT: return "VK_TIMEOUT";
-    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
-    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
-    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
-    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
-    case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
-    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
-    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
-    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
-    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
-    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
-    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
-    default: return "VkResult error";
+    case VK_SUCCESS:
+      return "VK_SUCCESS";
+    case VK_NOT_READY:
+      return "VK_NOT_READY";
+    case VK_TIMEOUT:
+      return "VK_TIMEOUT";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+      return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+      return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED:
+      return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+      return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+      return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+      return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+      return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+      return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+      return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    default:
+      return "VkResult error";
   }
 }
 
@@ -263,7 +284,9 @@ Result<std::vector<VulkanDeviceInfo>> list_devices() {
   return out;
 }
 
-uint64_t validation_message_count() { return g_validation_messages.load(); }
+uint64_t validation_message_count() {
+  return g_validation_messages.load();
+}
 
 Result<std::unique_ptr<Context>> create_context(const VulkanOptions& options) {
   auto ctx = std::make_unique<Context>();
@@ -283,12 +306,14 @@ Result<std::unique_ptr<Context>> create_context(const VulkanOptions& options) {
       return make_error("vulkan: no device " + std::to_string(options.device) + " (there are " +
                         std::to_string(pds.size()) + ")");
     const VulkanDeviceInfo& d = infos[options.device];
-    if (!d.usable) return make_error("vulkan: device " + std::to_string(d.index) + " (" + d.name + ") is not usable: " + d.why_not);
+    if (!d.usable)
+      return make_error("vulkan: device " + std::to_string(d.index) + " (" + d.name + ") is not usable: " + d.why_not);
     chosen = options.device;
   } else {
     for (const VulkanDeviceInfo& d : infos)
       if (d.usable && (chosen < 0 || type_rank(d.type) < type_rank(infos[chosen].type))) chosen = d.index;
-    if (chosen < 0) return make_error("vulkan: no usable Vulkan device (" + infos[0].name + ": " + infos[0].why_not + ")");
+    if (chosen < 0)
+      return make_error("vulkan: no usable Vulkan device (" + infos[0].name + ": " + infos[0].why_not + ")");
   }
   ctx->physical = pds[chosen];
   ctx->info = infos[chosen];

@@ -26,8 +26,8 @@ struct Context {
   VkPhysicalDeviceProperties props{};
   VkPhysicalDeviceMemoryProperties memory{};
   VulkanDeviceInfo info;
-  bool use_fp16 = false;      // 16-bit storage enabled: the USE_FP16 shader variants
-  bool use_subgroup = false;  // subgroup arithmetic in compute: the USE_SUBGROUP variants
+  bool use_fp16 = false;               // 16-bit storage enabled: the USE_FP16 shader variants
+  bool use_subgroup = false;           // subgroup arithmetic in compute: the USE_SUBGROUP variants
   VkDeviceSize max_allocation = 0;     // maxMemoryAllocationSize
   VkDeviceSize max_storage_range = 0;  // maxStorageBufferRange
   VkDeviceSize storage_align = 4;      // minStorageBufferOffsetAlignment (at least 4)

@@ -10,8 +10,8 @@
 
 namespace hearth::vulkan {
 
-#define HEARTH_VK_GLOBAL_FNS(X) \
-  X(vkCreateInstance)           \
+#define HEARTH_VK_GLOBAL_FNS(X)         \
+  X(vkCreateInstance)                   \
   X(vkEnumerateInstanceLayerProperties) \
   X(vkEnumerateInstanceExtensionProperties)
 

@@ -20,7 +20,9 @@ int pick_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t bits,
   return fallback;
 }
 
-std::string bytes_str(VkDeviceSize b) { return std::to_string(b) + " bytes"; }
+std::string bytes_str(VkDeviceSize b) {
+  return std::to_string(b) + " bytes";
+}
 
 }  // namespace
 
@@ -37,13 +39,16 @@ Result<DeviceBuffer> create_buffer(const Context& ctx, VkDeviceSize bytes, bool 
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = fn.vkCreateBuffer(ctx.device, &bi, nullptr, &b.buffer);
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: cannot create a buffer of ") + bytes_str(bytes) + " (" + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: cannot create a buffer of ") + bytes_str(bytes) + " (" + vk_result_name(r) +
+                      ")");
   VkMemoryRequirements req;
   fn.vkGetBufferMemoryRequirements(ctx.device, b.buffer, &req);
   const VkMemoryPropertyFlags required =
-      host_visible ? VkMemoryPropertyFlags{VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT} : VkMemoryPropertyFlags{0};
-  const VkMemoryPropertyFlags preferred =
-      host_visible ? required | VK_MEMORY_PROPERTY_HOST_CACHED_BIT : VkMemoryPropertyFlags{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT};
+      host_visible ? VkMemoryPropertyFlags{VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT}
+                   : VkMemoryPropertyFlags{0};
+  const VkMemoryPropertyFlags preferred = host_visible ? required | VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+                                                       : VkMemoryPropertyFlags{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT};
   const int type = pick_memory_type(ctx.memory, req.memoryTypeBits, required, preferred);
   if (type < 0) {
     destroy_buffer(ctx, &b);
@@ -87,14 +92,16 @@ Status Submitter::init() {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = ctx_.queue_family;
   VkResult r = ctx_.fn.vkCreateCommandPool(ctx_.device, &pi, nullptr, &pool_);
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: cannot create a command pool (") + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: cannot create a command pool (") + vk_result_name(r) + ")");
   VkCommandBufferAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
   ai.commandPool = pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   r = ctx_.fn.vkAllocateCommandBuffers(ctx_.device, &ai, &cmd_);
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: cannot allocate a command buffer (") + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: cannot allocate a command buffer (") + vk_result_name(r) + ")");
   VkFenceCreateInfo fi{};
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   r = ctx_.fn.vkCreateFence(ctx_.device, &fi, nullptr, &fence_);
@@ -108,7 +115,8 @@ Result<VkCommandBuffer> Submitter::begin() {
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   const VkResult r = ctx_.fn.vkBeginCommandBuffer(cmd_, &bi);
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: cannot begin a command buffer (") + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: cannot begin a command buffer (") + vk_result_name(r) + ")");
   VkMemoryBarrier mb{};
   mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -130,7 +138,8 @@ Status Submitter::submit_and_wait() {
   if (r != VK_SUCCESS) return make_error(std::string("vulkan: queue submission failed (") + vk_result_name(r) + ")");
   r = ctx_.fn.vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, UINT64_MAX);
   ctx_.fn.vkResetFences(ctx_.device, 1, &fence_);
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: waiting for the device failed (") + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: waiting for the device failed (") + vk_result_name(r) + ")");
   return {};
 }
 

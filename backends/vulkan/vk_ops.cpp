@@ -21,13 +21,17 @@ struct OpPlanner::View {
 
 namespace {
 
-constexpr uint32_t kWg = 64;  // WG in shaders/common.glsl
+constexpr uint32_t kWg = 64;           // WG in shaders/common.glsl
 constexpr uint32_t kMatmulTokens = 8;  // TT in shaders/matmul.comp
 constexpr int64_t kMaxHeadDim = 512;   // MAX_HD in shaders/attention.comp
 
-uint32_t div_up(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+uint32_t div_up(int64_t a, int64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
 
-void bind(Dispatch* d, int binding, const VkDescriptorBufferInfo& info) { d->bind[binding] = info; }
+void bind(Dispatch* d, int binding, const VkDescriptorBufferInfo& info) {
+  d->bind[binding] = info;
+}
 
 // Binds a view to its slot (0 = dst, 1..4 = src0..src3) and sets the slot's element
 // offset and row stride in the push constants: every shader reads them by slot.
@@ -73,26 +77,42 @@ Result<OpPlanner::View> OpPlanner::view(const Tensor& t, int64_t r0, int64_t r1,
 Status OpPlanner::plan(const Op& op, const Graph& /*graph*/, std::vector<Dispatch>* out) {
   Status st;
   switch (op.kind) {
-    case OpKind::GetRows: st = get_rows(op, out); break;
-    case OpKind::RmsNorm: st = rms_norm(op, out); break;
-    case OpKind::MatMul: st = matmul(op, out); break;
-    case OpKind::Rope: st = rope(op, out); break;
+    case OpKind::GetRows:
+      st = get_rows(op, out);
+      break;
+    case OpKind::RmsNorm:
+      st = rms_norm(op, out);
+      break;
+    case OpKind::MatMul:
+      st = matmul(op, out);
+      break;
+    case OpKind::Rope:
+      st = rope(op, out);
+      break;
     case OpKind::Add:
     case OpKind::AddRow:
     case OpKind::Scale:
     case OpKind::GeluMul:
     case OpKind::SiluMul:
-    case OpKind::Softcap: st = elementwise(op, out); break;
-    case OpKind::StoreKv: st = store_kv(op, out); break;
-    case OpKind::Attention: st = attention(op, out); break;
-    case OpKind::CopyRows: st = copy_rows(op, out); break;
+    case OpKind::Softcap:
+      st = elementwise(op, out);
+      break;
+    case OpKind::StoreKv:
+      st = store_kv(op, out);
+      break;
+    case OpKind::Attention:
+      st = attention(op, out);
+      break;
+    case OpKind::CopyRows:
+      st = copy_rows(op, out);
+      break;
   }
   if (!st) return make_error(std::string("vulkan: ") + op_name(op.kind) + ": " + st.error().message);
   return {};
 }
 
-#define HEARTH_TRY_VIEW(var, expr) \
-  Result<View> var##_r = (expr);   \
+#define HEARTH_TRY_VIEW(var, expr)      \
+  Result<View> var##_r = (expr);        \
   if (!var##_r) return var##_r.error(); \
   const View& var = *var##_r;
 
@@ -181,8 +201,8 @@ Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
   const auto& lim = ctx_.props.limits.maxComputeWorkGroupCount;
   const int64_t row_chunk = std::min<int64_t>(rows_per_window(w), lim[0]);
   Tensor dst_rows = op.dst;  // dst windows cover whole rows of n_out outputs
-  const int64_t tok_chunk = std::min<int64_t>({rows_per_window(op.src1), rows_per_window(dst_rows),
-                                               static_cast<int64_t>(lim[1]) * tile});
+  const int64_t tok_chunk =
+      std::min<int64_t>({rows_per_window(op.src1), rows_per_window(dst_rows), static_cast<int64_t>(lim[1]) * tile});
   for (int64_t t0 = 0; t0 < n_tok; t0 += tok_chunk) {
     const int64_t t1 = std::min(n_tok, t0 + tok_chunk);
     HEARTH_TRY_VIEW(x, view(op.src1, t0, t1, 4));
@@ -239,12 +259,26 @@ Status OpPlanner::elementwise(const Op& op, std::vector<Dispatch>* out) {
   uint32_t code = 0;
   bool binary = true;
   switch (op.kind) {
-    case OpKind::Add: code = 0; break;
-    case OpKind::AddRow: code = 5; break;
-    case OpKind::Scale: code = 1; binary = false; break;
-    case OpKind::GeluMul: code = 2; break;
-    case OpKind::SiluMul: code = 3; break;
-    default: code = 4; binary = false; break;  // Softcap
+    case OpKind::Add:
+      code = 0;
+      break;
+    case OpKind::AddRow:
+      code = 5;
+      break;
+    case OpKind::Scale:
+      code = 1;
+      binary = false;
+      break;
+    case OpKind::GeluMul:
+      code = 2;
+      break;
+    case OpKind::SiluMul:
+      code = 3;
+      break;
+    default:
+      code = 4;
+      binary = false;
+      break;  // Softcap
   }
   // AddRow reads row 0 of src1 for every row of dst.
   const int64_t src1_rows = op.kind == OpKind::AddRow ? 1 : op.dst.rows;
@@ -333,8 +367,8 @@ uint32_t OpPlanner::attention_splits(const Op& op) const {
 }
 
 size_t OpPlanner::split_scratch_bytes(const Op& op, uint32_t splits) {
-  return static_cast<size_t>(op.src0.rows) * static_cast<size_t>(op.i0) * splits *
-         (static_cast<size_t>(op.i2) + 2) * sizeof(float);
+  return static_cast<size_t>(op.src0.rows) * static_cast<size_t>(op.i0) * splits * (static_cast<size_t>(op.i2) + 2) *
+         sizeof(float);
 }
 
 Status OpPlanner::prepare(const Graph& graph) {

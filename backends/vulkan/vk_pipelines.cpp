@@ -26,7 +26,8 @@ Status Pipelines::init() {
   li.bindingCount = kBindingCount;
   li.pBindings = b;
   VkResult r = ctx_.fn.vkCreateDescriptorSetLayout(ctx_.device, &li, nullptr, &set_layout_);
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: cannot create a descriptor set layout (") + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: cannot create a descriptor set layout (") + vk_result_name(r) + ")");
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(PushConstants)};
   VkPipelineLayoutCreateInfo pi{};
   pi.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
@@ -35,7 +36,8 @@ Status Pipelines::init() {
   pi.pushConstantRangeCount = 1;
   pi.pPushConstantRanges = &range;
   r = ctx_.fn.vkCreatePipelineLayout(ctx_.device, &pi, nullptr, &layout_);
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: cannot create a pipeline layout (") + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: cannot create a pipeline layout (") + vk_result_name(r) + ")");
   return {};
 }
 
@@ -43,7 +45,8 @@ Result<VkPipeline> Pipelines::get(const std::string& name, uint32_t spec, bool f
   const int sg = ctx_.use_subgroup ? 1 : 0;
   const int f16 = fp16 && ctx_.use_fp16 ? 1 : 0;
   const std::string variant = name + "/" + std::to_string(sg) + std::to_string(f16);
-  const std::string key = variant + "/" + std::to_string(spec) + "/" + std::to_string(spec1) + "/" + std::to_string(spec2);
+  const std::string key =
+      variant + "/" + std::to_string(spec) + "/" + std::to_string(spec1) + "/" + std::to_string(spec2);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
 
   VkShaderModule module = VK_NULL_HANDLE;
@@ -59,7 +62,8 @@ Result<VkPipeline> Pipelines::get(const std::string& name, uint32_t spec, bool f
     mi.codeSize = blob->bytes;
     mi.pCode = blob->code;
     const VkResult r = ctx_.fn.vkCreateShaderModule(ctx_.device, &mi, nullptr, &module);
-    if (r != VK_SUCCESS) return make_error("vulkan: cannot create shader module " + variant + " (" + vk_result_name(r) + ")");
+    if (r != VK_SUCCESS)
+      return make_error("vulkan: cannot create shader module " + variant + " (" + vk_result_name(r) + ")");
     modules_[variant] = module;
   }
 

@@ -67,7 +67,8 @@ Status Recorder::ensure_sets(size_t n) {
   ai.descriptorSetCount = static_cast<uint32_t>(n);
   ai.pSetLayouts = layouts.data();
   const VkResult r = ctx_.fn.vkAllocateDescriptorSets(ctx_.device, &ai, sets_.data());
-  if (r != VK_SUCCESS) return make_error(std::string("vulkan: cannot allocate descriptor sets (") + vk_result_name(r) + ")");
+  if (r != VK_SUCCESS)
+    return make_error(std::string("vulkan: cannot allocate descriptor sets (") + vk_result_name(r) + ")");
   return {};
 }
 
@@ -110,8 +111,8 @@ Status Recorder::run(const std::vector<Dispatch>& dispatches, const Graph& graph
   VkPipeline bound = VK_NULL_HANDLE;
   for (size_t i = 0; i < dispatches.size(); ++i) {
     const Dispatch& d = dispatches[i];
-    const bool hazard = (barrier_all && i > 0) || any_overlap(pending_writes, d.reads, 4) || any_overlap(pending_writes, d.writes, 2) ||
-                        any_overlap(pending_reads, d.writes, 2);
+    const bool hazard = (barrier_all && i > 0) || any_overlap(pending_writes, d.reads, 4) ||
+                        any_overlap(pending_writes, d.writes, 2) || any_overlap(pending_reads, d.writes, 2);
     if (hazard) {
       VkMemoryBarrier mb{};
       mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;

@@ -3,13 +3,13 @@
 
 #include <cstring>
 
+#include "backends/graph_check.h"
+#include "backends/transfer_check.h"
 #include "backends/vulkan/vk_context.h"
 #include "backends/vulkan/vk_memory.h"
 #include "backends/vulkan/vk_ops.h"
 #include "backends/vulkan/vk_pipelines.h"
 #include "backends/vulkan/vk_recorder.h"
-#include "backends/graph_check.h"
-#include "backends/transfer_check.h"
 #include "common/log.h"
 
 namespace hearth::vulkan {
@@ -78,7 +78,8 @@ class VulkanBackend final : public Backend {
       const auto* s = dynamic_cast<const VulkanBuffer*>(c.src);
       const auto* d = dynamic_cast<const VulkanBuffer*>(c.dst);
       if (s == nullptr || d == nullptr) return make_error("vulkan: copy between buffers of another backend");
-      if (c.bytes > 0) regions_.push_back({s->handle(), d->handle(), VkBufferCopy{c.src_offset, c.dst_offset, c.bytes}});
+      if (c.bytes > 0)
+        regions_.push_back({s->handle(), d->handle(), VkBufferCopy{c.src_offset, c.dst_offset, c.bytes}});
     }
     if (regions_.empty()) return {};
     return transfers_.copy(regions_);

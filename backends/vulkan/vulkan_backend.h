@@ -14,17 +14,17 @@
 namespace hearth::vulkan {
 
 struct VulkanDeviceInfo {
-  int index = 0;                 // the value --vk-device takes
-  std::string name;              // VkPhysicalDeviceProperties::deviceName
-  std::string type;              // "discrete", "integrated", "virtual", "cpu", "other"
-  std::string api_version;       // e.g. "1.3.230"
-  std::string driver;            // driver name and info, when the device reports them
+  int index = 0;                    // the value --vk-device takes
+  std::string name;                 // VkPhysicalDeviceProperties::deviceName
+  std::string type;                 // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string api_version;          // e.g. "1.3.230"
+  std::string driver;               // driver name and info, when the device reports them
   uint64_t device_local_bytes = 0;  // largest device-local heap
-  bool fp16_storage = false;     // 16-bit storage buffer access
-  bool fp16_arithmetic = false;  // shaderFloat16
-  uint32_t subgroup_size = 0;    // 0 when subgroup arithmetic is not available to compute
-  bool usable = false;           // has everything hearth requires
-  std::string why_not;           // when !usable: the missing feature
+  bool fp16_storage = false;        // 16-bit storage buffer access
+  bool fp16_arithmetic = false;     // shaderFloat16
+  uint32_t subgroup_size = 0;       // 0 when subgroup arithmetic is not available to compute
+  bool usable = false;              // has everything hearth requires
+  std::string why_not;              // when !usable: the missing feature
 };
 
 // Every physical device the Vulkan loader reports. An error (one clear sentence) when there

@@ -37,8 +37,8 @@ class PrivateDaemon {
       if (mkdtemp(tmpl) == nullptr) return false;
       dir_ = tmpl;
     }
-    std::vector<std::string> args = {o.hearthd, "--model", o.model, "--socket", socket(), "--cache-dir",
-                                     dir_ + "/cache", "--log-level", "warn"};
+    std::vector<std::string> args = {o.hearthd,     "--model",       o.model,       "--socket", socket(),
+                                     "--cache-dir", dir_ + "/cache", "--log-level", "warn"};
     for (const std::string& a : o.hearthd_args) args.push_back(a);
     pid_ = fork();
     if (pid_ < 0) return false;
@@ -101,7 +101,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 std::string prompt_text(const std::string& salt, int64_t n_words) {
   std::string s = salt + " bench:";
   static const char* kWords[] = {"river", "stone", "lamp", "north", "window", "garden", "copper", "quiet"};
-  for (int64_t i = 0; i < n_words; ++i) s += std::string(" ") + kWords[(i * 5 + salt.size()) % 8] + std::to_string(i % 97);
+  for (int64_t i = 0; i < n_words; ++i)
+    s += std::string(" ") + kWords[(i * 5 + salt.size()) % 8] + std::to_string(i % 97);
   return s;
 }
 
@@ -143,12 +144,12 @@ struct Runner {
 };
 
 Json row(const hearth_stats& s) {
-  return {{"prompt_tokens", s.prompt_tokens},   {"completion_tokens", s.completion_tokens},
-          {"cached_tokens", s.cached_tokens},   {"ttft_ms", s.ttft_ms},
-          {"prefill_tok_s", s.prefill_tok_s},   {"decode_tok_s", s.decode_tok_s},
-          {"itl_mean_ms", s.itl_mean_ms},       {"itl_p50_ms", s.itl_p50_ms},
-          {"itl_max_ms", s.itl_max_ms},         {"total_ms", s.total_ms},
-          {"prefill_gops", s.prefill_gops},     {"decode_gb_s", s.decode_gb_s}};
+  return {{"prompt_tokens", s.prompt_tokens}, {"completion_tokens", s.completion_tokens},
+          {"cached_tokens", s.cached_tokens}, {"ttft_ms", s.ttft_ms},
+          {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s},
+          {"itl_mean_ms", s.itl_mean_ms},     {"itl_p50_ms", s.itl_p50_ms},
+          {"itl_max_ms", s.itl_max_ms},       {"total_ms", s.total_ms},
+          {"prefill_gops", s.prefill_gops},   {"decode_gb_s", s.decode_gb_s}};
 }
 
 void print_tables(const Json& j) {
@@ -156,15 +157,16 @@ void print_tables(const Json& j) {
   for (const Json& r : j["ttft"]) {
     auto cell = [&](const char* k) {
       char b[32];
-      if (r.contains(k)) std::snprintf(b, sizeof b, "%10.1f", r[k]["ttft_ms"].get<double>());
-      else std::snprintf(b, sizeof b, "%10s", "-");
+      if (r.contains(k))
+        std::snprintf(b, sizeof b, "%10.1f", r[k]["ttft_ms"].get<double>());
+      else
+        std::snprintf(b, sizeof b, "%10s", "-");
       return std::string(b);
     };
     std::printf("%8lld %s %s %s\n", r["tokens"].get<long long>(), cell("cold").c_str(), cell("memory").c_str(),
                 cell("disk").c_str());
   }
-  std::printf("\nITL against context length (ms)\n%8s %10s %10s %10s %10s\n", "context", "mean", "p50", "max",
-              "tok/s");
+  std::printf("\nITL against context length (ms)\n%8s %10s %10s %10s %10s\n", "context", "mean", "p50", "max", "tok/s");
   for (const Json& r : j["itl"])
     std::printf("%8lld %10.1f %10.1f %10.1f %10.1f\n", r["context"].get<long long>(), r["itl_mean_ms"].get<double>(),
                 r["itl_p50_ms"].get<double>(), r["itl_max_ms"].get<double>(), r["decode_tok_s"].get<double>());
@@ -177,7 +179,8 @@ void print_tables(const Json& j) {
   std::printf("\nAgainst this machine's peaks (%d threads)\n", peaks["threads"].get<int>());
   if (!j["ttft"].empty()) {
     const double g = j["ttft"].back()["cold"]["prefill_gops"].get<double>(), peak = peaks["int8_gops"].get<double>();
-    std::printf("prefill %8.1f GOP/s = %3.0f%% of the int8 peak (%.1f GOP/s): compute-bound\n", g, 100 * g / peak, peak);
+    std::printf("prefill %8.1f GOP/s = %3.0f%% of the int8 peak (%.1f GOP/s): compute-bound\n", g, 100 * g / peak,
+                peak);
   }
   if (!j["itl"].empty()) {
     const double b = j["itl"][0]["decode_gb_s"].get<double>(), peak = peaks["read_gb_s"].get<double>();
@@ -274,8 +277,7 @@ int run_bench(const GlobalOptions& global, const BenchOptions& o) {
     std::vector<char> ok(static_cast<size_t>(n), 0);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
-    for (int64_t i = 0; i < n; ++i)
-      threads.emplace_back([&, i] { ok[i] = run.complete(ps[i], o.tokens, &each[i]); });
+    for (int64_t i = 0; i < n; ++i) threads.emplace_back([&, i] { ok[i] = run.complete(ps[i], o.tokens, &each[i]); });
     for (std::thread& t : threads) t.join();
     const double wall_s = seconds_since(t0);
     int64_t tokens = 0;
@@ -287,8 +289,11 @@ int run_bench(const GlobalOptions& global, const BenchOptions& o) {
   }
   run.progress("this machine's peaks");
   const probe::MachinePeaks peaks = machine_peaks(o.reprobe);
-  out["peaks"] = {{"int8_gops", peaks.int8_gops}, {"read_gb_s", peaks.read_gb_s}, {"threads", peaks.threads},
-                  {"cpu", peaks.cpu}, {"cached", peaks.from_cache}};
+  out["peaks"] = {{"int8_gops", peaks.int8_gops},
+                  {"read_gb_s", peaks.read_gb_s},
+                  {"threads", peaks.threads},
+                  {"cpu", peaks.cpu},
+                  {"cached", peaks.from_cache}};
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r%-70s\r", "");
   daemon.remove();
 
@@ -310,8 +315,8 @@ int run_bench(const GlobalOptions& global, const BenchOptions& o) {
 }
 
 void add_bench_command(CLI::App* app, BenchOptions* o, CLI::App** out) {
-  CLI::App* cmd = app->add_subcommand(
-      "bench", "measure TTFT (cold, memory and disk hits), ITL and throughput on this machine");
+  CLI::App* cmd =
+      app->add_subcommand("bench", "measure TTFT (cold, memory and disk hits), ITL and throughput on this machine");
   cmd->add_option("--model", o->model,
                   "start a private hearthd with this model (file or catalog name) instead of using the running one; "
                   "only then is the disk-hit TTFT measured (the bench restarts its daemon)");

@@ -50,7 +50,8 @@ void print_summary(const Json& j) {
       std::printf("entries:    every user's (you are %s; scope: %s)\n", who.c_str(),
                   caller.value("scope", std::string("?")).c_str());
     } else {
-      std::printf("entries:    yours only (%s; scope: %s)\n", who.c_str(), caller.value("scope", std::string("?")).c_str());
+      std::printf("entries:    yours only (%s; scope: %s)\n", who.c_str(),
+                  caller.value("scope", std::string("?")).c_str());
     }
   }
   std::printf("memory:     %lld blocks, %lld tokens, %s of %s\n", count(memory, "blocks"), count(memory, "tokens"),
@@ -173,9 +174,11 @@ void add_cache_command(CLI::App* app, CacheOptions* options) {
   CLI::App* stats = cache->add_subcommand("stats", "entries, bytes against the budget, hit rates and writes");
   stats->add_flag("--json", options->json, "print the daemon's statistics as JSON");
   stats->callback([options] { options->action = CacheOptions::Action::kStats; });
-  CLI::App* clear = cache->add_subcommand("clear", "forget your cached prompt prefixes (every model's by default; root: everyone's)");
+  CLI::App* clear =
+      cache->add_subcommand("clear", "forget your cached prompt prefixes (every model's by default; root: everyone's)");
   clear->add_option("--model", options->model, "only this model's (the loaded one; see `hearth models`)");
-  clear->add_option("--uid", options->uid, "only this user's entries (root or the daemon's user only)")->check(CLI::NonNegativeNumber);
+  clear->add_option("--uid", options->uid, "only this user's entries (root or the daemon's user only)")
+      ->check(CLI::NonNegativeNumber);
   clear->callback([options] { options->action = CacheOptions::Action::kClear; });
   CLI::App* warm = cache->add_subcommand(
       "warm", "prefill FILE's text into the cache without generating (by default a chat system prompt)");

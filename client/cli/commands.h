@@ -12,14 +12,14 @@ namespace hearth::cli {
 
 // Options that ask and chat share.
 struct GenerationOptions {
-  std::string system;      // --system: a system message first
-  std::string model;       // --model: model id; "" = the loaded one
-  float temperature = -1;  // --temp; < 0: daemon default
-  int32_t max_tokens = 0;  // --max-tokens; 0: daemon default
-  int64_t seed = -1;       // --seed; < 0: not sent
-  bool stats = false;      // --stats
-  std::vector<std::string> stop;  // --stop (repeatable): stop strings
-  float repeat_penalty = 1.0f;    // --repeat-penalty; 1: not sent
+  std::string system;                  // --system: a system message first
+  std::string model;                   // --model: model id; "" = the loaded one
+  float temperature = -1;              // --temp; < 0: daemon default
+  int32_t max_tokens = 0;              // --max-tokens; 0: daemon default
+  int64_t seed = -1;                   // --seed; < 0: not sent
+  bool stats = false;                  // --stats
+  std::vector<std::string> stop;       // --stop (repeatable): stop strings
+  float repeat_penalty = 1.0f;         // --repeat-penalty; 1: not sent
   std::vector<const char*> stop_ptrs;  // filled by to_request_options; the request points into it
 };
 void add_generation_options(CLI::App* command, GenerationOptions* options);
@@ -40,27 +40,27 @@ int run_chat(const GlobalOptions& global, GenerationOptions& options);
 struct CacheOptions {
   enum class Action { kNone, kStats, kClear, kWarm };
   Action action = Action::kNone;
-  bool json = false;  // stats --json
-  std::string model;  // clear --model
+  bool json = false;   // stats --json
+  std::string model;   // clear --model
   long long uid = -1;  // clear --uid (-1: the caller's own, or everyone's for root)
-  std::string file;   // warm FILE ("-": stdin)
-  bool raw = false;   // warm --raw: a completion prompt, not a chat system prompt
+  std::string file;    // warm FILE ("-": stdin)
+  bool raw = false;    // warm --raw: a completion prompt, not a chat system prompt
 };
 void add_cache_command(CLI::App* app, CacheOptions* options);
 int run_cache(const GlobalOptions& global, const CacheOptions& options);
 
 // hearth bench [--model FILE] [--lengths ...] [--contexts ...] [--streams ...] [--json] [--plot FILE]
 struct BenchOptions {
-  std::string model;                 // --model: start a private hearthd with it
-  std::string hearthd = "hearthd";   // --hearthd: the daemon binary for --model
+  std::string model;                // --model: start a private hearthd with it
+  std::string hearthd = "hearthd";  // --hearthd: the daemon binary for --model
   std::vector<std::string> hearthd_args;
-  std::vector<int64_t> lengths = {128, 512, 2048};   // TTFT table, prompt tokens
+  std::vector<int64_t> lengths = {128, 512, 2048};    // TTFT table, prompt tokens
   std::vector<int64_t> contexts = {128, 1024, 3072};  // ITL table, prompt tokens
   std::vector<int64_t> streams = {1, 2, 4};
-  int32_t tokens = 32;               // generated per answer (ITL, streams)
+  int32_t tokens = 32;  // generated per answer (ITL, streams)
   bool json = false;
-  bool reprobe = false;              // --reprobe: measure the machine's peaks again
-  std::string plot;                  // --plot FILE.svg
+  bool reprobe = false;  // --reprobe: measure the machine's peaks again
+  std::string plot;      // --plot FILE.svg
 };
 void add_bench_command(CLI::App* app, BenchOptions* options, CLI::App** command);
 int run_bench(const GlobalOptions& global, const BenchOptions& options);

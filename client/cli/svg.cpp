@@ -15,11 +15,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -75,8 +84,8 @@ std::string chart(const Chart& c, double x0) {
 std::string svg_charts(const std::vector<Chart>& charts) {
   const double width = kWidth * static_cast<double>(std::max<size_t>(1, charts.size()));
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
-                    num(width) + "\" height=\"" + num(kHeight) + "\" viewBox=\"0 0 " + num(width) + " " +
-                    num(kHeight) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+                    num(width) + "\" height=\"" + num(kHeight) + "\" viewBox=\"0 0 " + num(width) + " " + num(kHeight) +
+                    "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   for (size_t i = 0; i < charts.size(); ++i) out += chart(charts[i], kWidth * static_cast<double>(i));
   return out + "</svg>\n";

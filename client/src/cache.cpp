@@ -112,7 +112,9 @@ int hearth_client_cache_stats(hearth_client* client, char** out_json) {
   });
 }
 
-int hearth_client_cache_clear(hearth_client* client, const char* model) { return cache_clear(client, model, nullptr); }
+int hearth_client_cache_clear(hearth_client* client, const char* model) {
+  return cache_clear(client, model, nullptr);
+}
 
 int hearth_client_cache_clear_uid(hearth_client* client, const char* model, unsigned int uid) {
   return cache_clear(client, model, &uid);

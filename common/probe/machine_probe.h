@@ -16,11 +16,11 @@
 namespace hearth::probe {
 
 struct MachinePeaks {
-  double int8_gops = 0;       // int8 multiply-adds ×2 per second, all threads (10^9 op/s)
-  double read_gb_s = 0;       // bytes read per second from a buffer far larger than the caches (10^9 B/s)
-  int threads = 0;            // threads the probes ran on
-  std::string cpu;            // /proc/cpuinfo's model name; the cache is kept per CPU and thread count
-  bool from_cache = false;    // read back from the cache file rather than measured now
+  double int8_gops = 0;     // int8 multiply-adds ×2 per second, all threads (10^9 op/s)
+  double read_gb_s = 0;     // bytes read per second from a buffer far larger than the caches (10^9 B/s)
+  int threads = 0;          // threads the probes ran on
+  std::string cpu;          // /proc/cpuinfo's model name; the cache is kept per CPU and thread count
+  bool from_cache = false;  // read back from the cache file rather than measured now
 };
 
 // Runs both probes now (about a second in all) on `threads` threads (0: every CPU).

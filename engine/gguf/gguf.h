@@ -72,9 +72,9 @@ class File {
   std::optional<ValueType> array_elem_type(std::string_view key) const;
   std::optional<uint64_t> array_length(std::string_view key) const;
   Result<std::string_view> get_string(std::string_view key) const;  // view into the file
-  Result<uint64_t> get_uint(std::string_view key) const;  // any integer type, must be >= 0
-  Result<int64_t> get_int(std::string_view key) const;    // any integer type (U64 must fit)
-  Result<double> get_float(std::string_view key) const;   // F32/F64 or any integer
+  Result<uint64_t> get_uint(std::string_view key) const;            // any integer type, must be >= 0
+  Result<int64_t> get_int(std::string_view key) const;              // any integer type (U64 must fit)
+  Result<double> get_float(std::string_view key) const;             // F32/F64 or any integer
   Result<bool> get_bool(std::string_view key) const;
   Result<std::vector<std::string_view>> get_string_array(std::string_view key) const;
   Result<std::vector<float>> get_f32_array(std::string_view key) const;    // F32/F64 arrays
@@ -92,10 +92,10 @@ class File {
   struct Value {
     std::string_view key;
     ValueType type;
-    ValueType elem_type;    // arrays only
-    uint64_t count;         // arrays only: number of elements
-    uint64_t pos;           // byte offset of the payload (after the type field[s]/count)
-    uint64_t key_pos;       // byte offset of the key, for messages
+    ValueType elem_type;  // arrays only
+    uint64_t count;       // arrays only: number of elements
+    uint64_t pos;         // byte offset of the payload (after the type field[s]/count)
+    uint64_t key_pos;     // byte offset of the key, for messages
   };
 
  private:
@@ -111,7 +111,7 @@ class File {
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
-  std::vector<Value> values_;  // file order
+  std::vector<Value> values_;            // file order
   std::vector<uint32_t> sorted_values_;  // indices into values_, sorted by key
   std::vector<TensorInfo> tensors_;
   std::vector<uint32_t> sorted_tensors_;  // indices into tensors_, sorted by name

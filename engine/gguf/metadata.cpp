@@ -13,8 +13,14 @@ namespace {
 
 bool is_integer(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::U16: case ValueType::I16:
-    case ValueType::U32: case ValueType::I32: case ValueType::U64: case ValueType::I64:
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::U16:
+    case ValueType::I16:
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::U64:
+    case ValueType::I64:
       return true;
     default:
       return false;
@@ -38,15 +44,25 @@ struct Int {
 Int load_int(ValueType t, const uint8_t* p) {
   auto s = [](int64_t v) { return Int{static_cast<uint64_t>(v), v < 0}; };
   switch (t) {
-    case ValueType::U8: case ValueType::BOOL: return {load<uint8_t>(p), false};
-    case ValueType::I8: return s(load<int8_t>(p));
-    case ValueType::U16: return {load<uint16_t>(p), false};
-    case ValueType::I16: return s(load<int16_t>(p));
-    case ValueType::U32: return {load<uint32_t>(p), false};
-    case ValueType::I32: return s(load<int32_t>(p));
-    case ValueType::U64: return {load<uint64_t>(p), false};
-    case ValueType::I64: return s(load<int64_t>(p));
-    default: return {0, false};
+    case ValueType::U8:
+    case ValueType::BOOL:
+      return {load<uint8_t>(p), false};
+    case ValueType::I8:
+      return s(load<int8_t>(p));
+    case ValueType::U16:
+      return {load<uint16_t>(p), false};
+    case ValueType::I16:
+      return s(load<int16_t>(p));
+    case ValueType::U32:
+      return {load<uint32_t>(p), false};
+    case ValueType::I32:
+      return s(load<int32_t>(p));
+    case ValueType::U64:
+      return {load<uint64_t>(p), false};
+    case ValueType::I64:
+      return s(load<int64_t>(p));
+    default:
+      return {0, false};
   }
 }
 
@@ -60,19 +76,32 @@ std::string_view load_string(const uint8_t* p, uint64_t* advance) {
 
 const char* value_type_name(ValueType t) {
   switch (t) {
-    case ValueType::U8: return "U8";
-    case ValueType::I8: return "I8";
-    case ValueType::U16: return "U16";
-    case ValueType::I16: return "I16";
-    case ValueType::U32: return "U32";
-    case ValueType::I32: return "I32";
-    case ValueType::F32: return "F32";
-    case ValueType::BOOL: return "BOOL";
-    case ValueType::STRING: return "STRING";
-    case ValueType::ARRAY: return "ARRAY";
-    case ValueType::U64: return "U64";
-    case ValueType::I64: return "I64";
-    case ValueType::F64: return "F64";
+    case ValueType::U8:
+      return "U8";
+    case ValueType::I8:
+      return "I8";
+    case ValueType::U16:
+      return "U16";
+    case ValueType::I16:
+      return "I16";
+    case ValueType::U32:
+      return "U32";
+    case ValueType::I32:
+      return "I32";
+    case ValueType::F32:
+      return "F32";
+    case ValueType::BOOL:
+      return "BOOL";
+    case ValueType::STRING:
+      return "STRING";
+    case ValueType::ARRAY:
+      return "ARRAY";
+    case ValueType::U64:
+      return "U64";
+    case ValueType::I64:
+      return "I64";
+    case ValueType::F64:
+      return "F64";
   }
   return "unknown";
 }
@@ -83,7 +112,9 @@ int64_t TensorInfo::n_elements() const {
   return n;
 }
 
-int64_t TensorInfo::n_rows() const { return n_elements() / ne[0]; }
+int64_t TensorInfo::n_rows() const {
+  return n_elements() / ne[0];
+}
 
 const File::Value* File::find(std::string_view key) const {
   auto it = std::lower_bound(sorted_values_.begin(), sorted_values_.end(), key,
@@ -102,12 +133,12 @@ namespace {
 Error wrong_type(const File::Value& v, const char* want) {
   std::string have = value_type_name(v.type);
   if (v.type == ValueType::ARRAY) have += std::string(" of ") + value_type_name(v.elem_type);
-  return make_error("gguf: metadata key '" + std::string(v.key) + "' is " + have + ", expected " + want +
-                    " (at byte " + std::to_string(v.key_pos) + ")");
+  return make_error("gguf: metadata key '" + std::string(v.key) + "' is " + have + ", expected " + want + " (at byte " +
+                    std::to_string(v.key_pos) + ")");
 }
 Error out_of_range(const File::Value& v, const std::string& what) {
-  return make_error("gguf: metadata key '" + std::string(v.key) + "': " + what + " (at byte " +
-                    std::to_string(v.pos) + ")");
+  return make_error("gguf: metadata key '" + std::string(v.key) + "': " + what + " (at byte " + std::to_string(v.pos) +
+                    ")");
 }
 // Arrays are bounded by the file size, but an element may take more memory than its bytes.
 Error out_of_memory(const File::Value& v) {
@@ -116,7 +147,9 @@ Error out_of_memory(const File::Value& v) {
 }
 }  // namespace
 
-bool File::has(std::string_view key) const { return find(key) != nullptr; }
+bool File::has(std::string_view key) const {
+  return find(key) != nullptr;
+}
 
 std::optional<ValueType> File::type_of(std::string_view key) const {
   const Value* v = find(key);
@@ -151,8 +184,7 @@ Result<uint64_t> File::get_uint(std::string_view key) const {
   const Value& v = **r;
   if (!is_integer(v.type)) return wrong_type(v, "an integer");
   Int i = load_int(v.type, base_ + v.pos);
-  if (i.negative)
-    return out_of_range(v, "value " + std::to_string(static_cast<int64_t>(i.bits)) + " is negative");
+  if (i.negative) return out_of_range(v, "value " + std::to_string(static_cast<int64_t>(i.bits)) + " is negative");
   return i.bits;
 }
 

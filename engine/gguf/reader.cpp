@@ -17,8 +17,8 @@
 
 static_assert(std::endian::native == std::endian::little, "GGUF readers assume a little-endian host");
 
-#define HEARTH_TRY(expr)                      \
-  do {                                        \
+#define HEARTH_TRY(expr)                               \
+  do {                                                 \
     if (auto s_ = (expr); !s_.ok()) return s_.error(); \
   } while (0)
 
@@ -102,8 +102,7 @@ class Parser {
     uint64_t at = pos_;
     uint32_t t = 0;
     HEARTH_TRY(read(t, what + ": value type"));
-    if (t > static_cast<uint32_t>(ValueType::F64))
-      return fail(at, what + ": unknown value type " + std::to_string(t));
+    if (t > static_cast<uint32_t>(ValueType::F64)) return fail(at, what + ": unknown value type " + std::to_string(t));
     out = static_cast<ValueType>(t);
     return {};
   }
@@ -127,8 +126,8 @@ class Parser {
       return fail(8, "tensor count " + std::to_string(n_tensors_) + " cannot fit in the " +
                          std::to_string(remaining()) + " bytes left in the file");
     if (n_kv_ > (remaining() - n_tensors_ * kMinTensorInfoBytes) / kMinKvBytes)
-      return fail(16, "metadata count " + std::to_string(n_kv_) + " cannot fit in the " +
-                          std::to_string(remaining()) + " bytes left in the file");
+      return fail(16, "metadata count " + std::to_string(n_kv_) + " cannot fit in the " + std::to_string(remaining()) +
+                          " bytes left in the file");
     return {};
   }
 
@@ -157,9 +156,7 @@ class Parser {
       v->count = count;
       v->pos = pos_;
     }
-    uint64_t min_elem = elem == ValueType::STRING  ? 8
-                        : elem == ValueType::ARRAY ? kArrayHeaderBytes
-                                                   : value_size(elem);
+    uint64_t min_elem = elem == ValueType::STRING ? 8 : elem == ValueType::ARRAY ? kArrayHeaderBytes : value_size(elem);
     if (count > remaining() / min_elem)
       return fail(count_pos, what + ": array of " + std::to_string(count) + " " + value_type_name(elem) +
                                  " elements cannot fit in the " + std::to_string(remaining()) +
@@ -220,8 +217,7 @@ class Parser {
       uint64_t at = pos_;
       uint32_t n_dims = 0;
       HEARTH_TRY(read(n_dims, what + ": n_dims"));
-      if (n_dims < 1 || n_dims > 4)
-        return fail(at, what + ": n_dims " + std::to_string(n_dims) + " is outside 1..4");
+      if (n_dims < 1 || n_dims > 4) return fail(at, what + ": n_dims " + std::to_string(n_dims) + " is outside 1..4");
       t.n_dims = static_cast<int>(n_dims);
       int64_t n_elements = 1;
       for (int d = 0; d < 4; ++d) t.ne[d] = 1;
@@ -230,8 +226,8 @@ class Parser {
         uint64_t ne = 0;
         HEARTH_TRY(read(ne, what + ": dimension"));
         if (ne < 1 || ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-          return fail(at, what + ": dimension " + std::to_string(d) + " is " + std::to_string(ne) +
-                              " (must be at least 1)");
+          return fail(
+              at, what + ": dimension " + std::to_string(d) + " is " + std::to_string(ne) + " (must be at least 1)");
         t.ne[d] = static_cast<int64_t>(ne);
         if (__builtin_mul_overflow(n_elements, t.ne[d], &n_elements))
           return fail(at, what + ": element count overflows 64 bits");
@@ -242,12 +238,11 @@ class Parser {
       HEARTH_TRY(read(type_id, what + ": type"));
       std::optional<DTypeInfo> info = dtype_info(type_id);
       if (!info) return fail(at, what + ": unknown tensor type id " + std::to_string(type_id));
-      if (!info->supported)
-        return fail(at, what + ": tensor type " + info->name + " is not supported by hearth");
+      if (!info->supported) return fail(at, what + ": tensor type " + info->name + " is not supported by hearth");
       t.type = static_cast<DType>(type_id);
       if (t.ne[0] % info->block_elems != 0)
-        return fail(at, what + ": row length " + std::to_string(t.ne[0]) + " is not a multiple of the " +
-                            info->name + " block size " + std::to_string(info->block_elems));
+        return fail(at, what + ": row length " + std::to_string(t.ne[0]) + " is not a multiple of the " + info->name +
+                            " block size " + std::to_string(info->block_elems));
       uint64_t blocks = static_cast<uint64_t>(n_elements / info->block_elems);
       if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(info->block_bytes), &t.n_bytes))
         return fail(at, what + ": byte size overflows 64 bits");
@@ -265,8 +260,7 @@ class Parser {
 
   Status tensor_data() {
     uint64_t pad = (f_.alignment_ - pos_ % f_.alignment_) % f_.alignment_;
-    if (__builtin_add_overflow(pos_, pad, &f_.data_offset_))
-      return fail(pos_, "data section offset overflows 64 bits");
+    if (__builtin_add_overflow(pos_, pad, &f_.data_offset_)) return fail(pos_, "data section offset overflows 64 bits");
     auto& tensors = f_.tensors_;
     for (size_t i = 0; i < tensors.size(); ++i) {
       TensorInfo& t = tensors[i];
@@ -287,10 +281,10 @@ class Parser {
       const TensorInfo& a = tensors[by_offset[k - 1]];
       const TensorInfo& b = tensors[by_offset[k]];
       if (a.offset + a.n_bytes > b.offset)
-        return fail(offset_pos_[by_offset[k]],
-                    "tensor " + quoted(b.name) + " at data offset " + std::to_string(b.offset) + " overlaps tensor " +
-                        quoted(a.name) + " at data [" + std::to_string(a.offset) + ", " +
-                        std::to_string(a.offset + a.n_bytes) + ")");
+        return fail(offset_pos_[by_offset[k]], "tensor " + quoted(b.name) + " at data offset " +
+                                                   std::to_string(b.offset) + " overlaps tensor " + quoted(a.name) +
+                                                   " at data [" + std::to_string(a.offset) + ", " +
+                                                   std::to_string(a.offset + a.n_bytes) + ")");
     }
 
     auto& idx = f_.sorted_tensors_;

@@ -48,7 +48,9 @@ void pad_to(std::vector<uint8_t>& out, uint64_t alignment) {
 
 }  // namespace
 
-Writer::Writer(uint32_t version) : version_(version) { assert(version == 2 || version == 3); }
+Writer::Writer(uint32_t version) : version_(version) {
+  assert(version == 2 || version == 3);
+}
 
 void Writer::set(std::string key, ValueType type, std::vector<uint8_t> payload) {
   for (Kv& kv : kvs_) {
@@ -67,17 +69,39 @@ void Writer::set_alignment(uint64_t a) {
   set_u32("general.alignment", static_cast<uint32_t>(a));
 }
 
-void Writer::set_u8(std::string key, uint8_t v) { set(std::move(key), ValueType::U8, bytes_of(v)); }
-void Writer::set_i8(std::string key, int8_t v) { set(std::move(key), ValueType::I8, bytes_of(v)); }
-void Writer::set_u16(std::string key, uint16_t v) { set(std::move(key), ValueType::U16, bytes_of(v)); }
-void Writer::set_i16(std::string key, int16_t v) { set(std::move(key), ValueType::I16, bytes_of(v)); }
-void Writer::set_u32(std::string key, uint32_t v) { set(std::move(key), ValueType::U32, bytes_of(v)); }
-void Writer::set_i32(std::string key, int32_t v) { set(std::move(key), ValueType::I32, bytes_of(v)); }
-void Writer::set_u64(std::string key, uint64_t v) { set(std::move(key), ValueType::U64, bytes_of(v)); }
-void Writer::set_i64(std::string key, int64_t v) { set(std::move(key), ValueType::I64, bytes_of(v)); }
-void Writer::set_f32(std::string key, float v) { set(std::move(key), ValueType::F32, bytes_of(v)); }
-void Writer::set_f64(std::string key, double v) { set(std::move(key), ValueType::F64, bytes_of(v)); }
-void Writer::set_bool(std::string key, bool v) { set(std::move(key), ValueType::BOOL, bytes_of<uint8_t>(v ? 1 : 0)); }
+void Writer::set_u8(std::string key, uint8_t v) {
+  set(std::move(key), ValueType::U8, bytes_of(v));
+}
+void Writer::set_i8(std::string key, int8_t v) {
+  set(std::move(key), ValueType::I8, bytes_of(v));
+}
+void Writer::set_u16(std::string key, uint16_t v) {
+  set(std::move(key), ValueType::U16, bytes_of(v));
+}
+void Writer::set_i16(std::string key, int16_t v) {
+  set(std::move(key), ValueType::I16, bytes_of(v));
+}
+void Writer::set_u32(std::string key, uint32_t v) {
+  set(std::move(key), ValueType::U32, bytes_of(v));
+}
+void Writer::set_i32(std::string key, int32_t v) {
+  set(std::move(key), ValueType::I32, bytes_of(v));
+}
+void Writer::set_u64(std::string key, uint64_t v) {
+  set(std::move(key), ValueType::U64, bytes_of(v));
+}
+void Writer::set_i64(std::string key, int64_t v) {
+  set(std::move(key), ValueType::I64, bytes_of(v));
+}
+void Writer::set_f32(std::string key, float v) {
+  set(std::move(key), ValueType::F32, bytes_of(v));
+}
+void Writer::set_f64(std::string key, double v) {
+  set(std::move(key), ValueType::F64, bytes_of(v));
+}
+void Writer::set_bool(std::string key, bool v) {
+  set(std::move(key), ValueType::BOOL, bytes_of<uint8_t>(v ? 1 : 0));
+}
 
 void Writer::set_string(std::string key, std::string_view v) {
   std::vector<uint8_t> p;
@@ -155,9 +179,7 @@ std::vector<uint8_t> Writer::serialize() const {
 Status Writer::write_file(const std::string& path) const {
   std::vector<uint8_t> bytes = serialize();
   std::string tmp = path + ".tmp";
-  auto fail = [&](const char* what) {
-    return make_error("gguf: " + tmp + ": " + what + ": " + std::strerror(errno));
-  };
+  auto fail = [&](const char* what) { return make_error("gguf: " + tmp + ": " + what + ": " + std::strerror(errno)); };
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fail("cannot create");
   size_t done = 0;

@@ -99,8 +99,8 @@ std::pair<int32_t, int32_t> BlockPool::best_child(uint64_t parent, std::span<con
   for (auto it = lo; it != hi; ++it) {
     const std::vector<int32_t>& t = meta_[static_cast<size_t>(it->second)].tokens;
     const size_t n = std::min(t.size(), tokens.size());
-    const int32_t common = static_cast<int32_t>(std::mismatch(t.begin(), t.begin() + static_cast<ptrdiff_t>(n),
-                                                              tokens.begin()).first - t.begin());
+    const int32_t common = static_cast<int32_t>(
+        std::mismatch(t.begin(), t.begin() + static_cast<ptrdiff_t>(n), tokens.begin()).first - t.begin());
     if (common > best.second) best = {it->second, common};
   }
   return best;

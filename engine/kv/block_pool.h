@@ -92,10 +92,10 @@ class BlockPool {
 
   int32_t block_tokens_;
   std::vector<Meta> meta_;
-  std::vector<int32_t> free_;   // stack of never-used (or cleared) blocks, lowest id on top
-  std::list<int32_t> lru_;      // cached blocks, least recently released first
-  std::unordered_map<uint64_t, int32_t> by_hash_;          // full named blocks
-  std::unordered_multimap<uint64_t, int32_t> children_;    // parent hash -> named blocks
+  std::vector<int32_t> free_;                            // stack of never-used (or cleared) blocks, lowest id on top
+  std::list<int32_t> lru_;                               // cached blocks, least recently released first
+  std::unordered_map<uint64_t, int32_t> by_hash_;        // full named blocks
+  std::unordered_multimap<uint64_t, int32_t> children_;  // parent hash -> named blocks
   int32_t n_named_ = 0;
   int64_t named_tokens_ = 0;
   std::map<uint32_t, OwnerUsage> owners_;

@@ -62,13 +62,12 @@ namespace ops {
 Tensor rows(const Tensor& t, int64_t n);  // first n rows
 void rms_norm(Graph& g, const Tensor& dst, const Tensor& src, const Tensor& weight, float eps);
 void matmul(Graph& g, const Tensor& dst, const Tensor& w, const Tensor& x);
-void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_t n_rot, int32_t layout,
-          float base, float pos_scale);
+void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_t n_rot, int32_t layout, float base,
+          float pos_scale);
 void add(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& b);
 void add_row(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& row);  // dst[t] = a[t] + row[0]
 void gated(Graph& g, OpKind kind, const Tensor& dst, const Tensor& gate, const Tensor& up);
-void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
-              IntSpan slots);
+void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache, IntSpan slots);
 // One Attention op per sequence of the batch, over its rows of q and dst.
 void attention(Graph& g, const Tensor& dst, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const BatchLayout& b, const ModelConfig& c, int32_t window);

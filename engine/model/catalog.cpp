@@ -1,8 +1,8 @@
 #include "engine/model/catalog.h"
 
 #include <charconv>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 namespace hearth {
@@ -92,7 +92,9 @@ const std::vector<CatalogModel>& catalog() {
   return kCatalog;
 }
 
-const CatalogModel& default_catalog_model() { return catalog().front(); }
+const CatalogModel& default_catalog_model() {
+  return catalog().front();
+}
 
 const CatalogModel* find_catalog_model(std::string_view name) {
   for (const CatalogModel& m : catalog())

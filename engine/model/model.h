@@ -14,28 +14,28 @@
 namespace hearth {
 
 struct ModelConfig {
-  std::string arch;          // general.architecture: "gemma3", "llama", "qwen2"
-  std::string name;          // general.name, or the file name
+  std::string arch;  // general.architecture: "gemma3", "llama", "qwen2"
+  std::string name;  // general.name, or the file name
   int32_t n_layer = 0;
-  int32_t n_embd = 0;        // width of the residual stream
-  int32_t n_head = 0;        // query heads
-  int32_t n_head_kv = 0;     // key/value heads (grouped-query attention)
-  int32_t head_dim = 0;      // per head, keys and values
-  int32_t n_ff = 0;          // FFN hidden width
+  int32_t n_embd = 0;     // width of the residual stream
+  int32_t n_head = 0;     // query heads
+  int32_t n_head_kv = 0;  // key/value heads (grouped-query attention)
+  int32_t head_dim = 0;   // per head, keys and values
+  int32_t n_ff = 0;       // FFN hidden width
   int32_t n_vocab = 0;
-  int32_t n_ctx_train = 0;   // tokens
-  int32_t n_rot = 0;         // rotated dims per head
+  int32_t n_ctx_train = 0;  // tokens
+  int32_t n_rot = 0;        // rotated dims per head
   int32_t rope_layout = kRopeNormal;
   float rms_eps = 1e-6f;
-  float rope_base = 10000.0f;       // global-attention layers
-  float rope_base_swa = 10000.0f;   // sliding-window layers
-  float rope_pos_scale = 1.0f;      // 1 / linear scaling factor (global layers)
-  int32_t sliding_window = 0;       // tokens; 0 = none
-  std::vector<bool> layer_swa;      // per layer: uses the sliding window
-  float embed_scale = 1.0f;         // multiplies token embeddings
-  float attn_scale = 1.0f;          // multiplies q.k
-  float attn_softcap = 0.0f;        // 0 = none
-  float final_softcap = 0.0f;       // logits softcap, 0 = none
+  float rope_base = 10000.0f;      // global-attention layers
+  float rope_base_swa = 10000.0f;  // sliding-window layers
+  float rope_pos_scale = 1.0f;     // 1 / linear scaling factor (global layers)
+  int32_t sliding_window = 0;      // tokens; 0 = none
+  std::vector<bool> layer_swa;     // per layer: uses the sliding window
+  float embed_scale = 1.0f;        // multiplies token embeddings
+  float attn_scale = 1.0f;         // multiplies q.k
+  float attn_softcap = 0.0f;       // 0 = none
+  float final_softcap = 0.0f;      // logits softcap, 0 = none
 
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
@@ -43,16 +43,16 @@ struct ModelConfig {
 
 // Weights of one transformer block; tensors an architecture does not use stay invalid.
 struct LayerWeights {
-  Tensor attn_norm;       // [1, n_embd] F32
-  Tensor wq, wk, wv;      // [q_dim | kv_dim rows, n_embd]
-  Tensor bq, bk, bv;      // [1, q_dim | kv_dim] F32, added after wq/wk/wv (qwen2; optional in llama)
-  Tensor q_norm, k_norm;  // [1, head_dim] (gemma3)
-  Tensor wo;              // [n_embd rows, q_dim]
-  Tensor post_attn_norm;  // [1, n_embd] (gemma3)
-  Tensor ffn_norm;        // [1, n_embd]
+  Tensor attn_norm;         // [1, n_embd] F32
+  Tensor wq, wk, wv;        // [q_dim | kv_dim rows, n_embd]
+  Tensor bq, bk, bv;        // [1, q_dim | kv_dim] F32, added after wq/wk/wv (qwen2; optional in llama)
+  Tensor q_norm, k_norm;    // [1, head_dim] (gemma3)
+  Tensor wo;                // [n_embd rows, q_dim]
+  Tensor post_attn_norm;    // [1, n_embd] (gemma3)
+  Tensor ffn_norm;          // [1, n_embd]
   Tensor ffn_gate, ffn_up;  // [n_ff rows, n_embd]
-  Tensor ffn_down;        // [n_embd rows, n_ff]
-  Tensor post_ffn_norm;   // [1, n_embd] (gemma3)
+  Tensor ffn_down;          // [n_embd rows, n_ff]
+  Tensor post_ffn_norm;     // [1, n_embd] (gemma3)
 };
 
 struct ModelWeights {
@@ -76,7 +76,7 @@ struct Activations {
 // Consecutive tokens of one sequence inside a forward pass.
 struct SeqChunk {
   std::span<const int32_t> tokens;
-  int32_t first_pos = 0;               // position of tokens[0]
+  int32_t first_pos = 0;  // position of tokens[0]
   // KV slot of every position 0 .. first_pos + tokens.size() - 1 of this sequence; the
   // chunk's own keys and values are written to the slots of its positions.
   std::span<const int32_t> kv_slots;
@@ -100,9 +100,9 @@ struct AttnSeq {
 
 // The integer inputs of one forward pass, shared by every layer.
 struct BatchLayout {
-  int64_t n = 0;            // rows (tokens) in the batch
-  IntSpan positions;        // [n], for RoPE
-  IntSpan new_slots;        // [n], where StoreKv writes each row
+  int64_t n = 0;      // rows (tokens) in the batch
+  IntSpan positions;  // [n], for RoPE
+  IntSpan new_slots;  // [n], where StoreKv writes each row
   std::vector<AttnSeq> seqs;
 };
 

@@ -20,9 +20,9 @@ Result<std::string> installed(const CatalogModel& m, const std::string& dir, boo
   const std::string p = dir + "/" + m.file;
   if (std::filesystem::is_regular_file(p)) return p;
   const bool first = &m == &default_catalog_model();
-  return make_error(std::string(is_default ? "the default model " : "the model ") + m.name + " is not installed (" +
-                    p + "); install it with: hearth-fetch-model" + (first ? "" : " " + m.name) +
-                    " (scripts/fetch-model" + (first ? "" : " " + m.name) + " in a source tree)");
+  return make_error(std::string(is_default ? "the default model " : "the model ") + m.name + " is not installed (" + p +
+                    "); install it with: hearth-fetch-model" + (first ? "" : " " + m.name) + " (scripts/fetch-model" +
+                    (first ? "" : " " + m.name) + " in a source tree)");
 }
 
 }  // namespace

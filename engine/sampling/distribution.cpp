@@ -74,8 +74,8 @@ int32_t bucket_of(float logit, float max_logit) {
 // whole vocabulary, tokens below floor left out (min-p drops them anyway). *out: the tokens
 // of the buckets before the crossing one in id order, then the crossing bucket's kept
 // tokens best first. *crossing: scratch.
-void top_p_by_buckets(const float* logits, int32_t n_vocab, float top_p, float max_logit,
-                      float floor, std::vector<Candidate>* out, std::vector<Candidate>* crossing) {
+void top_p_by_buckets(const float* logits, int32_t n_vocab, float top_p, float max_logit, float floor,
+                      std::vector<Candidate>* out, std::vector<Candidate>* crossing) {
   std::vector<double> mass(kBuckets, 0.0);
   double total = 0.0;
   for (int32_t i = 0; i < n_vocab; ++i) {
@@ -86,7 +86,7 @@ void top_p_by_buckets(const float* logits, int32_t n_vocab, float top_p, float m
     total += w;
   }
   const double target = top_p * total;
-  double before = 0.0;  // mass of the buckets before the crossing one
+  double before = 0.0;       // mass of the buckets before the crossing one
   int32_t cross = kBuckets;  // none crosses (rounding): keep all
   for (int32_t b = 0; b < kBuckets; ++b) {
     if (before + mass[b] >= target) {

@@ -6,11 +6,12 @@ namespace hearth {
 namespace {
 
 // Written as !(lo <= x && x <= hi) so NaN fails too.
-bool in_closed(float x, float lo, float hi) { return lo <= x && x <= hi; }
+bool in_closed(float x, float lo, float hi) {
+  return lo <= x && x <= hi;
+}
 
 Error range_error(const char* field, const char* range, float got) {
-  return make_error(std::string("sampling: ") + field + " must be in " + range + ", got " +
-                    std::to_string(got));
+  return make_error(std::string("sampling: ") + field + " must be in " + range + ", got " + std::to_string(got));
 }
 
 }  // namespace

@@ -23,8 +23,7 @@ struct SamplingParams {
   uint64_t seed = kRandomSeed;
 
   bool penalties_enabled() const {
-    return penalty_last_n != 0 &&
-           (repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+    return penalty_last_n != 0 && (repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
   }
 
   // Checks every field is in range (NaN is never in range); the message names the field.

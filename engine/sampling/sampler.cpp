@@ -13,8 +13,7 @@ uint64_t resolve_seed(uint64_t seed) {
 
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& params)
-    : params_(params), seed_(resolve_seed(params.seed)), rng_(seed_) {}
+Sampler::Sampler(const SamplingParams& params) : params_(params), seed_(resolve_seed(params.seed)), rng_(seed_) {}
 
 void Sampler::reset() {
   window_.clear();
@@ -45,7 +44,9 @@ void Sampler::apply_penalties(float* logits, int32_t n_vocab) const {
   }
 }
 
-double Sampler::next_uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+double Sampler::next_uniform() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
 
 int32_t Sampler::sample(float* logits, int32_t n_vocab) {
   assert(n_vocab >= 1);

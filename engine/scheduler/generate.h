@@ -15,17 +15,17 @@
 namespace hearth {
 
 struct GenerateOptions {
-  int32_t max_tokens = 128;        // generated tokens at most; < 0: until the context is full
+  int32_t max_tokens = 128;  // generated tokens at most; < 0: until the context is full
   SamplingParams sampling;
-  std::vector<std::string> stop;   // stop strings
+  std::vector<std::string> stop;  // stop strings
 };
 
 struct GenerateTimings {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
-  double prefill_ms = 0;   // evaluating the prompt
-  double ttft_ms = 0;      // start of generate() to the first token's text being ready
-  double decode_ms = 0;    // first token to the last
+  double prefill_ms = 0;       // evaluating the prompt
+  double ttft_ms = 0;          // start of generate() to the first token's text being ready
+  double decode_ms = 0;        // first token to the last
   std::vector<double> itl_ms;  // gap between consecutive generated tokens
   double prefill_tok_s() const { return prefill_ms > 0 ? prompt_tokens * 1000.0 / prefill_ms : 0; }
   double decode_tok_s() const;
@@ -34,8 +34,8 @@ struct GenerateTimings {
 
 struct GenerateResult {
   std::string text;
-  std::vector<int32_t> tokens;      // generated ids (the end-of-generation token included)
-  std::string finish_reason;        // "stop" (EOG token or stop string) or "length"
+  std::vector<int32_t> tokens;  // generated ids (the end-of-generation token included)
+  std::string finish_reason;    // "stop" (EOG token or stop string) or "length"
   GenerateTimings timings;
 };
 

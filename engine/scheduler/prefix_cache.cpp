@@ -32,7 +32,8 @@ void PrefixCache::hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens,
   const size_t n_full = static_cast<size_t>(n_tokens / bt_);
   while (st.hashes.size() < n_full) {
     const size_t i = st.hashes.size();
-    st.hashes.push_back(block_hash(parent_of(st, i), tokens.subspan(i * static_cast<size_t>(bt_), static_cast<size_t>(bt_))));
+    st.hashes.push_back(
+        block_hash(parent_of(st, i), tokens.subspan(i * static_cast<size_t>(bt_), static_cast<size_t>(bt_))));
   }
 }
 
@@ -73,7 +74,8 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
   // The valid part of a block that follows the matched prefix (the tail of a finished
   // conversation turn, or a block that diverges midway) is copied, never shared.
   if (n < limit) {
-    auto [from, common] = pool_.best_child(parent_of(st, static_cast<size_t>(i)), tokens.subspan(static_cast<size_t>(n), static_cast<size_t>(limit - n)));
+    auto [from, common] = pool_.best_child(parent_of(st, static_cast<size_t>(i)),
+                                           tokens.subspan(static_cast<size_t>(n), static_cast<size_t>(limit - n)));
     if (from >= 0) {
       pool_.attach(from);  // keeps it from being the block allocate() reuses
       const int32_t to = pool_.allocate();
@@ -121,8 +123,9 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
     for (size_t l = 0; l < n_layer; ++l)
       for (int kind = 0; kind < 2; ++kind) {
         const Tensor& t = tensor(l, kind);
-        const size_t src = ((l * 2 + static_cast<size_t>(kind)) * static_cast<size_t>(chunk_tokens) +
-                            static_cast<size_t>(j * bt_)) * row_bytes_;
+        const size_t src =
+            ((l * 2 + static_cast<size_t>(kind)) * static_cast<size_t>(chunk_tokens) + static_cast<size_t>(j * bt_)) *
+            row_bytes_;
         Status w = backend_.write(*t.buffer, slot_offset(t, b * bt_), payload->data() + src,
                                   static_cast<size_t>(bt_) * row_bytes_);
         if (!w) {
@@ -190,7 +193,8 @@ void PrefixCache::persist_chunk(std::span<const int32_t> tokens, int32_t chunk, 
       for (int32_t j = 0; j < kChunkBlocks; ++j) {
         const Tensor& t = tensor(l, kind);
         const int32_t b = table.blocks()[static_cast<size_t>(chunk * kChunkBlocks + j)];
-        const size_t dst = ((l * 2 + static_cast<size_t>(kind)) * chunk_tokens + static_cast<size_t>(j * bt_)) * row_bytes_;
+        const size_t dst =
+            ((l * 2 + static_cast<size_t>(kind)) * chunk_tokens + static_cast<size_t>(j * bt_)) * row_bytes_;
         Status r = backend_.read(*t.buffer, slot_offset(t, b * bt_), w.payload.data() + dst,
                                  static_cast<size_t>(bt_) * row_bytes_);
         if (!r) {  // not written: a later user of the prefix offers it again
@@ -220,7 +224,8 @@ bool PrefixCache::copy_block(int32_t from, int32_t to, int32_t n) {
       copies_.push_back(BufferCopy{t.buffer, slot_offset(t, from * bt_), t.buffer, slot_offset(t, to * bt_), bytes});
     }
   Status st = backend_.copy(copies_);
-  if (!st) LOG_WARN("prompt cache: copying a partial block failed, its tokens are computed instead: " + st.error().message);
+  if (!st)
+    LOG_WARN("prompt cache: copying a partial block failed, its tokens are computed instead: " + st.error().message);
   return st.ok();
 }
 

@@ -28,15 +28,15 @@ inline constexpr int32_t kChunkBlocks = 1;
 
 // A sequence's standing with the cache.
 struct SeqCacheState {
-  std::string scope_key;          // the request's CacheScope::key
-  uint32_t owner = 0;             // ... and owner: recorded with every block and chunk it names
-  uint64_t root = 0;              // scope_root(seed, scope_key); set by attach_prefix
-  std::vector<uint64_t> hashes;   // name of block i, for every full block known so far
-  int32_t named_blocks = 0;       // blocks [0, named_blocks) are named in the pool
-  int32_t chunks_done = 0;        // chunks [0, chunks_done) are on disk, queued or skipped
-  int32_t memory_tokens = 0;      // prompt tokens attached or copied from memory
-  int32_t disk_tokens = 0;        // prompt tokens restored from disk
-  int32_t chunks_written = 0;     // chunks this sequence queued for the writer
+  std::string scope_key;         // the request's CacheScope::key
+  uint32_t owner = 0;            // ... and owner: recorded with every block and chunk it names
+  uint64_t root = 0;             // scope_root(seed, scope_key); set by attach_prefix
+  std::vector<uint64_t> hashes;  // name of block i, for every full block known so far
+  int32_t named_blocks = 0;      // blocks [0, named_blocks) are named in the pool
+  int32_t chunks_done = 0;       // chunks [0, chunks_done) are on disk, queued or skipped
+  int32_t memory_tokens = 0;     // prompt tokens attached or copied from memory
+  int32_t disk_tokens = 0;       // prompt tokens restored from disk
+  int32_t chunks_written = 0;    // chunks this sequence queued for the writer
   double restore_ms = 0;
 };
 
@@ -69,7 +69,9 @@ class PrefixCache {
   void persist_chunk(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
   // The K (kind 0) or V (kind 1) tensor of a layer.
   const Tensor& tensor(size_t layer, int kind) const { return kind == 0 ? kv_.k[layer] : kv_.v[layer]; }
-  size_t slot_offset(const Tensor& t, int32_t slot) const { return t.offset + static_cast<size_t>(slot) * t.row_stride; }
+  size_t slot_offset(const Tensor& t, int32_t slot) const {
+    return t.offset + static_cast<size_t>(slot) * t.row_stride;
+  }
   // Copies the first n slots of block `from` into block `to`, every layer, K and V, on the
   // device. False when the backend failed (`to` then holds nothing usable).
   bool copy_block(int32_t from, int32_t to, int32_t n);
@@ -79,10 +81,10 @@ class PrefixCache {
   const KvTensors& kv_;
   uint64_t seed_;
   storage::ChunkStore* store_;
-  int32_t bt_;           // tokens per block
-  size_t row_bytes_;     // one token's K (or V) in one layer
-  std::vector<BufferCopy> copies_;    // copy_block's list, kept to reuse its memory
-  std::vector<int32_t> restoring_;     // restore_chunk's blocks until all are written
+  int32_t bt_;                      // tokens per block
+  size_t row_bytes_;                // one token's K (or V) in one layer
+  std::vector<BufferCopy> copies_;  // copy_block's list, kept to reuse its memory
+  std::vector<int32_t> restoring_;  // restore_chunk's blocks until all are written
 };
 
 }  // namespace hearth

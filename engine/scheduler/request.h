@@ -31,10 +31,10 @@ struct CacheScope {
 inline constexpr uint32_t kTcpOwner = 0xfffffffeu;  // (uid_t)-2: no real user has it
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;     // token ids (BOS included): 1 .. n_ctx - 1 of them
-  int32_t max_tokens = -1;         // generated tokens at most; < 0: until the context is full
-  SamplingParams sampling;         // validated by submit()
-  std::vector<std::string> stop;   // stop strings (not part of the returned text)
+  std::vector<int32_t> prompt;    // token ids (BOS included): 1 .. n_ctx - 1 of them
+  int32_t max_tokens = -1;        // generated tokens at most; < 0: until the context is full
+  SamplingParams sampling;        // validated by submit()
+  std::vector<std::string> stop;  // stop strings (not part of the returned text)
   // Prefill (or restore) the prompt and persist its full chunks, generating nothing: a
   // client warms a system prompt once. Ends with finish_reason "warmed".
   bool warm = false;
@@ -44,7 +44,7 @@ struct GenerationRequest {
 struct RequestUsage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
-  int32_t cached_tokens = 0;       // prompt tokens whose KV came from the prompt cache
+  int32_t cached_tokens = 0;         // prompt tokens whose KV came from the prompt cache
   int32_t cached_memory_tokens = 0;  // ... of which attached from blocks in memory
   int32_t cached_disk_tokens = 0;    // ... of which restored from chunk files on disk
   int32_t prefilled_tokens = 0;      // prompt tokens computed (prompt - cached)
@@ -57,26 +57,26 @@ struct RequestUsage {
 // sequences included: it is what this request waited for).
 struct RequestTimings {
   double queue_ms = 0;
-  double cache_restore_ms = 0;     // looking up and restoring cached KV (memory and disk)
+  double cache_restore_ms = 0;  // looking up and restoring cached KV (memory and disk)
   double ttft_ms = 0;
   double prefill_ms = 0;
-  double decode_ms = 0;            // first token to the last
-  double prefill_tok_s = 0;        // prefilled (not cached) prompt tokens / prefill time
-  double decode_tok_s = 0;         // (completion_tokens - 1) / decode time
-  double prefill_gops = 0;         // prefill_tok_s × the layers' multiply-adds per token ×2 (10^9 op/s)
-  double decode_gb_s = 0;          // decode_tok_s × weight bytes read per step (10^9 B/s)
+  double decode_ms = 0;      // first token to the last
+  double prefill_tok_s = 0;  // prefilled (not cached) prompt tokens / prefill time
+  double decode_tok_s = 0;   // (completion_tokens - 1) / decode time
+  double prefill_gops = 0;   // prefill_tok_s × the layers' multiply-adds per token ×2 (10^9 op/s)
+  double decode_gb_s = 0;    // decode_tok_s × weight bytes read per step (10^9 B/s)
   double itl_mean_ms = 0, itl_p50_ms = 0, itl_p95_ms = 0;  // gaps between consecutive tokens
-  double itl_max_ms = 0;           // the longest gap
+  double itl_max_ms = 0;                                   // the longest gap
 };
 
 struct RequestEvent {
   enum class Kind { Text, Finished, Failed };
   Kind kind = Kind::Text;
-  std::string text;                // Text: a piece of valid UTF-8, in order
-  std::string finish_reason;       // Finished: "stop", "length" or "cancelled"
-  RequestUsage usage;              // Finished
-  RequestTimings timings;          // Finished
-  std::string error;               // Failed: what went wrong (an engine error; a 500)
+  std::string text;           // Text: a piece of valid UTF-8, in order
+  std::string finish_reason;  // Finished: "stop", "length" or "cancelled"
+  RequestUsage usage;         // Finished
+  RequestTimings timings;     // Finished
+  std::string error;          // Failed: what went wrong (an engine error; a 500)
 };
 
 // Shared by the connection that submitted a request (the consumer) and the engine thread

@@ -40,7 +40,10 @@ class Scheduler::Impl {
  public:
   Impl(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o,
        std::unique_ptr<storage::ChunkStore> store)
-      : model_(model), backend_(backend), tokenizer_(tokenizer), options_(o),
+      : model_(model),
+        backend_(backend),
+        tokenizer_(tokenizer),
+        options_(o),
         clock_(o.clock ? o.clock : steady_step_clock()),
         work_(token_work(model.file())),
         store_(std::move(store)),
@@ -64,9 +67,9 @@ class Scheduler::Impl {
     // budget; with no budget (prefill_chunk 0) a whole prompt fits.
     const int64_t prefill = options_.prefill_chunk > 0 ? options_.prefill_chunk : options_.n_ctx;
     n_batch_ = options_.n_parallel + prefill;
-    Result<ForwardBuffers> fb =
-        allocate_forward_buffers(model_.config(), backend_, static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens(),
-                                 n_batch_, options_.n_parallel, options_.kv_type);
+    Result<ForwardBuffers> fb = allocate_forward_buffers(model_.config(), backend_,
+                                                         static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens(),
+                                                         n_batch_, options_.n_parallel, options_.kv_type);
     if (!fb) return fb.error();
     buffers_ = std::move(*fb);
     open_cache();
@@ -170,7 +173,8 @@ class Scheduler::Impl {
     const uint32_t dtype = static_cast<uint32_t>(options_.kv_type);
     // Without a fingerprint (no disk tier) the memory tier still needs a seed; it lives
     // only as long as this process, so the model's shape is enough.
-    const std::string fp = options_.model_fingerprint.empty() ? "unfingerprinted:" + c.name : options_.model_fingerprint;
+    const std::string fp =
+        options_.model_fingerprint.empty() ? "unfingerprinted:" + c.name : options_.model_fingerprint;
     const uint64_t seed = prefix_seed(fp, dtype, static_cast<uint32_t>(c.n_layer), static_cast<uint32_t>(c.kv_dim()),
                                       storage::kChunkFormatVersion, options_.numerics_version);
     cache_ = std::make_unique<PrefixCache>(pool_, backend_, buffers_.kv, seed, store_.get());
@@ -256,8 +260,8 @@ class Scheduler::Impl {
         seq.finish("cancelled", now);
       }
       for (Queued& q : admitted) {
-        running_.push_back(std::make_unique<Sequence>(std::move(q.request), q.handle, tokenizer_, options_.n_ctx,
-                                                      q.submitted, work_));
+        running_.push_back(
+            std::make_unique<Sequence>(std::move(q.request), q.handle, tokenizer_, options_.n_ctx, q.submitted, work_));
         running_.back()->on_admitted(now);
         attach_cached(*running_.back());
         if (running_.back()->warm() && !running_.back()->prefilling())
@@ -386,9 +390,9 @@ class Scheduler::Impl {
       const bool ok = s.table().reserve(pool_, first + p.n);
       (void)ok;
       if (s.prefilling()) s.on_prefill_chunk(start);
-      batch.seqs.push_back(SeqChunk{std::span<const int32_t>(s.tokens()).subspan(static_cast<size_t>(first),
-                                                                                 static_cast<size_t>(p.n)),
-                                    first, s.table().slots()});
+      batch.seqs.push_back(
+          SeqChunk{std::span<const int32_t>(s.tokens()).subspan(static_cast<size_t>(first), static_cast<size_t>(p.n)),
+                   first, s.table().slots()});
       row += p.n;
       if (p.wants_logits) batch.logit_rows.push_back(static_cast<int32_t>(row - 1));
     }
@@ -480,8 +484,8 @@ class Scheduler::Impl {
   }
 
   void publish_gauges() {
-    const int64_t kv_token_bytes = static_cast<int64_t>(row_bytes(options_.kv_type, model_.config().kv_dim())) * 2 *
-                                   model_.config().n_layer;
+    const int64_t kv_token_bytes =
+        static_cast<int64_t>(row_bytes(options_.kv_type, model_.config().kv_dim())) * 2 * model_.config().n_layer;
     std::lock_guard<std::mutex> lock(mutex_);  // n_running_
     metrics_.pool(pool_, kv_token_bytes, n_running_);
   }
@@ -491,7 +495,7 @@ class Scheduler::Impl {
   const Tokenizer& tokenizer_;
   const SchedulerOptions options_;
   const std::shared_ptr<StepClock> clock_;
-  const TokenWork work_;  // the model's cost of a token, for the GOP/s and GB/s in timings
+  const TokenWork work_;                        // the model's cost of a token, for the GOP/s and GB/s in timings
   std::unique_ptr<storage::ChunkStore> store_;  // the disk tier, or null
 
   // Engine thread only.
@@ -524,7 +528,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend
   if (o.n_parallel < 1 || o.n_parallel > 256) return make_error("scheduler: parallel must be in [1, 256]");
   if (o.n_ctx < 2) return make_error("scheduler: the context must hold at least 2 tokens");
   if (o.prefill_chunk < 0) return make_error("scheduler: prefill chunk must be >= 0");
-  if (!(o.step_budget_ms >= 0) || o.step_budget_ms > 1e7) return make_error("scheduler: step budget must be in [0, 1e7] ms");
+  if (!(o.step_budget_ms >= 0) || o.step_budget_ms > 1e7)
+    return make_error("scheduler: step budget must be in [0, 1e7] ms");
   if (o.queue_max < 0) return make_error("scheduler: queue length must be >= 0");
   if (o.block_tokens < 1) return make_error("scheduler: block size must be positive");
   if (o.kv_type != DType::F16 && o.kv_type != DType::F32) return make_error("scheduler: KV type must be f16 or f32");
@@ -546,15 +551,29 @@ Scheduler::~Scheduler() = default;
 Submitted Scheduler::submit(GenerationRequest request, std::function<void()> on_event) {
   return impl_->submit(std::move(request), std::move(on_event));
 }
-void Scheduler::stop_accepting() { impl_->stop_accepting(); }
-void Scheduler::cancel_all() { impl_->cancel_all(); }
-int64_t Scheduler::in_flight() const { return impl_->in_flight(); }
-SchedulerStats Scheduler::stats() const { return impl_->stats(); }
-CacheStats Scheduler::cache_stats() const { return impl_->cache_stats(); }
+void Scheduler::stop_accepting() {
+  impl_->stop_accepting();
+}
+void Scheduler::cancel_all() {
+  impl_->cancel_all();
+}
+int64_t Scheduler::in_flight() const {
+  return impl_->in_flight();
+}
+SchedulerStats Scheduler::stats() const {
+  return impl_->stats();
+}
+CacheStats Scheduler::cache_stats() const {
+  return impl_->cache_stats();
+}
 Status Scheduler::clear_cache(bool all_models, std::optional<uint32_t> owner) {
   return impl_->clear_cache(all_models, owner);
 }
-size_t Scheduler::close_cache(std::chrono::milliseconds timeout) { return impl_->close_cache(timeout); }
-const SchedulerOptions& Scheduler::options() const { return impl_->options(); }
+size_t Scheduler::close_cache(std::chrono::milliseconds timeout) {
+  return impl_->close_cache(timeout);
+}
+const SchedulerOptions& Scheduler::options() const {
+  return impl_->options();
+}
 
 }  // namespace hearth

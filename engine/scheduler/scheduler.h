@@ -13,8 +13,8 @@
 #include <array>
 #include <chrono>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/model/model.h"
@@ -22,13 +22,12 @@
 #include "engine/scheduler/step_budget.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/chunk_store.h"
-#include "storage/chunk_store.h"
 
 namespace hearth {
 
 struct SchedulerOptions {
-  int32_t n_parallel = 4;       // sequences running at once
-  int32_t n_ctx = 4096;         // tokens per sequence (prompt + generated)
+  int32_t n_parallel = 4;  // sequences running at once
+  int32_t n_ctx = 4096;    // tokens per sequence (prompt + generated)
   // Prompt tokens per step, all sequences together; 0: a whole prompt per step. Measured on
   // the default model (CPU, 2 threads) while a 2830-token prompt was admitted next to a
   // running stream: the stream's largest gap was 165 ms at 64, 316 ms at 128, 612 ms at
@@ -44,8 +43,8 @@ struct SchedulerOptions {
   // Time source of every timing and of the learned costs; null: the steady clock. Tests
   // inject a fake clock.
   std::shared_ptr<StepClock> clock;
-  int32_t queue_max = 64;       // requests waiting for a free sequence; more get QueueFull
-  int32_t block_tokens = 16;    // KV block size (tokens)
+  int32_t queue_max = 64;     // requests waiting for a free sequence; more get QueueFull
+  int32_t block_tokens = 16;  // KV block size (tokens)
   DType kv_type = DType::F16;
   // The prompt cache. Memory: hashed KV blocks of finished sequences stay in the pool
   // until their memory is needed. Disk: the chunk store handed to create() (none: no
@@ -67,7 +66,8 @@ struct Submitted {
 
 // Cumulative histogram in Prometheus's sense: counts[i] = observations <= bounds[i].
 struct Histogram {
-  static constexpr std::array<double, 14> kBoundsMs = {1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000};
+  static constexpr std::array<double, 14> kBoundsMs = {1,   2.5, 5,    10,   25,   50,    100,
+                                                       250, 500, 1000, 2500, 5000, 10000, 30000};
   std::array<uint64_t, kBoundsMs.size()> counts{};
   uint64_t count = 0;  // all observations (the +Inf bucket)
   double sum = 0;
@@ -76,16 +76,16 @@ struct Histogram {
 
 // A snapshot of the engine's counters and gauges.
 struct SchedulerStats {
-  int64_t queue_depth = 0;         // requests waiting
-  int64_t running = 0;             // sequences admitted (prefilling or decoding)
+  int64_t queue_depth = 0;  // requests waiting
+  int64_t running = 0;      // sequences admitted (prefilling or decoding)
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
-  uint64_t prompt_tokens_total = 0;     // prompt tokens of finished or running requests
+  uint64_t prompt_tokens_total = 0;  // prompt tokens of finished or running requests
   uint64_t generated_tokens_total = 0;
   uint64_t cached_tokens_total = 0;
-  uint64_t cancelled_total = 0;         // requests ended by cancel (disconnects included)
-  uint64_t steps_total = 0;             // forward passes
+  uint64_t cancelled_total = 0;  // requests ended by cancel (disconnects included)
+  uint64_t steps_total = 0;      // forward passes
   Histogram ttft_ms, itl_ms;
-  Histogram step_ms;                    // achieved duration of each forward pass
+  Histogram step_ms;  // achieved duration of each forward pass
 };
 
 // One owner's (uid's) share of the prompt cache: the blocks and chunks its requests named.
@@ -93,28 +93,28 @@ struct OwnerCacheUsage {
   int64_t memory_blocks = 0;
   int64_t memory_tokens = 0;
   uint64_t memory_bytes = 0;
-  uint64_t disk_entries = 0;        // chunk files of the loaded model
+  uint64_t disk_entries = 0;  // chunk files of the loaded model
   uint64_t disk_bytes = 0;
 };
 
 // The prompt cache as the engine sees it (GET /api/cache).
 struct CacheStats {
   // Memory tier: KV blocks named by their hash chain, in use or kept for reuse.
-  int64_t memory_blocks = 0;        // hashed blocks held (used by a sequence or cached)
+  int64_t memory_blocks = 0;  // hashed blocks held (used by a sequence or cached)
   int64_t memory_tokens = 0;
-  uint64_t memory_bytes = 0;        // memory_tokens * KV bytes per token
+  uint64_t memory_bytes = 0;           // memory_tokens * KV bytes per token
   uint64_t memory_capacity_bytes = 0;  // the whole KV pool
-  uint64_t memory_lookups = 0;      // prompts looked up
-  uint64_t memory_hits = 0;         // ... that attached at least one block
-  uint64_t memory_hit_tokens = 0;   // tokens attached from memory
-  uint64_t memory_evictions = 0;    // cached blocks reused for new tokens
+  uint64_t memory_lookups = 0;         // prompts looked up
+  uint64_t memory_hits = 0;            // ... that attached at least one block
+  uint64_t memory_hit_tokens = 0;      // tokens attached from memory
+  uint64_t memory_evictions = 0;       // cached blocks reused for new tokens
   // Disk tier.
   bool disk_enabled = false;
   std::string disk_dir;
-  uint64_t disk_lookups = 0;        // prompts that looked on disk after memory
-  uint64_t disk_hit_tokens = 0;     // tokens restored from disk
-  storage::StoreStats disk;         // zeros when the disk tier is off
-  uint64_t prefilled_tokens = 0;    // prompt tokens computed (not from either tier)
+  uint64_t disk_lookups = 0;      // prompts that looked on disk after memory
+  uint64_t disk_hit_tokens = 0;   // tokens restored from disk
+  storage::StoreStats disk;       // zeros when the disk tier is off
+  uint64_t prefilled_tokens = 0;  // prompt tokens computed (not from either tier)
   std::string model_fingerprint;
   std::map<uint32_t, OwnerCacheUsage> owners;  // by uid (CacheScope::owner)
 };

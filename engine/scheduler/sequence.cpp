@@ -7,7 +7,9 @@
 namespace hearth {
 namespace {
 
-double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+double ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
 // Nearest-rank percentile of an unsorted sample (copied), q in [0, 1].
 double percentile(std::vector<double> v, double q) {
@@ -45,7 +47,9 @@ void Sequence::push_text(std::string text) {
   handle_->push(std::move(ev));
 }
 
-double Sequence::ttft_ms() const { return ms(submitted_, loop_.first_token()); }
+double Sequence::ttft_ms() const {
+  return ms(submitted_, loop_.first_token());
+}
 
 const char* Sequence::on_logits(float* logits, int32_t n_vocab, Clock::time_point now) {
   TokenLoop::Token t = loop_.next(logits, n_vocab, now);

@@ -14,7 +14,9 @@ class SteadyStepClock final : public StepClock {
 
 }  // namespace
 
-std::shared_ptr<StepClock> steady_step_clock() { return std::make_shared<SteadyStepClock>(); }
+std::shared_ptr<StepClock> steady_step_clock() {
+  return std::make_shared<SteadyStepClock>();
+}
 
 void DecayingFit::add(double x, double y) {
   w_ = w_ * decay_ + 1;
@@ -65,9 +67,13 @@ double StepCostModel::decode_ms(int32_t n_decode) const {
   return decode_.predict(n_decode, /*through_origin=*/true);
 }
 
-double StepCostModel::prefill_ms_per_token(double pos) const { return prefill_.predict(pos, false); }
+double StepCostModel::prefill_ms_per_token(double pos) const {
+  return prefill_.predict(pos, false);
+}
 
-double StepCostModel::alone_ms_per_token(double pos) const { return alone_.predict(pos, false); }
+double StepCostModel::alone_ms_per_token(double pos) const {
+  return alone_.predict(pos, false);
+}
 
 double StepCostModel::ttft_floor(double budget_ms, double decode, double first, double p) const {
   if (alone_.empty() || decode <= 0) return 0;
@@ -87,8 +93,8 @@ int64_t StepCostModel::prefill_tokens(double budget_ms, int32_t n_decode, double
   const double p0 = prefill_ms_per_token(first);
   if (p0 <= 0) return upper;
   const double decode = decode_ms(n_decode);
-  const double floor = std::max({1.0, std::floor(kMinPrefillPerDecode * decode / p0),
-                                  ttft_floor(budget_ms, decode, first, p0)});
+  const double floor =
+      std::max({1.0, std::floor(kMinPrefillPerDecode * decode / p0), ttft_floor(budget_ms, decode, first, p0)});
   const double left = kPlannedShare * budget_ms - decode;
   if (left <= floor * p0) return std::min(static_cast<int64_t>(floor), upper);
   // n tokens from `first` on cost n · p(first + n/2), p growing with the position: two

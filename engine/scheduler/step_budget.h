@@ -108,7 +108,7 @@ class StepCostModel {
   int64_t prefill_tokens(double budget_ms, int32_t n_decode, double first, int64_t upper) const;
 
  private:
-  DecayingFit decode_{0.9};   // x: decoding sequences, y: ms of a step with no prompt tokens
+  DecayingFit decode_{0.9};  // x: decoding sequences, y: ms of a step with no prompt tokens
   // x: mean position, y: ms per prompt token beyond the decode part. Forgets faster: the
   // position grows at every step of a long prompt, and the line must follow it.
   DecayingFit prefill_{0.8};

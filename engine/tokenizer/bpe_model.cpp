@@ -141,8 +141,7 @@ class BpeModel final : public VocabModel {
     return {};
   }
 
-  void encode_raw(std::string_view text, bool /*after_special*/,
-                  std::vector<int32_t>& out) const override {
+  void encode_raw(std::string_view text, bool /*after_special*/, std::vector<int32_t>& out) const override {
     std::string normalized;
     std::vector<size_t> ends;
     pre_->split(text, normalized, ends);
@@ -275,10 +274,10 @@ class BpeModel final : public VocabModel {
   const Vocab& vocab_;
   PreTokenizerSpec spec_;
   std::unique_ptr<PreTokenizer> pre_;
-  PairTable merges_;                            // (left id, right id) -> rank, merged id
-  std::string byte_char_[256];                  // byte -> its character's UTF-8
-  int32_t byte_token_[256];                     // byte -> id of that character, or -1
-  int16_t byte_of_cp_[kTableSize];              // table code point -> byte, or -1
+  PairTable merges_;                // (left id, right id) -> rank, merged id
+  std::string byte_char_[256];      // byte -> its character's UTF-8
+  int32_t byte_token_[256];         // byte -> id of that character, or -1
+  int16_t byte_of_cp_[kTableSize];  // table code point -> byte, or -1
 };
 
 }  // namespace

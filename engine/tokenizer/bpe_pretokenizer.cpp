@@ -13,14 +13,11 @@ namespace {
 // (facts, not code): contractions are case-insensitive there only for ASCII letters, hence
 // '[sS] rather than (?i:'s). GPT-2's regex is written here with its final |\s+, which
 // llama.cpp's string drops but its hand-written matcher for that string implements.
-constexpr const char* kGpt2 =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kContractions =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+constexpr const char* kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kContractions = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
 // Llama 3 / Qwen 2 body, around the digit rule: \p{N}{1,3} (Llama 3) or \p{N} (Qwen 2).
 constexpr const char* kLettersFirst = "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|";
-constexpr const char* kAfterDigits =
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kAfterDigits = "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 std::string llama3_like(const char* digits) {
   return std::string(kContractions) + kLettersFirst + digits + kAfterDigits;
@@ -46,9 +43,12 @@ std::string with_white_space_property(const std::string& re) {
   for (size_t i = 0; i < re.size(); ++i) {
     if (re[i] == '\\' && i + 1 < re.size()) {
       char c = re[++i];
-      if (c == 's') out += "\\p{White_Space}";
-      else if (c == 'S') out += "\\P{White_Space}";
-      else out += '\\', out += c;
+      if (c == 's')
+        out += "\\p{White_Space}";
+      else if (c == 'S')
+        out += "\\P{White_Space}";
+      else
+        out += '\\', out += c;
       continue;
     }
     out += re[i];
@@ -100,8 +100,7 @@ bool normalize(std::string_view text, std::string& normalized, std::string& subj
     } else if ((b & 0xF0) == 0xE0 && cont(i + 1) && cont(i + 2)) {
       cp = ((b & 0x0Fu) << 12) | ((text[i + 1] & 0x3Fu) << 6) | (text[i + 2] & 0x3F), len = 3;
     } else if ((b & 0xF8) == 0xF0 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
-      cp = ((b & 0x07u) << 18) | ((text[i + 1] & 0x3Fu) << 12) | ((text[i + 2] & 0x3Fu) << 6) |
-           (text[i + 3] & 0x3F);
+      cp = ((b & 0x07u) << 18) | ((text[i + 1] & 0x3Fu) << 12) | ((text[i + 2] & 0x3Fu) << 6) | (text[i + 3] & 0x3F);
       len = 4;
     }
     // An overlong form or a code point above U+10FFFF: only the lead byte is U+FFFD.
@@ -140,9 +139,15 @@ Result<PreTokenizerSpec> pre_tokenizer_spec(std::string_view pre) {
     case kDefault:  // llama.cpp's fallback for BPE files without a known pre-tokenizer
       spec.regexes = {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", "[0-9][0-9][0-9]"};
       break;
-    case kGpt2Kind: spec.regexes = {kGpt2}; break;
-    case kQwen2: spec.regexes = {llama3_like("\\p{N}")}; break;
-    case kSmollm: spec.regexes = {"\\p{N}", kGpt2}; break;
+    case kGpt2Kind:
+      spec.regexes = {kGpt2};
+      break;
+    case kQwen2:
+      spec.regexes = {llama3_like("\\p{N}")};
+      break;
+    case kSmollm:
+      spec.regexes = {"\\p{N}", kGpt2};
+      break;
     case kLlama3:
       spec.regexes = {llama3_like("\\p{N}{1,3}")};
       spec.ignore_merges = true;
@@ -176,8 +181,8 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(const std::vector<std
     if (!code) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
-      return make_error("tokenizer: regex '" + re + "' does not compile at " +
-                        std::to_string(err_at) + ": " + reinterpret_cast<const char*>(msg));
+      return make_error("tokenizer: regex '" + re + "' does not compile at " + std::to_string(err_at) + ": " +
+                        reinterpret_cast<const char*>(msg));
     }
     impl->codes.push_back(code);
     // JIT is an optimization only: where it is unavailable the interpreter matches the same.
@@ -186,8 +191,7 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(const std::vector<std
   return std::unique_ptr<PreTokenizer>(new PreTokenizer(std::move(impl)));
 }
 
-void PreTokenizer::split(std::string_view text, std::string& normalized,
-                         std::vector<size_t>& ends) const {
+void PreTokenizer::split(std::string_view text, std::string& normalized, std::vector<size_t>& ends) const {
   normalized.clear();
   ends.clear();
   std::string subject_copy;
@@ -207,8 +211,7 @@ void PreTokenizer::split(std::string_view text, std::string& normalized,
       size_t pos = 0;   // where the next match may start, relative to the piece
       size_t done = 0;  // end of what is already emitted
       while (pos < len) {
-        int rc = md ? pcre2_match(code, p, len, pos, PCRE2_NO_UTF_CHECK, md, nullptr)
-                    : PCRE2_ERROR_NOMEMORY;
+        int rc = md ? pcre2_match(code, p, len, pos, PCRE2_NO_UTF_CHECK, md, nullptr) : PCRE2_ERROR_NOMEMORY;
         if (rc < 0) break;  // no more matches (or a matcher limit): the rest stays one piece
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         size_t m0 = ov[0], m1 = ov[1];

@@ -30,8 +30,8 @@ namespace hearth::tok {
 
 struct PreTokenizerSpec {
   std::vector<std::string> regexes;  // applied in order, as described above
-  bool ignore_merges = false;  // a word that is itself a vocabulary token skips BPE (llama3)
-  bool add_bos = false;        // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
+  bool ignore_merges = false;        // a word that is itself a vocabulary token skips BPE (llama3)
+  bool add_bos = false;              // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
 };
 
 // tokenizer.ggml.pre -> its spec; an error naming the value and the supported ones. An empty

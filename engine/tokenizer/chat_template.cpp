@@ -32,11 +32,23 @@ std::string jinja_literal(std::string_view src, size_t q, size_t* end) {
     if (c == '\\' && i + 1 < src.size()) {
       char e = src[++i];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case '\\': case '\'': case '"': out += e; break;
-        default: out += '\\', out += e; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case '\\':
+        case '\'':
+        case '"':
+          out += e;
+          break;
+        default:
+          out += '\\', out += e;
+          break;
       }
       continue;
     }
@@ -96,8 +108,7 @@ Status check_role(const ChatMessage& m, size_t i) {
 
 // Gemma 3's template: system content + "\n\n" opens the first user turn; turns alternate
 // user/model starting with user; contents are trimmed.
-Result<std::vector<ChatSegment>> render_gemma(const std::vector<ChatMessage>& messages,
-                                              bool add_generation_prompt) {
+Result<std::vector<ChatSegment>> render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
   std::vector<ChatSegment> out{{"<bos>", true}};
   size_t first = 0;
   std::string prefix;
@@ -131,8 +142,7 @@ Result<std::vector<ChatSegment>> render_gemma(const std::vector<ChatMessage>& me
 }
 
 Result<std::vector<ChatSegment>> render_chatml(const std::string& default_system,
-                                               const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt) {
+                                               const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
   std::vector<ChatSegment> out;
   if (!default_system.empty() && (messages.empty() || messages[0].role != "system")) {
     out.push_back({"<|im_start|>system\n", true});
@@ -150,8 +160,7 @@ Result<std::vector<ChatSegment>> render_chatml(const std::string& default_system
   return out;
 }
 
-Result<std::vector<ChatSegment>> render_llama3(const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt) {
+Result<std::vector<ChatSegment>> render_llama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
   std::vector<ChatSegment> out{{"<|begin_of_text|>", true}};
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -171,9 +180,12 @@ Result<std::vector<ChatSegment>> render_llama3(const std::vector<ChatMessage>& m
 
 const char* chat_family_name(ChatFamily f) {
   switch (f) {
-    case ChatFamily::Gemma: return "gemma";
-    case ChatFamily::ChatML: return "chatml";
-    case ChatFamily::Llama3: return "llama-3";
+    case ChatFamily::Gemma:
+      return "gemma";
+    case ChatFamily::ChatML:
+      return "chatml";
+    case ChatFamily::Llama3:
+      return "llama-3";
   }
   return "?";
 }
@@ -192,9 +204,10 @@ Result<ChatTemplate> detect_chat_template(std::string_view src) {
     for (char& c : head) {
       if (c == '\n' || c == '\r') c = ' ';
     }
-    return make_error("unsupported chat template: found none of <start_of_turn> (gemma), "
-                      "<|im_start|> (chatml) or <|start_header_id|> (llama-3) in \"" + head +
-                      (src.size() > 60 ? "...\"" : "\"") + "; " + kOverrideHint);
+    return make_error(
+        "unsupported chat template: found none of <start_of_turn> (gemma), "
+        "<|im_start|> (chatml) or <|start_header_id|> (llama-3) in \"" +
+        head + (src.size() > 60 ? "...\"" : "\"") + "; " + kOverrideHint);
   }
   return t;
 }
@@ -208,7 +221,8 @@ Result<ChatTemplate> chat_template_from_gguf(const gguf::File& f) {
       return ChatTemplate(ChatFamily::Gemma);
     }
     return make_error(std::string("the model has no chat template (tokenizer.chat_template is "
-                                  "absent) and its architecture implies none; ") + kOverrideHint);
+                                  "absent) and its architecture implies none; ") +
+                      kOverrideHint);
   }
   auto src = f.get_string("tokenizer.chat_template");
   if (!src.ok()) return src.error();
@@ -219,8 +233,7 @@ Result<ChatTemplate> chat_template_from_name(std::string_view name) {
   if (name == "chatml") return ChatTemplate(ChatFamily::ChatML);
   if (name == "gemma") return ChatTemplate(ChatFamily::Gemma);
   if (name == "llama3" || name == "llama-3") return ChatTemplate(ChatFamily::Llama3);
-  return make_error("unknown chat template '" + std::string(name) +
-                    "'; --chat-template takes chatml, gemma or llama3");
+  return make_error("unknown chat template '" + std::string(name) + "'; --chat-template takes chatml, gemma or llama3");
 }
 
 Result<ChatTemplate> chat_template_for_model(const gguf::File& f, std::string_view name) {
@@ -239,14 +252,15 @@ ChatMessage message_from_parts(std::string role, std::vector<std::string> parts)
   return m;
 }
 
-Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl,
-                                             const std::vector<ChatMessage>& messages,
+Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                                              bool add_generation_prompt) {
   switch (tmpl.family) {
-    case ChatFamily::Gemma: return render_gemma(messages, add_generation_prompt);
+    case ChatFamily::Gemma:
+      return render_gemma(messages, add_generation_prompt);
     case ChatFamily::ChatML:
       return render_chatml(tmpl.default_system, messages, add_generation_prompt);
-    case ChatFamily::Llama3: return render_llama3(messages, add_generation_prompt);
+    case ChatFamily::Llama3:
+      return render_llama3(messages, add_generation_prompt);
   }
   return make_error("unknown chat family");
 }

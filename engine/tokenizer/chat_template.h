@@ -82,8 +82,7 @@ struct ChatSegment {
 //  Llama3: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}
 //          <|eot_id|> ... [<|start_header_id|>assistant<|end_header_id|>\n\n]
 // Unknown roles and (Gemma) broken alternation are errors.
-Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl,
-                                             const std::vector<ChatMessage>& messages,
+Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                                              bool add_generation_prompt);
 
 // The segments joined, for logs and tests.

@@ -19,9 +19,9 @@
 namespace hearth::tok {
 
 struct Fragment {
-  size_t offset;   // bytes into the text
-  size_t length;   // bytes
-  int32_t token;   // the special token, or -1 for raw text to encode
+  size_t offset;  // bytes into the text
+  size_t length;  // bytes
+  int32_t token;  // the special token, or -1 for raw text to encode
 };
 
 class SpecialSplitter {
@@ -35,14 +35,13 @@ class SpecialSplitter {
 
   // `markup`: empty = control tokens allowed everywhere iff parse_special; otherwise one flag
   // per byte of `text`, and a control token matches only where all its bytes are flagged.
-  std::vector<Fragment> split(std::string_view text, bool parse_special,
-                              const std::vector<uint8_t>& markup = {}) const;
+  std::vector<Fragment> split(std::string_view text, bool parse_special, const std::vector<uint8_t>& markup = {}) const;
 
  private:
-  std::vector<Special> specials_;  // longest text first, then lowest id
+  std::vector<Special> specials_;                         // longest text first, then lowest id
   std::unordered_map<std::string_view, size_t> by_text_;  // text -> index into specials_
-  std::vector<size_t> lengths_;    // distinct text lengths, bytes
-  bool first_byte_[256] = {};      // some special token starts with this byte
+  std::vector<size_t> lengths_;                           // distinct text lengths, bytes
+  bool first_byte_[256] = {};                             // some special token starts with this byte
 };
 
 }  // namespace hearth::tok

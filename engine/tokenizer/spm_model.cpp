@@ -37,8 +37,7 @@ int byte_of_piece(std::string_view p) {
 
 class SpmModel final : public VocabModel {
  public:
-  SpmModel(const Vocab& vocab, bool add_space_prefix)
-      : vocab_(vocab), add_space_prefix_(add_space_prefix) {}
+  SpmModel(const Vocab& vocab, bool add_space_prefix) : vocab_(vocab), add_space_prefix_(add_space_prefix) {}
 
   Status load(const gguf::File& f) {
     const size_t n = vocab_.pieces.size();
@@ -46,9 +45,9 @@ class SpmModel final : public VocabModel {
     if (f.has("tokenizer.ggml.scores")) {
       auto s = f.get_f32_array("tokenizer.ggml.scores");
       if (!s.ok()) return make_error("tokenizer: " + s.error().message);
-      if (s->size() != n) return make_error("tokenizer: tokenizer.ggml.scores has " +
-                                            std::to_string(s->size()) + " entries, tokens " +
-                                            std::to_string(n));
+      if (s->size() != n)
+        return make_error("tokenizer: tokenizer.ggml.scores has " + std::to_string(s->size()) + " entries, tokens " +
+                          std::to_string(n));
       scores = std::move(*s);
     }
     std::fill(std::begin(byte_ids_), std::end(byte_ids_), -1);
@@ -56,8 +55,7 @@ class SpmModel final : public VocabModel {
       if (vocab_.types[i] != kTypeByte) continue;
       int b = byte_of_piece(vocab_.pieces[i]);
       if (b < 0) {
-        return make_error("tokenizer: byte token " + std::to_string(i) + " is '" +
-                          vocab_.pieces[i] + "', not <0xXX>");
+        return make_error("tokenizer: byte token " + std::to_string(i) + " is '" + vocab_.pieces[i] + "', not <0xXX>");
       }
       byte_ids_[b] = static_cast<int32_t>(i);
     }
@@ -76,12 +74,23 @@ class SpmModel final : public VocabModel {
     for (size_t i = 0; i < n; ++i) {
       spm::PieceType t = spm::PieceType::Normal;
       switch (vocab_.types[i]) {
-        case kTypeUnknown: t = spm::PieceType::Control; break;
-        case kTypeControl: t = spm::PieceType::Control; break;
-        case kTypeUserDefined: t = spm::PieceType::UserDefined; break;
-        case kTypeUnused: t = spm::PieceType::Unused; break;
-        case kTypeByte: t = spm::PieceType::Byte, has_bytes = true; break;
-        default: break;
+        case kTypeUnknown:
+          t = spm::PieceType::Control;
+          break;
+        case kTypeControl:
+          t = spm::PieceType::Control;
+          break;
+        case kTypeUserDefined:
+          t = spm::PieceType::UserDefined;
+          break;
+        case kTypeUnused:
+          t = spm::PieceType::Unused;
+          break;
+        case kTypeByte:
+          t = spm::PieceType::Byte, has_bytes = true;
+          break;
+        default:
+          break;
       }
       if (static_cast<int32_t>(i) == spm_unk) t = spm::PieceType::Unknown;
       if (vocab_.pieces[i].empty()) {
@@ -105,8 +114,7 @@ class SpmModel final : public VocabModel {
     return {};
   }
 
-  void encode_raw(std::string_view raw, bool after_special,
-                  std::vector<int32_t>& out) const override {
+  void encode_raw(std::string_view raw, bool after_special, std::vector<int32_t>& out) const override {
     std::string text;
     if (add_space_prefix_ && after_special) text.push_back(' ');
     text.append(raw);

@@ -15,10 +15,8 @@ constexpr int kModelPieces = 1, kModelTrainerSpec = 2, kModelNormalizerSpec = 3;
 constexpr int kPieceText = 1, kPieceScore = 2, kPieceType = 3;
 constexpr int kTrainerModelType = 3, kTrainerVocabSize = 4, kTrainerByteFallback = 35;
 constexpr int kTrainerUnkId = 40, kTrainerBosId = 41, kTrainerEosId = 42, kTrainerPadId = 43;
-constexpr int kTrainerUnkPiece = 45, kTrainerBosPiece = 46, kTrainerEosPiece = 47,
-              kTrainerPadPiece = 48;
-constexpr int kNormName = 1, kNormAddDummyPrefix = 3, kNormRemoveExtraWhitespaces = 4,
-              kNormEscapeWhitespaces = 5;
+constexpr int kTrainerUnkPiece = 45, kTrainerBosPiece = 46, kTrainerEosPiece = 47, kTrainerPadPiece = 48;
+constexpr int kNormName = 1, kNormAddDummyPrefix = 3, kNormRemoveExtraWhitespaces = 4, kNormEscapeWhitespaces = 5;
 
 void put_varint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
@@ -64,9 +62,7 @@ std::string serialize_model_proto(const std::vector<Piece>& pieces, const ModelS
     put_bytes(out, kModelPieces, msg);
   }
 
-  auto piece_text = [&](int32_t id) {
-    return std::string_view(pieces[static_cast<size_t>(id)].text);
-  };
+  auto piece_text = [&](int32_t id) { return std::string_view(pieces[static_cast<size_t>(id)].text); };
   msg.clear();
   put_int(msg, kTrainerModelType, static_cast<int>(spec.model_type));
   put_int(msg, kTrainerVocabSize, static_cast<int64_t>(pieces.size()));

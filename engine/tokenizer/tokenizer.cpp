@@ -21,17 +21,28 @@ using tok::kTypeUserDefined;
 // Text of end-of-turn tokens llama.cpp treats as end of generation when present. llama.cpp
 // also makes them control tokens when the file says otherwise, so they split out of text
 // only with parse_special.
-constexpr std::string_view kEogTexts[] = {"<end_of_turn>", "<|eot_id|>", "<|eom_id|>",
-                                          "<|im_end|>",    "<|end|>",    "<|endoftext|>",
-                                          "<EOT>",         "<|end_of_text|>"};
+constexpr std::string_view kEogTexts[] = {"<end_of_turn>", "<|eot_id|>",    "<|eom_id|>", "<|im_end|>",
+                                          "<|end|>",       "<|endoftext|>", "<EOT>",      "<|end_of_text|>"};
 // The rest of llama.cpp's list (llama-vocab.cpp, as of llama-cpp-python 0.3.36), applied to
 // byte-level BPE vocabularies only, so SentencePiece (Gemma) behaviour stays as it was. It
 // matters: Qwen2.5 has a normal token "</s>" that llama.cpp makes control, so "</s>" in text
 // parsed for special tokens is that one id there.
-constexpr std::string_view kBpeEogTexts[] = {
-    "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "</s>", "_<EOT>", "[EOT]", "[EOS]",
-    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence" "\xEF\xBD\x9C>", "[e~["};
+constexpr std::string_view kBpeEogTexts[] = {"<|return|>",
+                                             "<|call|>",
+                                             "<|flush|>",
+                                             "<|calls|>",
+                                             "</s>",
+                                             "_<EOT>",
+                                             "[EOT]",
+                                             "[EOS]",
+                                             "<end_of_utterance>",
+                                             "<eos>",
+                                             "<turn|>",
+                                             "<|tool_response>",
+                                             "<\xEF\xBD\x9C"
+                                             "end\xE2\x96\x81of\xE2\x96\x81sentence"
+                                             "\xEF\xBD\x9C>",
+                                             "[e~["};
 
 // Fill-in-the-middle controls llama.cpp also ends generation on: the padding, repository and
 // file-separator tokens (a code model that writes one has left the answer). Each group: the
@@ -120,8 +131,8 @@ Status read_token_id(const gguf::File& f, const char* key, size_t n, int32_t& ou
   auto v = f.get_int(key);
   if (!v.ok()) return make_error("tokenizer: " + v.error().message);
   if (*v < 0 || *v >= static_cast<int64_t>(n))
-    return make_error(std::string("tokenizer: ") + key + " = " + std::to_string(*v) +
-                      " is outside the vocabulary of " + std::to_string(n));
+    return make_error(std::string("tokenizer: ") + key + " = " + std::to_string(*v) + " is outside the vocabulary of " +
+                      std::to_string(n));
   out = static_cast<int32_t>(*v);
   return {};
 }
@@ -223,8 +234,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::File& f) {
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   return impl_->encode(text, add_bos, parse_special, {});
 }
 
@@ -260,15 +270,24 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::string_view Tokenizer::piece(int32_t id) const {
-  return impl_->vocab.valid(id) ? std::string_view(impl_->vocab.pieces[static_cast<size_t>(id)])
-                                : std::string_view();
+  return impl_->vocab.valid(id) ? std::string_view(impl_->vocab.pieces[static_cast<size_t>(id)]) : std::string_view();
 }
 
-int32_t Tokenizer::n_vocab() const { return impl_->vocab.size(); }
-int32_t Tokenizer::bos_id() const { return impl_->vocab.bos; }
-int32_t Tokenizer::eos_id() const { return impl_->vocab.eos; }
-bool Tokenizer::add_bos() const { return impl_->add_bos; }
-bool Tokenizer::is_eog(int32_t id) const { return impl_->eog.count(id) != 0; }
+int32_t Tokenizer::n_vocab() const {
+  return impl_->vocab.size();
+}
+int32_t Tokenizer::bos_id() const {
+  return impl_->vocab.bos;
+}
+int32_t Tokenizer::eos_id() const {
+  return impl_->vocab.eos;
+}
+bool Tokenizer::add_bos() const {
+  return impl_->add_bos;
+}
+bool Tokenizer::is_eog(int32_t id) const {
+  return impl_->eog.count(id) != 0;
+}
 
 std::vector<int32_t> Tokenizer::eog_ids() const {
   std::vector<int32_t> ids(impl_->eog.begin(), impl_->eog.end());

@@ -48,12 +48,12 @@ class Tokenizer {
   // UTF-8 character (for streaming, join bytes before showing them). Bad id -> "".
   std::string token_bytes(int32_t id) const;
   std::string decode(const std::vector<int32_t>& ids) const;  // concatenated token_bytes
-  std::string_view piece(int32_t id) const;  // the vocabulary string; "" for a bad id
+  std::string_view piece(int32_t id) const;                   // the vocabulary string; "" for a bad id
 
   int32_t n_vocab() const;
   int32_t bos_id() const;  // -1 when the model has none
   int32_t eos_id() const;
-  bool add_bos() const;    // tokenizer.ggml.add_bos_token
+  bool add_bos() const;  // tokenizer.ggml.add_bos_token
   // End of generation, as llama.cpp decides it: eos, eot/eom ids from the metadata;
   // <end_of_turn>, <|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>, <|endoftext|>, <EOT>,
   // <|end_of_text|>, <|return|>, <|call|> where the vocabulary has them; and the
@@ -61,7 +61,7 @@ class Tokenizer {
   // <|fim_pad|>, <|repo_name|>, <|file_sep|>, <reponame>, ...).
   bool is_eog(int32_t id) const;
   std::vector<int32_t> eog_ids() const;  // every id is_eog accepts, ascending
-  bool is_control(int32_t id) const;  // control or unknown type (never shown in output)
+  bool is_control(int32_t id) const;     // control or unknown type (never shown in output)
   std::optional<int32_t> find_token(std::string_view piece) const;
 
  private:

@@ -21,8 +21,7 @@ class File;
 namespace tok {
 
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
-constexpr int kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefined = 4,
-              kTypeUnused = 5, kTypeByte = 6;
+constexpr int kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefined = 4, kTypeUnused = 5, kTypeByte = 6;
 
 struct Vocab {
   std::vector<std::string> pieces;  // tokenizer.ggml.tokens, by id
@@ -47,8 +46,7 @@ class VocabModel {
   virtual ~VocabModel() = default;
   // Appends the ids of `text`, a fragment that holds no special token. `after_special`: the
   // fragment starts the text or follows a special token (SentencePiece's space prefix).
-  virtual void encode_raw(std::string_view text, bool after_special,
-                          std::vector<int32_t>& out) const = 0;
+  virtual void encode_raw(std::string_view text, bool after_special, std::vector<int32_t>& out) const = 0;
   // The exact bytes a normal or byte token stands for (types kTypeNormal and kTypeByte).
   virtual std::string normal_bytes(int32_t id) const = 0;
   // add_bos when tokenizer.ggml.add_bos_token is absent (llama.cpp's default for this kind).

@@ -1,14 +1,13 @@
 // The CPU thread pool: every task of every job runs exactly once, whatever the number of
 // threads (more threads than cores included, as on a busy machine), the caller's view of
 // the job's results is complete when run() returns, and per-thread indices stay in range.
-#include <catch2/catch.hpp>
+#include "backends/cpu/thread_pool.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
 #include <vector>
-
-#include "backends/cpu/thread_pool.h"
 
 namespace {
 

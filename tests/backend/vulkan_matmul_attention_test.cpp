@@ -1,9 +1,8 @@
 // The Vulkan backend's MatMul and Attention against the CPU backend on random inputs, and a
 // whole attention block recorded as one graph (so missing barriers between ops show), with
 // the validation layer on and required silent. Skipped when no Vulkan device can run hearth.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -20,7 +19,9 @@ using hearth::test::VkPair;
 // What the default model (Gemma 3 270M Q4_K_M) is made of: the backend must run these.
 const std::vector<DType> kDefaultModelTypes = {DType::F32, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
 
 // How far the Vulkan result of output (t, o) may be from the CPU's.
 //
@@ -83,13 +84,14 @@ TEST_CASE("Vulkan MatMul equals the CPU's for every supported weight type and ba
         op.dst = f.tensor(DType::F32, n_out, n_tok);
         f.run(op);
         const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
-        expect_close(c, v,
-                     [&](size_t i) {
-                       const int64_t t = static_cast<int64_t>(i) / n_out, o = static_cast<int64_t>(i) % n_out;
-                       return matmul_tol(type, &wd[o * n_in], &x[t * n_in], n_in);
-                     },
-                     std::string("MatMul ") + dtype_name(type) + " n_in " + std::to_string(n_in) + " n_tok " +
-                         std::to_string(n_tok));
+        expect_close(
+            c, v,
+            [&](size_t i) {
+              const int64_t t = static_cast<int64_t>(i) / n_out, o = static_cast<int64_t>(i) % n_out;
+              return matmul_tol(type, &wd[o * n_in], &x[t * n_in], n_in);
+            },
+            std::string("MatMul ") + dtype_name(type) + " n_in " + std::to_string(n_in) + " n_tok " +
+                std::to_string(n_tok));
       }
     }
   }
@@ -101,12 +103,12 @@ namespace {
 struct AttnCase {
   const char* name;
   int64_t n_heads, n_kv_heads, head_dim;
-  int64_t n_kv;        // cached positions 0 .. n_kv-1
-  int64_t n_q;         // query rows: the last n_q positions
-  int32_t window;      // 0 = none
-  float softcap;       // 0 = none
+  int64_t n_kv;    // cached positions 0 .. n_kv-1
+  int64_t n_q;     // query rows: the last n_q positions
+  int32_t window;  // 0 = none
+  float softcap;   // 0 = none
   DType kv_type;
-  bool permuted;       // slot map shuffled over twice as many slots as positions
+  bool permuted;  // slot map shuffled over twice as many slots as positions
 };
 
 // The output is a convex combination of V rows (|v| < ~4; f16 V is the same f16 values on
@@ -114,7 +116,9 @@ struct AttnCase {
 // order of the score and softmax sums and in the GPU's online-softmax rescaling: relative
 // error growing with the number of terms, n_kv * 2^-24 at worst, and in exp (Vulkan: within
 // 3 + 2|x| ulp). Measured: ~2e-6 at n_kv 64 and 3000.
-double attention_tol(int64_t n_kv) { return 2e-5 + 1e-7 * static_cast<double>(n_kv); }
+double attention_tol(int64_t n_kv) {
+  return 2e-5 + 1e-7 * static_cast<double>(n_kv);
+}
 
 // Runs one Attention op on both backends and compares.
 void check_attention(VkPair& f, const AttnCase& c) {
@@ -152,13 +156,13 @@ void check_attention(VkPair& f, const AttnCase& c) {
   op.f1 = c.softcap;
   f.run(op, pos, slots);
   const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_vk(op.dst);
-  expect_close(cv, vv, [&](size_t) { return attention_tol(c.n_kv); }, std::string("Attention ") + c.name);
+  expect_close(
+      cv, vv, [&](size_t) { return attention_tol(c.n_kv); }, std::string("Attention ") + c.name);
 }
 
 }  // namespace
 
-TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/F32 KV, shuffled slots",
-          "[vulkan]") {
+TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/F32 KV, shuffled slots", "[vulkan]") {
   NEED_VULKAN(f);
   // clang-format off
   const AttnCase cases[] = {
@@ -241,14 +245,16 @@ TEST_CASE("A whole attention block in one Vulkan graph equals the CPU's", "[vulk
   // element, as in the Attention test) grows by at most sum_i |wo_i| * attn_tol.
   const std::vector<float> a = f.read_cpu(attn), c = f.read_cpu(x), vk = f.read_vk(x);
   const double attn_tol = attention_tol(n_tok);
-  expect_close(a, f.read_vk(attn), [&](size_t) { return attn_tol; }, "attention output inside the graph");
-  expect_close(c, vk,
-               [&](size_t i) {
-                 const int64_t t = static_cast<int64_t>(i) / n_embd, o = static_cast<int64_t>(i) % n_embd;
-                 double wsum = 0;
-                 for (int64_t j = 0; j < q_w; ++j) wsum += std::fabs(dout[o * q_w + j]);
-                 return matmul_tol(DType::Q4_K, &dout[o * q_w], &a[t * q_w], q_w) + attn_tol * wsum;
-               },
-               "block output");
+  expect_close(
+      a, f.read_vk(attn), [&](size_t) { return attn_tol; }, "attention output inside the graph");
+  expect_close(
+      c, vk,
+      [&](size_t i) {
+        const int64_t t = static_cast<int64_t>(i) / n_embd, o = static_cast<int64_t>(i) % n_embd;
+        double wsum = 0;
+        for (int64_t j = 0; j < q_w; ++j) wsum += std::fabs(dout[o * q_w + j]);
+        return matmul_tol(DType::Q4_K, &dout[o * q_w], &a[t * q_w], q_w) + attn_tol * wsum;
+      },
+      "block output");
   f.finish();
 }

@@ -3,7 +3,6 @@
 // silent. Tolerances are per op, each with its reason. Skipped (with a warning) when no
 // Vulkan device can run hearth.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -16,7 +15,6 @@ namespace {
 
 using namespace hearth;
 using hearth::test::expect_close;
-
 
 }  // namespace
 
@@ -79,8 +77,9 @@ TEST_CASE("Vulkan GetRows equals the CPU's for every weight type", "[vulkan]") {
       const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
       float amax = 0;
       for (float x : c) amax = std::max(amax, std::fabs(x));
-      expect_close(c, v, [&](size_t) { return 4e-7 * amax; },
-                   std::string("GetRows ") + dtype_name(type) + " d=" + std::to_string(d));
+      expect_close(
+          c, v, [&](size_t) { return 4e-7 * amax; },
+          std::string("GetRows ") + dtype_name(type) + " d=" + std::to_string(d));
     }
   }
   f.finish();
@@ -104,9 +103,10 @@ TEST_CASE("Vulkan RmsNorm equals the CPU's over whole rows and per head, in plac
       // The sum of squares is accumulated in another order (a tree on the GPU): relative
       // error a few times n * 2^-24 at worst, far less in practice.
       const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
-      expect_close(c, v, [&](size_t i) { return 2e-6 * std::fabs(c[i]) + 1e-6; },
-                   "RmsNorm width " + std::to_string(s.width) + " chunk " + std::to_string(s.chunk) +
-                       (in_place ? " in place" : ""));
+      expect_close(
+          c, v, [&](size_t i) { return 2e-6 * std::fabs(c[i]) + 1e-6; },
+          "RmsNorm width " + std::to_string(s.width) + " chunk " + std::to_string(s.chunk) +
+              (in_place ? " in place" : ""));
     }
   }
   f.finish();
@@ -138,13 +138,14 @@ TEST_CASE("Vulkan RoPE equals the CPU's in the normal, neox and partial layouts"
     // reduction loses about pos * 2^-24 of theta): the error is bounded by the rotated
     // pair's magnitude times that.
     const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_vk(op.dst);
-    expect_close(cv, vv,
-                 [&](size_t i) {
-                   const int64_t t = static_cast<int64_t>(i) / (c.n_heads * c.head_dim);
-                   return (1e-3 + 2e-7 * pos[t] * c.scale) * 4.0;
-                 },
-                 "RoPE head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.n_rot) +
-                     (c.layout == kRopeNeox ? " neox" : " normal"));
+    expect_close(
+        cv, vv,
+        [&](size_t i) {
+          const int64_t t = static_cast<int64_t>(i) / (c.n_heads * c.head_dim);
+          return (1e-3 + 2e-7 * pos[t] * c.scale) * 4.0;
+        },
+        "RoPE head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.n_rot) +
+            (c.layout == kRopeNeox ? " neox" : " normal"));
   }
   f.finish();
 }
@@ -207,9 +208,9 @@ TEST_CASE("Vulkan AddRow adds the same bias row as the CPU, on strided views and
         // One rounded f32 add on both sides (as for Add); every row got the bias.
         const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
         for (int64_t r = 0; r < rows; ++r) CHECK(c[r * width + 5] == a[r * width + 5] + bias[5]);
-        expect_close(c, v, [&](size_t i) { return 1.2e-7 * std::fabs(c[i]); },
-                     "AddRow width " + std::to_string(width) + " rows " + std::to_string(rows) +
-                         (strided ? " strided" : ""));
+        expect_close(
+            c, v, [&](size_t i) { return 1.2e-7 * std::fabs(c[i]); },
+            "AddRow width " + std::to_string(width) + " rows " + std::to_string(rows) + (strided ? " strided" : ""));
       }
     }
   }

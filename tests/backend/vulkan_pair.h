@@ -7,9 +7,8 @@
 // that the layer reported nothing.
 #pragma once
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -80,8 +79,8 @@ class VkPair {
 
   // rows x ne0 of `type`, rows `row_stride` bytes apart (0: packed), starting `offset`
   // bytes into a buffer of its own.
-  Tensor tensor(DType type, int64_t ne0, int64_t rows, BufferKind kind = BufferKind::Activations,
-                size_t row_stride = 0, size_t offset = 0, uint8_t fill = 0x7f) {
+  Tensor tensor(DType type, int64_t ne0, int64_t rows, BufferKind kind = BufferKind::Activations, size_t row_stride = 0,
+                size_t offset = 0, uint8_t fill = 0x7f) {
     Tensor t;
     t.type = type;
     t.ne0 = ne0;
@@ -194,8 +193,9 @@ class VkPair {
   static std::vector<float> read(Backend& be, const Buffer& b, const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.ne0 * t.rows));
     for (int64_t r = 0; r < t.rows; ++r)
-      REQUIRE(be.read(b, t.offset + static_cast<size_t>(r) * t.row_stride, &v[static_cast<size_t>(r * t.ne0)], t.row_size())
-                  .ok());
+      REQUIRE(
+          be.read(b, t.offset + static_cast<size_t>(r) * t.row_stride, &v[static_cast<size_t>(r * t.ne0)], t.row_size())
+              .ok());
     return v;
   }
   static std::vector<uint8_t> bytes(Backend& be, const Buffer& b) {
@@ -240,9 +240,9 @@ void expect_close(const std::vector<float>& cpu, const std::vector<float>& vk, T
 }  // namespace hearth::test
 
 // Declares `f`, a VkPair; when no Vulkan device can run hearth, warns and skips the test.
-#define NEED_VULKAN(f)                                                  \
-  hearth::test::VkPair f;                                               \
-  if (!f.ok()) {                                                        \
+#define NEED_VULKAN(f)                                                     \
+  hearth::test::VkPair f;                                                  \
+  if (!f.ok()) {                                                           \
     WARN("no usable Vulkan device (" << f.why_not() << "); test skipped"); \
-    return;                                                             \
+    return;                                                                \
   }

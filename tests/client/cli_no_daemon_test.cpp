@@ -60,9 +60,10 @@ TEST_CASE("Ctrl-C during hearth ask cancels the stream, disconnects and exits wi
   // that takes; then the CLI can only end because the interrupt cancelled the stream.
   hearth::test::TempDir dir;
   const std::string out = shell_quote(dir.file("out"));
-  auto r = run_command("(" + shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(daemon.path()) + " ask hello >" +
-                       out + " & pid=$!; until grep -q partial " + out + " || ! kill -0 $pid 2>/dev/null; do sleep 0.01; " +
-                       "done; kill -INT $pid; wait $pid; rc=$?; cat " + out + "; exit $rc)");
+  auto r =
+      run_command("(" + shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(daemon.path()) + " ask hello >" +
+                  out + " & pid=$!; until grep -q partial " + out + " || ! kill -0 $pid 2>/dev/null; do sleep 0.01; " +
+                  "done; kill -INT $pid; wait $pid; rc=$?; cat " + out + "; exit $rc)");
   CHECK(r.exit_code == 130);
   CHECK(r.out == "partial\n");
   CHECK(r.err.find("cancelled") != std::string::npos);

@@ -94,8 +94,7 @@ TEST_CASE("16 concurrent streaming clients all finish and each greedy output equ
   }
 }
 
-TEST_CASE("hearth_client_cancel mid-stream on the real model ends the stream long before its end",
-          "[client][model]") {
+TEST_CASE("hearth_client_cancel mid-stream on the real model ends the stream long before its end", "[client][model]") {
   HearthdProcess* daemon = model_daemon();
   if (daemon == nullptr) {
     WARN("default model not installed (scripts/fetch-model): skipped");

@@ -347,7 +347,7 @@ TEST_CASE("hearth_client_cancel also ends a request still waiting for the respon
   std::atomic<bool> asleep{false};
   std::thread canceller([&] {
     eventually([&] { return !daemon.requests().empty(); });  // the request was sent
-    asleep = wait_until_asleep(requesting_thread);               // and the client waits for the head
+    asleep = wait_until_asleep(requesting_thread);           // and the client waits for the head
     hearth_client_cancel(h.client);
   });
   hearth_message m{"user", "hi"};

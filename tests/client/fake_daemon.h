@@ -64,7 +64,8 @@ inline bool wait_for_close(int fd, std::chrono::milliseconds guard = kHangGuard)
   const auto deadline = std::chrono::steady_clock::now() + guard;
   char buf[256];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;

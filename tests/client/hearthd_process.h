@@ -29,8 +29,8 @@ class HearthdProcess {
                  std::chrono::milliseconds guard = kHangGuard)
       : socket_(dir_.file("h.sock")), log_(dir_.file("hearthd.log")) {
     SpawnOptions o;
-    o.args = {"--model", model, "--socket", socket_, "--threads", "2", "--cache-dir", dir_.file("cache"),
-              "--log-level", "info"};
+    o.args = {"--model", model,         "--socket",         socket_,       "--threads",
+              "2",       "--cache-dir", dir_.file("cache"), "--log-level", "info"};
     o.args.insert(o.args.end(), extra_args.begin(), extra_args.end());
     o.env = clean_env();
     o.stdout_path = o.stderr_path = log_;

@@ -338,7 +338,8 @@ TEST_CASE("the Vulkan device index (vk-device) comes from any source", "[daemon]
   REQUIRE(r.ok());
   CHECK(r->vk_device == 3);
   CHECK_THAT(error_of(load({"--vk-device", "-2"})), Catch::Contains("--vk-device") && Catch::Contains("out of range"));
-  CHECK_THAT(error_of(load({"--vk-device", "gpu"})), Catch::Contains("--vk-device") && Catch::Contains("not an integer"));
+  CHECK_THAT(error_of(load({"--vk-device", "gpu"})),
+             Catch::Contains("--vk-device") && Catch::Contains("not an integer"));
 }
 
 TEST_CASE("cache_scope is user by default and takes group or shared; allowed_origins is a list", "[daemon][config]") {

@@ -97,10 +97,7 @@ std::string request_text(const std::string& method, const std::string& target, c
 
 }  // namespace
 
-
-
-std::string write_synthetic_model(const std::string& dir, const std::string& name,
-                                  const std::string& chat_template) {
+std::string write_synthetic_model(const std::string& dir, const std::string& name, const std::string& chat_template) {
   SyntheticOptions o;
   o.arch = "gemma3";
   o.chat_template = chat_template;
@@ -165,7 +162,9 @@ void write_decimal(char* buf, unsigned long long v) {
 
 // An environment entry NAME= whose value the child fills in after fork (its pid, its
 // stderr's device and inode): room for two 20-digit numbers and a colon.
-std::string fill_later(const std::string& name) { return name + "=" + std::string(42, '\0'); }
+std::string fill_later(const std::string& name) {
+  return name + "=" + std::string(42, '\0');
+}
 
 }  // namespace
 
@@ -358,12 +357,12 @@ bool HttpStream::read_until(const std::string& needle, std::chrono::milliseconds
   while (raw_.find(needle) == std::string::npos) {
     if (closed_ || fd_ < 0) {
       UNSCOPED_INFO("the connection closed before \"" << needle << "\" came; received (" << raw_.size()
-                                                        << " bytes): " << tail(raw_));
+                                                      << " bytes): " << tail(raw_));
       return false;
     }
     if (Clock::now() >= deadline) {
       UNSCOPED_INFO("hang guard: \"" << needle << "\" did not come within " << seconds(guard) << " s; received ("
-                                      << raw_.size() << " bytes): " << tail(raw_));
+                                     << raw_.size() << " bytes): " << tail(raw_));
       return false;
     }
     read_some(std::chrono::milliseconds(remaining_ms(deadline)));
@@ -375,8 +374,8 @@ bool HttpStream::read_to_close(std::chrono::milliseconds guard) {
   const Clock::time_point deadline = Clock::now() + guard;
   while (!closed_ && fd_ >= 0 && Clock::now() < deadline) read_some(std::chrono::milliseconds(remaining_ms(deadline)));
   if (!closed_)
-    UNSCOPED_INFO("hang guard: the server did not close the connection within " << seconds(guard) << " s; received ("
-                                                                                 << raw_.size() << " bytes): " << tail(raw_));
+    UNSCOPED_INFO("hang guard: the server did not close the connection within "
+                  << seconds(guard) << " s; received (" << raw_.size() << " bytes): " << tail(raw_));
   return closed_;
 }
 
@@ -406,7 +405,7 @@ std::string NotifySocket::wait_for(const std::string& needle, std::chrono::milli
       std::string got;
       for (const std::string& m : messages_) got += "\n  " + m;
       UNSCOPED_INFO("hang guard: no notify message with \"" << needle << "\" within " << seconds(guard)
-                                                               << " s; received:" << (got.empty() ? " none" : got));
+                                                            << " s; received:" << (got.empty() ? " none" : got));
       return "";
     }
     char buf[4096];

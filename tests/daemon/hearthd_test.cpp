@@ -133,12 +133,12 @@ TEST_CASE("a model that cannot be loaded exits 1 and says why", "[daemon][proces
 TEST_CASE("a chat template hearth does not recognise stops the load, and the override lets it load",
           "[daemon][process]") {
   TempDir dir;
-  const std::string model =
-      write_synthetic_model(dir.path(), "inst.gguf", "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
+  const std::string model = write_synthetic_model(dir.path(), "inst.gguf",
+                                                  "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
   RunResult r = run_hearthd({"--model", model, "--socket", dir.file("s.sock"), "--threads", "1"});
   CHECK(r.code == 1);
-  CHECK_THAT(r.err, Catch::Contains("unsupported chat template") &&
-                        Catch::Contains("--chat-template chatml|gemma|llama3"));
+  CHECK_THAT(r.err,
+             Catch::Contains("unsupported chat template") && Catch::Contains("--chat-template chatml|gemma|llama3"));
 
   Daemon d({"--chat-template", "chatml"});
   d.model = model;

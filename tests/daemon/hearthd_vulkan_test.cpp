@@ -27,8 +27,8 @@ Served serve(const std::vector<std::string>& backend_args) {
   TempDir dir;
   SpawnOptions o;
   const std::string socket = dir.file("h.sock");
-  o.args = {"--model", write_synthetic_model(dir.path()), "--socket", socket, "--threads", "1",
-            "--cache-dir", dir.file("cache")};
+  o.args = {"--model",        write_synthetic_model(dir.path()), "--socket", socket, "--threads", "1", "--cache-dir",
+            dir.file("cache")};
   o.args.insert(o.args.end(), backend_args.begin(), backend_args.end());
   o.env = clean_env();
   o.stderr_path = dir.file("stderr.log");
@@ -83,8 +83,8 @@ TEST_CASE("hearthd --list-devices lists every Vulkan device with type, memory an
 TEST_CASE("hearthd --backend vulkan --vk-device 99 exits 2 naming the device", "[daemon][vulkan]") {
   TempDir dir;
   // A model that does not exist: the device is checked before the model is loaded.
-  RunResult r = run_hearthd({"--socket", dir.file("s"), "--model", dir.file("none.gguf"), "--backend", "vulkan",
-                             "--vk-device", "99"});
+  RunResult r = run_hearthd(
+      {"--socket", dir.file("s"), "--model", dir.file("none.gguf"), "--backend", "vulkan", "--vk-device", "99"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--vk-device 99") && Catch::Contains("no such Vulkan device"));
 }

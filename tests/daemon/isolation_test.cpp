@@ -10,8 +10,8 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "daemon_harness.h"
 
@@ -95,8 +95,8 @@ struct SharedDaemon {
 
   explicit SharedDaemon(std::vector<std::string> extra = {}) {
     ::chmod(dir.path().c_str(), 0711);  // the users pass through to the socket, and see nothing else
-    options.args = {"--model", model, "--socket", socket, "--socket-group", std::to_string(kSocketGroup),
-                    "--cache-dir", cache, "--threads", "1", "--log-level", "debug"};
+    options.args = {"--model",     model, "--socket",  socket, "--socket-group", std::to_string(kSocketGroup),
+                    "--cache-dir", cache, "--threads", "1",    "--log-level",    "debug"};
     options.args.insert(options.args.end(), extra.begin(), extra.end());
     options.env = clean_env();
     options.stderr_path = log;
@@ -139,10 +139,10 @@ struct SharedDaemon {
   }
 };
 
-#define SKIP_UNLESS_ROOT()                                                           \
-  if (::geteuid() != 0) {                                                            \
-    WARN("skipped: needs root to run clients as other users (setresuid)");           \
-    return;                                                                          \
+#define SKIP_UNLESS_ROOT()                                                 \
+  if (::geteuid() != 0) {                                                  \
+    WARN("skipped: needs root to run clients as other users (setresuid)"); \
+    return;                                                                \
   }
 
 }  // namespace
@@ -152,7 +152,7 @@ TEST_CASE("Another user's prompt prefix is never served from the cache; the same
   SKIP_UNLESS_ROOT();
   SharedDaemon d;
   REQUIRE(d.start());
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::stat(d.socket.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0660);
   CHECK(st.st_gid == kSocketGroup);
@@ -162,7 +162,7 @@ TEST_CASE("Another user's prompt prefix is never served from the cache; the same
   const json bob = d.usage(kBob, northwind);
   CHECK(bob.at("prompt_tokens").get<int>() > 64);
   CHECK(bob.at("prompt_tokens_details").at("cached_tokens") == 0);  // Alice's prefix: not for Bob
-  CHECK(d.cached(kBob, completion(memo("Contoso"))) > 0);            // his own first words now are
+  CHECK(d.cached(kBob, completion(memo("Contoso"))) > 0);           // his own first words now are
   const int alice_again = d.cached(kAlice, northwind);
   CHECK(alice_again >= bob.at("prompt_tokens").get<int>() - 16);
 
@@ -253,10 +253,11 @@ TEST_CASE("cache_salt separates one user's requests, and a bad salt is refused w
   CHECK(d.cached(kAlice, completion(text)) == 0);
   CHECK(d.cached(kBob, completion(text, R"("cache_salt": "app-one")")) == 0);  // a salt never crosses users
 
-  for (const std::string& bad : {std::string(R"("")"), "\"" + std::string(257, 'x') + "\"", std::string(R"("a\u0001b")"),
-                                 std::string("12"), std::string(R"("caf\u00e9")")}) {
+  for (const std::string& bad : {std::string(R"("")"), "\"" + std::string(257, 'x') + "\"",
+                                 std::string(R"("a\u0001b")"), std::string("12"), std::string(R"("caf\u00e9")")}) {
     INFO("cache_salt: " << bad.substr(0, 40));
-    const HttpResponse r = as_user(kAlice, d.socket, "POST", "/v1/completions", completion(text, "\"cache_salt\": " + bad));
+    const HttpResponse r =
+        as_user(kAlice, d.socket, "POST", "/v1/completions", completion(text, "\"cache_salt\": " + bad));
     REQUIRE(r.status == 400);
     const json e = json::parse(r.body).at("error");
     CHECK(e.at("param") == "cache_salt");
@@ -302,7 +303,7 @@ TEST_CASE("After a restart the disk tier serves a prefix only within its scope, 
   INFO(root_view.dump());
 
   // At rest: the folder is the daemon's alone, and so is every file in it.
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::stat(d.cache.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0700);
   int files = 0;

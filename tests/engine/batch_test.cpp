@@ -64,7 +64,8 @@ void check_batched_equals_alone(const Model& model, Backend& backend, const std:
     slots_a[i] = kSlots + i;
     slots_b[i] = kSlots - 1 - i;
   }
-  Runner r{model, backend, std::move(*allocate_forward_buffers(model.config(), backend, 2 * kSlots, 32, 4, DType::F16))};
+  Runner r{model, backend,
+           std::move(*allocate_forward_buffers(model.config(), backend, 2 * kSlots, 32, 4, DType::F16))};
   ForwardBatch p;
   p.seqs.push_back({b, 0, slots_b});
   p.seqs.push_back({a, 0, slots_a});

@@ -1,9 +1,10 @@
 // The generation loop on the default model: seeds, stop strings, limits, timings.
+#include "engine/scheduler/generate.h"
+
 #include <catch2/catch.hpp>
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/model/context.h"
-#include "engine/scheduler/generate.h"
 #include "test_util.h"
 
 namespace {

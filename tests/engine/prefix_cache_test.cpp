@@ -8,7 +8,6 @@
 // The reference runs (alone()) use the same backend as the scheduler's engine thread, so
 // they run while no request is in flight: a Backend serves one thread at a time.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <random>
 
@@ -17,7 +16,6 @@
 
 using namespace hearth;
 using namespace hearth::test;
-
 
 TEST_CASE("block pool: named blocks are shared, cached after release and reused tail first") {
   BlockPool pool(4, 2);
@@ -196,8 +194,7 @@ TEST_CASE("warming a prompt persists it without generating; a restart restores i
     // Another model's engine (another fingerprint) on the same directory never uses them.
     Fixture other("gemma3", 2);
     const std::string other_cold = alone(other, r);
-    auto sched =
-        with_store(*other.model, *other.backend, *other.tok, options("fp-b"), dir.path());
+    auto sched = with_store(*other.model, *other.backend, *other.tok, options("fp-b"), dir.path());
     const Run miss = run_one(*sched, r);
     CHECK(miss.usage.cached_tokens == 0);
     CHECK(miss.text == other_cold);
@@ -243,7 +240,8 @@ TEST_CASE("a chunk store of another fingerprint or KV type is refused by the sch
   auto open = [&](const std::string& fp, DType kv) {
     return std::move(*open_kv_store(f.model->config(), kv, fp, dir.path().string(), uint64_t{1} << 30));
   };
-  Result<std::unique_ptr<Scheduler>> other_fp = Scheduler::create(*f.model, *f.backend, *f.tok, so, open("fp-b", DType::F16));
+  Result<std::unique_ptr<Scheduler>> other_fp =
+      Scheduler::create(*f.model, *f.backend, *f.tok, so, open("fp-b", DType::F16));
   REQUIRE_FALSE(other_fp.ok());
   CHECK(other_fp.error().message.find("format") != std::string::npos);
   CHECK_FALSE(Scheduler::create(*f.model, *f.backend, *f.tok, so, open("fp-a", DType::F32)).ok());

@@ -3,7 +3,6 @@
 // give exactly the output the same Vulkan engine computes cold, on synthetic gemma3
 // (sliding-window layers) and qwen2 (Q/K/V biases) models. Skips without a device.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <random>
 

@@ -2,17 +2,16 @@
 // a collector of one request's events, and the single-sequence reference run.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
-#include <filesystem>
-#include <random>
 #include <condition_variable>
+#include <filesystem>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
-
-#include <unistd.h>
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/scheduler/generate.h"
@@ -108,7 +107,8 @@ inline GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens)
 
 inline std::vector<int32_t> prompt_of(const Tokenizer& tok, int i, int words) {
   std::string s;
-  for (int w = 0; w < words; ++w) s += (w % 3 == 0 ? "abc " : w % 3 == 1 ? "the " : "xyz ") + std::to_string(i * 7 + w) + " ";
+  for (int w = 0; w < words; ++w)
+    s += (w % 3 == 0 ? "abc " : w % 3 == 1 ? "the " : "xyz ") + std::to_string(i * 7 + w) + " ";
   return tok.encode(s, true, false);
 }
 
@@ -124,7 +124,9 @@ inline GenerateResult alone_result(Fixture& f, const GenerationRequest& r, int32
   if (!g) FAIL(g.error().message);
   return std::move(*g);
 }
-inline std::string alone(Fixture& f, const GenerationRequest& r) { return alone_result(f, r).text; }
+inline std::string alone(Fixture& f, const GenerationRequest& r) {
+  return alone_result(f, r).text;
+}
 
 // What one finished request gave.
 struct Run {

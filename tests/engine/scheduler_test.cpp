@@ -2,7 +2,6 @@
 // beside it or on how its prompt is chunked; cancelling frees its sequence and blocks;
 // the queue is bounded; bad requests are refused with a reason.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -169,8 +168,8 @@ TEST_CASE("invalid requests are refused with a reason and length limits end gene
   ContextOptions co;
   co.n_ctx = 64;
   auto ctx = std::move(*InferenceContext::create(*f.model, *f.backend, co));
-  for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{}, std::vector<int32_t>(64, 5),
-                                             std::vector<int32_t>{1, 100000}}) {
+  for (const std::vector<int32_t>& prompt :
+       {std::vector<int32_t>{}, std::vector<int32_t>(64, 5), std::vector<int32_t>{1, 100000}}) {
     Result<GenerateResult> r = generate(*ctx, *f.tok, prompt, GenerateOptions{}, nullptr);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message == sched->submit(greedy(prompt, 4), c.callback()).message);

@@ -2,13 +2,13 @@
 // the learned costs fit in --step-budget-ms, and prompts that arrive together share them.
 // Time here is a fake clock that advances by a modelled cost of each forward pass, so the
 // checks are exact and no wall clock is read.
-#include <catch2/catch.hpp>
+#include "engine/scheduler/step_budget.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <condition_variable>
 #include <mutex>
 
-#include "engine/scheduler/step_budget.h"
 #include "tests/engine/scheduler_fixture.h"
 
 using namespace hearth;
@@ -110,7 +110,8 @@ SchedulerOptions budget_options(std::shared_ptr<StepClock> clock) {
 
 // TTFT (fake ms) of a prompt read with nothing else running.
 double ttft_alone(Fixture& f, const GenerationRequest& r) {
-  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, budget_options(std::make_shared<FakeClock>())));
+  auto sched =
+      std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, budget_options(std::make_shared<FakeClock>())));
   Collector c;
   Submitted s = sched->submit(r, c.callback());
   REQUIRE(s.status == SubmitStatus::Accepted);
@@ -242,7 +243,7 @@ TEST_CASE("the cost model learns a line, and sizes a step to fit the budget") {
   const int64_t n = m.prefill_tokens(100, 1, 1000, 512);
   CHECK(n >= 6);
   CHECK(8 + n * (1.0 + 0.01 * (1000 + n / 2.0)) <= 100);
-  CHECK(m.prefill_tokens(100, 1, 0, 8) == 8);                        // the upper bound
+  CHECK(m.prefill_tokens(100, 1, 0, 8) == 8);  // the upper bound
   // The decode part alone (8 ms) fills a 5 ms budget: prompt tokens still get twice its
   // time (16 tokens of ~1 ms), so a prompt read beside the stream keeps 2/3 of its speed.
   for (double budget : {5.0, 20.0}) {
@@ -257,8 +258,8 @@ TEST_CASE("the cost model learns a line, and sizes a step to fit the budget") {
 // the budget but within 1.3 times its planned share.
 TEST_CASE("beside a stream a step reads enough of a prompt to keep 2/3 of its speed alone") {
   StepCostModel m;
-  for (int i = 0; i < 3; ++i) m.observe({0, 128, 1, 64.0 * i}, 128 * 4.5);  // alone: 4.5 ms a token
-  m.observe({1, 0, 0, 0}, 25);                                                // a decode step: 25 ms
+  for (int i = 0; i < 3; ++i) m.observe({0, 128, 1, 64.0 * i}, 128 * 4.5);           // alone: 4.5 ms a token
+  m.observe({1, 0, 0, 0}, 25);                                                       // a decode step: 25 ms
   for (int i = 0; i < 8; ++i) m.observe({1, 10, 1, 100.0 + 25 * i}, 25 + 10 * 5.0);  // beside: 5.0
   const double pa = m.alone_ms_per_token(300), p = m.prefill_ms_per_token(300), d = m.decode_ms(1);
   CHECK(pa == Approx(4.5));

@@ -36,7 +36,9 @@ inline Writer small_writer(uint32_t version = 3) {
   return w;
 }
 
-inline std::vector<uint8_t> small_file(uint32_t version = 3) { return small_writer(version).serialize(); }
+inline std::vector<uint8_t> small_file(uint32_t version = 3) {
+  return small_writer(version).serialize();
+}
 
 inline Result<std::unique_ptr<File>> load(const std::vector<uint8_t>& b) {
   return File::from_memory(b.data(), b.size());

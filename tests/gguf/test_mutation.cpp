@@ -2,7 +2,6 @@
 // clean error or a File whose every tensor lies inside the file. Run it under ASan/UBSan
 // (-DHEARTH_SANITIZE=ON) to catch out-of-bounds reads the checks below cannot see.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "gguf_test_util.h"
@@ -25,8 +24,9 @@ TEST_CASE("20000 random mutations of a valid file each load cleanly or fail with
   const std::vector<uint8_t> original = small_file();
   std::mt19937_64 rng(20240601);
   auto below = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
-  const uint64_t interesting[] = {0, 1, 0x7f, 0x80, 0xff, 0xffff, 0xffffffffull, 1ull << 31, 1ull << 32,
-                                  1ull << 60, ~0ull, 0x7fffffffffffffffull, 5, 32, 4096};
+  const uint64_t interesting[] = {
+      0, 1,  0x7f, 0x80, 0xff, 0xffff, 0xffffffffull, 1ull << 31, 1ull << 32, 1ull << 60, ~0ull, 0x7fffffffffffffffull,
+      5, 32, 4096};
   int n_ok = 0, n_err = 0;
   for (int iter = 0; iter < 20000; ++iter) {
     std::vector<uint8_t> b = original;

@@ -1,9 +1,8 @@
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
-
-#include <unistd.h>
 
 #include "gguf_test_util.h"
 #include "test_util.h"
@@ -132,10 +131,10 @@ TEST_CASE("getters reject the wrong type and out-of-range values with the key's 
   const File& f = **r;
   auto e = f.get_string("v.u32");
   REQUIRE(!e.ok());
-  CHECK_THAT(e.error().message, Catch::Contains("v.u32") && Catch::Contains("expected STRING") &&
-                                    Catch::Contains("byte"));
-  CHECK(!f.get_uint("v.i8").ok());                // negative
-  CHECK(!f.get_int("v.u64").ok());                // above INT64_MAX
+  CHECK_THAT(e.error().message,
+             Catch::Contains("v.u32") && Catch::Contains("expected STRING") && Catch::Contains("byte"));
+  CHECK(!f.get_uint("v.i8").ok());  // negative
+  CHECK(!f.get_int("v.u64").ok());  // above INT64_MAX
   CHECK(!f.get_bool("v.u8").ok());
   CHECK(!f.get_float("v.string").ok());
   CHECK(!f.get_string_array("a.i32").ok());
@@ -191,8 +190,8 @@ TEST_CASE("tensor data reads back equal, aligned to a custom alignment, v2 and v
       CHECK(f.data_offset() % alignment == 0);
       REQUIRE(f.tensors().size() == 6);
       CHECK(f.tensors()[0].name == "a");  // file order
-      const std::pair<const char*, const std::vector<uint8_t>*> expect[] = {
-          {"a", &a}, {"b", &b}, {"c", &c}, {"d", &d}, {"e", &e}, {"g", &g}};
+      const std::pair<const char*, const std::vector<uint8_t>*> expect[] = {{"a", &a}, {"b", &b}, {"c", &c},
+                                                                            {"d", &d}, {"e", &e}, {"g", &g}};
       for (auto [name, data] : expect) {
         const TensorInfo* t = f.find_tensor(name);
         REQUIRE(t);

@@ -252,9 +252,9 @@ TEST_CASE("A chat request that offers tools gets 400: tool calls are not support
   CHECK(parse(functions->body)["error"]["param"] == "functions");
   // No tools offered (null or an empty list): answered as usual.
   for (const char* none : {"null", "[]"}) {
-    auto r = http_call(s.socket_path(), "POST", "/v1/chat/completions",
-                       std::string(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":)") + none +
-                           "}");
+    auto r =
+        http_call(s.socket_path(), "POST", "/v1/chat/completions",
+                  std::string(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":)") + none + "}");
     REQUIRE(r);
     CHECK(r->status == 200);
   }

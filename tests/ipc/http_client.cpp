@@ -31,7 +31,6 @@ void hang_message(const std::string& text) {
 
 }  // namespace
 
-
 namespace {
 
 std::string lower(std::string s) {

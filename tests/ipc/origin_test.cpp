@@ -91,9 +91,9 @@ TEST_CASE("On TCP an allowed Origin gets CORS headers and its preflight is answe
 TEST_CASE("On TCP a POST body that is not application/json gets 415, and the Unix socket keeps its rules",
           "[ipc][origin]") {
   TcpServer t;
-  for (const std::string& type : {std::string("Content-Type: text/plain\r\n"),
-                                  std::string("Content-Type: application/x-www-form-urlencoded\r\n"),
-                                  std::string("Content-Type: multipart/form-data; boundary=x\r\n"), std::string()}) {
+  for (const std::string& type :
+       {std::string("Content-Type: text/plain\r\n"), std::string("Content-Type: application/x-www-form-urlencoded\r\n"),
+        std::string("Content-Type: multipart/form-data; boundary=x\r\n"), std::string()}) {
     INFO(type);
     const HttpReply r = t.call("POST", "/v1/completions", kBody, type);
     REQUIRE(r.status == 415);

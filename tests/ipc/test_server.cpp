@@ -31,9 +31,6 @@ int loopback_listener(uint16_t* port) {
   return fd;
 }
 
-
-
-
 namespace {
 
 template <class T>

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "engine/scheduler/scheduler.h"
-#include "tests/test_util.h"
 #include "ipc/server.h"
+#include "tests/test_util.h"
 
 namespace hearth::test {
 

@@ -3,7 +3,6 @@
 // real tokenizers (skipped with a warning when a model is not installed); the expected ids
 // are llama.cpp's, from tests/fixtures/bpe_tokenizer.json and the Gemma tokenizer tests.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

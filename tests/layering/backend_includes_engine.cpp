@@ -3,4 +3,6 @@
 #include "backends/backend.h"
 #include "engine/model/model.h"
 
-int main() { return 0; }
+int main() {
+  return 0;
+}

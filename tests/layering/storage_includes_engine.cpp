@@ -2,4 +2,6 @@
 #include "engine/kv/block_pool.h"
 #include "storage/chunk_store.h"
 
-int main() { return 0; }
+int main() {
+  return 0;
+}

@@ -1,12 +1,12 @@
 // The model catalog (packaging/models.tsv) and how --model names a model.
-#include <catch2/catch.hpp>
+#include "engine/model/catalog.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "engine/model/catalog.h"
 #include "engine/model/model_path.h"
 #include "test_util.h"
 
@@ -84,8 +84,7 @@ TEST_CASE("the built-in catalog is packaging/models.tsv, with the default model 
 }
 
 TEST_CASE("a malformed catalog line is an error naming the line and the field") {
-  const std::string ok =
-      "# comment\n\nm:1\tm.gguf\t10\t" + std::string(64, 'a') + "\tMIT\tp==1\tp/m.gguf\tabout\n";
+  const std::string ok = "# comment\n\nm:1\tm.gguf\t10\t" + std::string(64, 'a') + "\tMIT\tp==1\tp/m.gguf\tabout\n";
   REQUIRE(hearth::parse_catalog(ok).ok());
 
   auto fields = hearth::parse_catalog("m:1\tm.gguf\t10\n");

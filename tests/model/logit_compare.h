@@ -5,13 +5,11 @@
 // llama.cpp's std of the whole vector).
 #pragma once
 
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>

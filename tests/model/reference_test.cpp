@@ -10,16 +10,14 @@
 // activations to Q8_K before every Q4_K/Q6_K dot product, but they round intermediate values
 // differently and sum in different orders, and 18 layers amplify those differences into the
 // logits. The bounds are set from llama.cpp's own spread between two of its code paths.
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -118,11 +116,11 @@ const json& fixture() {
   return j;
 }
 
-#define NEED_MODEL(m)                                   \
-  const Loaded* m = default_model();                    \
-  if (!m) {                                             \
-    WARN("default model not installed; test skipped");  \
-    return;                                             \
+#define NEED_MODEL(m)                                  \
+  const Loaded* m = default_model();                   \
+  if (!m) {                                            \
+    WARN("default model not installed; test skipped"); \
+    return;                                            \
   }
 
 std::unique_ptr<InferenceContext> new_context(const Loaded& m, int32_t n_ctx = 1024) {
@@ -133,7 +131,9 @@ std::unique_ptr<InferenceContext> new_context(const Loaded& m, int32_t n_ctx = 1
   return std::move(*ctx);
 }
 
-Ids ids_of(const json& a) { return a.get<Ids>(); }
+Ids ids_of(const json& a) {
+  return a.get<Ids>();
+}
 
 double stddev(std::span<const float> v) {
   double mean = 0, var = 0;
@@ -179,8 +179,7 @@ TEST_CASE("token ids equal llama.cpp's for every reference prompt", "[model][ref
   for (const json& p : fixture()["prompts"]) {
     const std::string name = p["name"];
     INFO(name);
-    Ids ours = m->tok->encode(p["text"].get<std::string>(), p["add_bos"].get<bool>(),
-                              p["parse_special"].get<bool>());
+    Ids ours = m->tok->encode(p["text"].get<std::string>(), p["add_bos"].get<bool>(), p["parse_special"].get<bool>());
     CHECK(ours == ids_of(p["tokens"]));
   }
 }
@@ -210,12 +209,14 @@ TEST_CASE("last-prompt logits agree with llama.cpp within tolerance", "[model][r
     LogitError e = logit_error(p, ours);
     worst.max_std = std::max(worst.max_std, e.max_std);
     worst.rms_std = std::max(worst.rms_std, e.rms_std);
-    if (report()) std::printf("logits %-18s max|diff|/std = %.4f  rms(diff)/std = %.4f\n", name.c_str(), e.max_std, e.rms_std);
+    if (report())
+      std::printf("logits %-18s max|diff|/std = %.4f  rms(diff)/std = %.4f\n", name.c_str(), e.max_std, e.rms_std);
     CHECK(e.max_std <= kLogitMaxTolStd);
     CHECK(e.rms_std <= kLogitRmsTolStd);
   }
-  if (report()) std::printf("logits worst: max %.4f (bound %.2f), rms %.4f (bound %.2f)\n", worst.max_std,
-                            kLogitMaxTolStd, worst.rms_std, kLogitRmsTolStd);
+  if (report())
+    std::printf("logits worst: max %.4f (bound %.2f), rms %.4f (bound %.2f)\n", worst.max_std, kLogitMaxTolStd,
+                worst.rms_std, kLogitRmsTolStd);
 }
 
 TEST_CASE("teacher-forced greedy tokens equal llama.cpp's except at near-ties", "[model][reference]") {
@@ -275,8 +276,7 @@ TEST_CASE("free-running greedy generation equals llama.cpp's until a near-tie", 
   }
 }
 
-TEST_CASE("logits do not depend on thread count, and SIMD levels agree within tolerance",
-          "[model][reference]") {
+TEST_CASE("logits do not depend on thread count, and SIMD levels agree within tolerance", "[model][reference]") {
   NEED_MODEL(m);
   const Ids tokens = ids_of(fixture()["prompts"][2]["tokens"]);  // python_code, 73 tokens
   const std::vector<float> base = last_logits(*m, tokens);
@@ -295,8 +295,7 @@ TEST_CASE("logits do not depend on thread count, and SIMD levels agree within to
     // AVX-512 on this prompt: the same amplification of last-bit differences as against
     // llama.cpp, so the same bounds apply.
     const hearth::cpu::SimdLevel active = hearth::cpu::active_simd_level();
-    for (auto level : {hearth::cpu::SimdLevel::Scalar, hearth::cpu::SimdLevel::AVX2,
-                       hearth::cpu::SimdLevel::AVX512}) {
+    for (auto level : {hearth::cpu::SimdLevel::Scalar, hearth::cpu::SimdLevel::AVX2, hearth::cpu::SimdLevel::AVX512}) {
       if (level > hearth::cpu::detect_simd_level() || level == active) continue;
       hearth::cpu::set_simd_level(level);
       std::vector<float> l = last_logits(*m, tokens);
@@ -328,4 +327,3 @@ TEST_CASE("a token's logits do not depend on how the prompt was chunked", "[mode
     CHECK(std::equal(row.begin(), row.end(), whole.begin(), whole.end()));  // bitwise
   }
 }
-

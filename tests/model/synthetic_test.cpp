@@ -5,16 +5,14 @@
 // checks its content hash first, so both engines saw the same bytes.
 //
 // Unlike the default model these need no download, so this runs everywhere.
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -70,10 +68,14 @@ hearth::test::SyntheticOptions options_from_args(const json& args) {
   hearth::test::SyntheticOptions o;
   std::vector<std::string> a = args.get<std::vector<std::string>>();
   for (size_t i = 0; i + 1 < a.size(); i += 2) {
-    if (a[i] == "--arch") o.arch = a[i + 1];
-    else if (a[i] == "--seed") o.seed = std::stoull(a[i + 1]);
-    else if (a[i] == "--type") REQUIRE(hearth::test::parse_synthetic_type(a[i + 1], &o.type));
-    else FAIL("unknown generator argument " << a[i]);
+    if (a[i] == "--arch")
+      o.arch = a[i + 1];
+    else if (a[i] == "--seed")
+      o.seed = std::stoull(a[i + 1]);
+    else if (a[i] == "--type")
+      REQUIRE(hearth::test::parse_synthetic_type(a[i + 1], &o.type));
+    else
+      FAIL("unknown generator argument " << a[i]);
   }
   return o;
 }
@@ -164,8 +166,8 @@ void check_arch(const std::string& arch) {
       eval_ok(*ctx, tokens, true);
       for (size_t i = 0; i < tokens.size(); ++i) {
         INFO("position " << i);
-        const double err = row_error_std(ctx->logits_row(static_cast<int64_t>(i)),
-                                         seq["logits"][i].get<std::vector<double>>());
+        const double err =
+            row_error_std(ctx->logits_row(static_cast<int64_t>(i)), seq["logits"][i].get<std::vector<double>>());
         worst = std::max(worst, err);
         CHECK(err <= tolerance(type));
       }

@@ -1,13 +1,13 @@
 // The machine probes: positive figures, measured once and then read back from the cache
 // folder; --reprobe measures again. No figure is compared with anything (they depend on
 // the machine and its load).
-#include <catch2/catch.hpp>
+#include "common/probe/machine_probe.h"
 
-#include <filesystem>
-#include <fstream>
 #include <unistd.h>
 
-#include "common/probe/machine_probe.h"
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 using namespace hearth::probe;
 namespace fs = std::filesystem;

@@ -31,7 +31,9 @@ struct Elem {
   bool has_offset;
   float value() const { return has_offset ? scale * static_cast<float>(q) + offset : scale * static_cast<float>(q); }
   // Magnitude of the terms, for error bounds: |scale * q| + |offset|.
-  double magnitude() const { return std::fabs(static_cast<double>(scale) * q) + std::fabs(static_cast<double>(offset)); }
+  double magnitude() const {
+    return std::fabs(static_cast<double>(scale) * q) + std::fabs(static_cast<double>(offset));
+  }
 };
 
 inline float read_f16(const uint8_t* p) {
@@ -55,11 +57,16 @@ inline Elem decode_elem(DType t, const uint8_t* b, int e) {
   auto nib = [](const uint8_t* qs, int e) { return e < 16 ? qs[e] % 16 : qs[e - 16] / 16; };
   auto bit5 = [](const uint8_t* qh, int e) { return ((qh[e / 8] >> (e % 8)) & 1) * 16; };
   switch (t) {
-    case DType::Q4_0: return {read_f16(b), nib(b + 2, e) - 8, 0.0f, false};
-    case DType::Q4_1: return {read_f16(b), nib(b + 4, e), read_f16(b + 2), true};
-    case DType::Q5_0: return {read_f16(b), (nib(b + 6, e) + bit5(b + 2, e)) - 16, 0.0f, false};
-    case DType::Q5_1: return {read_f16(b), nib(b + 8, e) + bit5(b + 4, e), read_f16(b + 2), true};
-    case DType::Q8_0: return {read_f16(b), static_cast<int8_t>(b[2 + e]), 0.0f, false};
+    case DType::Q4_0:
+      return {read_f16(b), nib(b + 2, e) - 8, 0.0f, false};
+    case DType::Q4_1:
+      return {read_f16(b), nib(b + 4, e), read_f16(b + 2), true};
+    case DType::Q5_0:
+      return {read_f16(b), (nib(b + 6, e) + bit5(b + 2, e)) - 16, 0.0f, false};
+    case DType::Q5_1:
+      return {read_f16(b), nib(b + 8, e) + bit5(b + 4, e), read_f16(b + 2), true};
+    case DType::Q8_0:
+      return {read_f16(b), static_cast<int8_t>(b[2 + e]), 0.0f, false};
     case DType::Q4_K:
     case DType::Q5_K: {
       const bool five = t == DType::Q5_K;
@@ -85,7 +92,8 @@ inline Elem decode_elem(DType t, const uint8_t* b, int e) {
       std::memcpy(&d, b, 4);
       return {d, static_cast<int8_t>(b[4 + e]), 0.0f, false};
     }
-    default: return {0, 0, 0, false};
+    default:
+      return {0, 0, 0, false};
   }
 }
 
@@ -107,17 +115,30 @@ inline std::vector<uint8_t> random_blocks(DType t, int64_t nb, std::mt19937& rng
   for (int64_t i = 0; i < nb; ++i) {
     uint8_t* b = v.data() + i * info.block_bytes;
     switch (t) {
-      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: put16(b, scale()); break;
-      case DType::Q4_1: case DType::Q5_1: put16(b, scale()); put16(b + 2, scale()); break;
-      case DType::Q4_K: case DType::Q5_K:  // d, dmin >= 0 as ggml writes them
-        put16(b, std::fabs(scale()) / 64); put16(b + 2, std::fabs(scale()) / 64); break;
-      case DType::Q6_K: put16(b + 208, scale() / 64); break;
+      case DType::Q4_0:
+      case DType::Q5_0:
+      case DType::Q8_0:
+        put16(b, scale());
+        break;
+      case DType::Q4_1:
+      case DType::Q5_1:
+        put16(b, scale());
+        put16(b + 2, scale());
+        break;
+      case DType::Q4_K:
+      case DType::Q5_K:  // d, dmin >= 0 as ggml writes them
+        put16(b, std::fabs(scale()) / 64);
+        put16(b + 2, std::fabs(scale()) / 64);
+        break;
+      case DType::Q6_K:
+        put16(b + 208, scale() / 64);
+        break;
       case DType::Q8_K: {
         const float d = scale();
         std::memcpy(b, &d, 4);
         for (int j = 0; j < 256; ++j)
           if (b[4 + j] == 0x80) b[4 + j] = 0x81;  // quantizers never emit -128
-        for (int g = 0; g < 16; ++g) {  // consistent bsums
+        for (int g = 0; g < 16; ++g) {            // consistent bsums
           int s = 0;
           for (int l = 0; l < 16; ++l) s += static_cast<int8_t>(b[4 + 16 * g + l]);
           const auto s16 = static_cast<int16_t>(s);
@@ -125,7 +146,8 @@ inline std::vector<uint8_t> random_blocks(DType t, int64_t nb, std::mt19937& rng
         }
         break;
       }
-      case DType::F16: case DType::BF16: {  // finite values in +-[2^-10, 1]
+      case DType::F16:
+      case DType::BF16: {  // finite values in +-[2^-10, 1]
         for (int64_t j = 0; j < nb; ++j) {
           const uint16_t h = t == DType::F16 ? fp32_to_fp16(scale()) : fp32_to_bf16(scale());
           std::memcpy(v.data() + 2 * j, &h, 2);
@@ -139,7 +161,8 @@ inline std::vector<uint8_t> random_blocks(DType t, int64_t nb, std::mt19937& rng
         }
         return v;
       }
-      default: break;
+      default:
+        break;
     }
   }
   return v;

@@ -1,7 +1,6 @@
 // Scalar references: block layouts decode as ggml's, quantizers round-trip within bounds.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 
@@ -20,7 +19,9 @@ namespace {
 const DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                              DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
 
-uint32_t bits(float f) { return hearth::fp32_to_bits(f); }
+uint32_t bits(float f) {
+  return hearth::fp32_to_bits(f);
+}
 
 std::vector<float> dequant(DType t, const void* src, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
@@ -82,7 +83,7 @@ TEST_CASE("Q4_0 packs element j in the low nibble and element j+16 in the high n
 TEST_CASE("Q8_0 follows ggml: d = amax/127, q = roundf(x/d) (half away from zero)", "[quant]") {
   float x[32];
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) - 16.0f;  // amax 16
-  x[31] = 2.5f;                                                        // 2.5 * 127/16 = 19.84375
+  x[31] = 2.5f;                                                       // 2.5 * 127/16 = 19.84375
   BlockQ8_0 b;
   quantize_row(DType::Q8_0, x, &b, 32);
   CHECK(hearth::fp16_to_fp32(b.d) == hearth::fp16_to_fp32(hearth::fp32_to_fp16(16.0f / 127)));
@@ -142,7 +143,7 @@ TEST_CASE("quantize then dequantize stays within each type's error bound", "[qua
   const int64_t n = 256 * 8;
   auto x = random_floats(n, rng);
   x[3] = 0.0f;
-  for (int i = 512; i < 544; ++i) x[i] = 0.0f;  // an all-zero block
+  for (int i = 512; i < 544; ++i) x[i] = 0.0f;                // an all-zero block
   for (int i = 768; i < 1024; ++i) x[i] = 1.0f + 0.001f * i;  // a block with a large offset
 
   SECTION("plain types") {
@@ -163,9 +164,8 @@ TEST_CASE("quantize then dequantize stays within each type's error bound", "[qua
     double step_denom;  // step = block amax (or range) / step_denom
     bool affine;
   };
-  const Bound bounds[] = {{DType::Q8_0, 0.5, 127, false}, {DType::Q8_K, 0.5, 127, false},
-                          {DType::Q4_0, 1.0, 8, false},    {DType::Q5_0, 1.0, 16, false},
-                          {DType::Q4_1, 0.5, 15, true},    {DType::Q5_1, 0.5, 31, true}};
+  const Bound bounds[] = {{DType::Q8_0, 0.5, 127, false}, {DType::Q8_K, 0.5, 127, false}, {DType::Q4_0, 1.0, 8, false},
+                          {DType::Q5_0, 1.0, 16, false},  {DType::Q4_1, 0.5, 15, true},   {DType::Q5_1, 0.5, 31, true}};
   for (const Bound& b : bounds) {
     SECTION(dtype_info(b.t).name) {
       std::vector<uint8_t> q(row_bytes(b.t, n));

@@ -1,8 +1,7 @@
 // The row-interleaved layouts of repack.h: exact round trips, and gemm on repacked rows
 // giving, bit for bit, what gemm gives on the plain rows, at every level and batch size.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 

@@ -1,7 +1,6 @@
 // vec_dot / gemm / quantize_activations at every SIMD level this CPU supports, against
 // double-precision dot products of the dequantized rows and against each other.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -21,7 +20,9 @@ namespace {
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                               DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-bool is_plain(DType t) { return dtype_info(t).block_elems == 1; }
+bool is_plain(DType t) {
+  return dtype_info(t).block_elems == 1;
+}
 
 // Activation row for weight type w: n random floats quantized (scalar reference) to
 // vec_dot_type(w).
@@ -54,9 +55,9 @@ Reference reference(DType w, int64_t n, const uint8_t* wrow, const uint8_t* arow
   const int64_t be = dtype_info(w).block_elems;
   for (int64_t i = 0; i < n; ++i) {
     dot += static_cast<double>(wf[i]) * af[i];
-    const double mag = is_plain(w) ? std::fabs(wf[i])
-                                   : decode_elem(w, wrow + (i / be) * dtype_info(w).block_bytes,
-                                                 static_cast<int>(i % be)).magnitude();
+    const double mag =
+        is_plain(w) ? std::fabs(wf[i])
+                    : decode_elem(w, wrow + (i / be) * dtype_info(w).block_bytes, static_cast<int>(i % be)).magnitude();
     s += mag * std::fabs(af[i]);
   }
   if (w == DType::Q4_1 || w == DType::Q5_1) {
@@ -216,7 +217,8 @@ TEST_CASE("AVX-512 Q4_0, Q5_0, Q8_0, Q4_K and Q6_K give the scalar reference's f
   for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     CAPTURE(dtype_info(w).name);
     const int64_t be = dtype_info(w).block_elems;
-    const std::vector<int64_t> sizes = be == 32 ? std::vector<int64_t>{32, 640, 896} : std::vector<int64_t>{256, 1024, 2048};
+    const std::vector<int64_t> sizes =
+        be == 32 ? std::vector<int64_t>{32, 640, 896} : std::vector<int64_t>{256, 1024, 2048};
     for (int64_t n : sizes) {
       CAPTURE(n);
       const size_t ws = row_bytes(w, n), as = row_bytes(vec_dot_type(w), n);

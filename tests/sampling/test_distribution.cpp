@@ -1,8 +1,7 @@
 // compute_distribution against a plain reference that sorts the whole vocabulary and applies
 // top-k -> top-p -> min-p -> temperature literally, over many sizes, ties, -inf and NaN logits.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -90,8 +89,8 @@ TEST_CASE("compute_distribution matches the full-sort reference", "[sampling]") 
               p.temperature = temperature;
               hearth::compute_distribution(logits.data(), n, p, &got);
               const std::vector<Candidate> want = reference(logits, p);
-              INFO("n=" << n << " kind=" << kind << " k=" << top_k << " p=" << top_p
-                        << " min_p=" << min_p << " T=" << temperature);
+              INFO("n=" << n << " kind=" << kind << " k=" << top_k << " p=" << top_p << " min_p=" << min_p
+                        << " T=" << temperature);
               const std::vector<Candidate> g = by_id(got), w = by_id(want);
               REQUIRE(g.size() == w.size());
               double sum = 0.0;

@@ -1,7 +1,6 @@
 // Sampler: greedy, seeds, truncation by frequency of draws, penalties by exact logit values,
 // parameter validation. Timing of sample() at Gemma 3's vocabulary is printed, not asserted.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -46,7 +45,9 @@ std::vector<double> frequencies(Sampler& s, const std::vector<float>& logits, in
 }
 
 // Five standard deviations of a frequency over n draws: a false failure is ~1 in 1.7 million.
-double five_sigma(double p, int n) { return 5.0 * std::sqrt(p * (1.0 - p) / n) + 1e-9; }
+double five_sigma(double p, int n) {
+  return 5.0 * std::sqrt(p * (1.0 - p) / n) + 1e-9;
+}
 
 std::vector<float> random_logits(int32_t n, uint64_t seed, float scale = 3.0f) {
   std::mt19937_64 rng(seed);
@@ -350,10 +351,10 @@ TEST_CASE("params outside validate()'s ranges still give a token, never a crash"
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> base = {0.1f, 2.0f, 1.0f, -0.5f};
   std::vector<SamplingParams> cases(6, plain_params(3));
-  cases[0].min_p = 5.0f;        // above 1: only the best token
-  cases[1].top_p = 0.0f;        // best token only
-  cases[2].top_p = nan;         // disabled
-  cases[3].temperature = nan;   // greedy
+  cases[0].min_p = 5.0f;       // above 1: only the best token
+  cases[1].top_p = 0.0f;       // best token only
+  cases[2].top_p = nan;        // disabled
+  cases[3].temperature = nan;  // greedy
   cases[4].top_k = 2;
   cases[4].min_p = 5.0f;
   cases[5].repetition_penalty = nan;  // the penalized token's logit becomes NaN and is skipped

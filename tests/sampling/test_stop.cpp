@@ -1,7 +1,6 @@
 // StopMatcher: stop strings inside one token, across tokens, false prefixes, several stop
 // strings, end-of-generation tokens, and UTF-8 characters split over tokens.
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 
@@ -14,7 +13,7 @@ namespace {
 struct Run {
   std::vector<std::string> texts;  // one per feed
   bool stopped = false;
-  std::string all;                 // everything emitted, flush included when not stopped
+  std::string all;  // everything emitted, flush included when not stopped
 };
 
 Run feed_all(StopMatcher& m, const std::vector<std::string>& tokens) {
@@ -115,18 +114,23 @@ TEST_CASE("an end-of-generation token stops without its text and releases held t
 TEST_CASE("a UTF-8 character split over tokens is emitted only when complete", "[stop]") {
   StopMatcher m({});
   // U+00E9 (2 bytes), U+20AC (3 bytes), U+1F600 (4 bytes), one byte per token
-  const std::vector<std::string> tokens = {"\xC3", "\xA9", "\xE2", "\x82", "\xAC",
-                                           "\xF0", "\x9F", "\x98", "\x80", "!"};
+  const std::vector<std::string> tokens = {"\xC3", "\xA9", "\xE2", "\x82", "\xAC", "\xF0", "\x9F", "\x98", "\x80", "!"};
   const Run r = feed_all(m, tokens);
-  CHECK(r.texts == std::vector<std::string>{"", "\xC3\xA9", "", "", "\xE2\x82\xAC",
-                                            "", "", "", "\xF0\x9F\x98\x80", "!"});
+  CHECK(r.texts ==
+        std::vector<std::string>{"", "\xC3\xA9", "", "", "\xE2\x82\xAC", "", "", "", "\xF0\x9F\x98\x80", "!"});
   StopMatcher m2({});
   CHECK(m2.feed("a\xF0\x9F").text == "a");
-  CHECK(m2.feed("\x98\x80" "b").text == "\xF0\x9F\x98\x80" "b");
+  CHECK(m2.feed("\x98\x80"
+                "b")
+            .text ==
+        "\xF0\x9F\x98\x80"
+        "b");
 }
 
 TEST_CASE("a stop string made of multi-byte characters matches across split bytes", "[stop]") {
-  StopMatcher m({"\xE2\x80\x94" "end"});  // U+2014 EM DASH + "end"
+  StopMatcher m(
+      {"\xE2\x80\x94"
+       "end"});  // U+2014 EM DASH + "end"
   const Run r = feed_all(m, {"caf\xC3", "\xA9 \xE2\x80", "\x94", "en", "d"});
   CHECK(r.stopped);
   CHECK(r.all == "caf\xC3\xA9 ");
@@ -135,7 +139,11 @@ TEST_CASE("a stop string made of multi-byte characters matches across split byte
 TEST_CASE("invalid bytes are replaced by U+FFFD so the output is valid UTF-8", "[stop]") {
   StopMatcher m({});
   // stray continuation byte; incomplete sequence cut by ASCII; byte 0xFF
-  CHECK(m.feed("a\x80" "b").text == "a\xEF\xBF\xBD" "b");
+  CHECK(m.feed("a\x80"
+               "b")
+            .text ==
+        "a\xEF\xBF\xBD"
+        "b");
   CHECK(m.feed("\xE2\x82").text.empty());
   CHECK(m.feed("x").text == "\xEF\xBF\xBDx");
   CHECK(m.feed("\xFF").text == "\xEF\xBF\xBD");

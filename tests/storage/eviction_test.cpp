@@ -62,7 +62,7 @@ TEST_CASE("prompt cache: a parent is not evicted before its child", "[storage]")
   const KvFormat f = small_format();
   auto s = open_store(tmp.path(), f, 2 * file_bytes_of(f));
   REQUIRE(s);
-  REQUIRE(s->enqueue(make_chunk(10, 0, f)));   // oldest, but a parent
+  REQUIRE(s->enqueue(make_chunk(10, 0, f)));  // oldest, but a parent
   REQUIRE(wait_idle(*s));
   REQUIRE(s->enqueue(make_chunk(11, 10, f)));  // its child, a leaf
   REQUIRE(wait_idle(*s));

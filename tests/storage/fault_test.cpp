@@ -3,11 +3,9 @@
 // Each time the failure must be reported, the other chunks written, and a reopened store
 // consistent: every indexed chunk loads, every file is indexed.
 #include <poll.h>
-
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <csignal>
 #include <random>
 
@@ -87,19 +85,39 @@ void run_faults(FaultyFileOps::Op op, int err) {
 
 }  // namespace
 
-TEST_CASE("prompt cache: a failed write, fsync, rename, create or mkdir loses one chunk and nothing else", "[storage][fault]") {
-  SECTION("write EIO") { run_faults(FaultyFileOps::kWrite, EIO); }
-  SECTION("fsync EIO") { run_faults(FaultyFileOps::kFsync, EIO); }
-  SECTION("rename EIO") { run_faults(FaultyFileOps::kRename, EIO); }
-  SECTION("create EMFILE") { run_faults(FaultyFileOps::kCreate, EMFILE); }
-  SECTION("mkdir EIO") { run_faults(FaultyFileOps::kMkdir, EIO); }
+TEST_CASE("prompt cache: a failed write, fsync, rename, create or mkdir loses one chunk and nothing else",
+          "[storage][fault]") {
+  SECTION("write EIO") {
+    run_faults(FaultyFileOps::kWrite, EIO);
+  }
+  SECTION("fsync EIO") {
+    run_faults(FaultyFileOps::kFsync, EIO);
+  }
+  SECTION("rename EIO") {
+    run_faults(FaultyFileOps::kRename, EIO);
+  }
+  SECTION("create EMFILE") {
+    run_faults(FaultyFileOps::kCreate, EMFILE);
+  }
+  SECTION("mkdir EIO") {
+    run_faults(FaultyFileOps::kMkdir, EIO);
+  }
 }
 
-TEST_CASE("prompt cache: a full disk or read-only file system at any write stops writing consistently", "[storage][fault]") {
-  SECTION("write ENOSPC") { run_faults(FaultyFileOps::kWrite, ENOSPC); }
-  SECTION("fsync ENOSPC") { run_faults(FaultyFileOps::kFsync, ENOSPC); }
-  SECTION("rename EROFS") { run_faults(FaultyFileOps::kRename, EROFS); }
-  SECTION("create EROFS") { run_faults(FaultyFileOps::kCreate, EROFS); }
+TEST_CASE("prompt cache: a full disk or read-only file system at any write stops writing consistently",
+          "[storage][fault]") {
+  SECTION("write ENOSPC") {
+    run_faults(FaultyFileOps::kWrite, ENOSPC);
+  }
+  SECTION("fsync ENOSPC") {
+    run_faults(FaultyFileOps::kFsync, ENOSPC);
+  }
+  SECTION("rename EROFS") {
+    run_faults(FaultyFileOps::kRename, EROFS);
+  }
+  SECTION("create EROFS") {
+    run_faults(FaultyFileOps::kCreate, EROFS);
+  }
 }
 
 TEST_CASE("prompt cache: read errors on the load path are misses and keep the chunk", "[storage][fault]") {

@@ -1,6 +1,5 @@
 // model_fingerprint(): XXH3-128 of the file's contents, remembered by path, size and mtime.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #define XXH_INLINE_ALL

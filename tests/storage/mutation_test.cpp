@@ -2,7 +2,6 @@
 // bytes, random multi-byte damage — is detected: the reader never crashes and never
 // returns a payload. A sample of them also goes through the whole store.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "store_test_util.h"

@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "store_test_util.h"
 #include "storage/chunk_file.h"
+#include "store_test_util.h"
 
 namespace {
 
@@ -39,7 +39,7 @@ TEST_CASE("A chunk is served only to its own scope, and its owner survives a reo
   auto s = open_store(tmp.path(), f);
   REQUIRE(s);
   CHECK_FALSE(s->load(a.hash, a.tokens, 0xB0B0));  // another scope: a miss ...
-  CHECK(s->contains(a.hash));                     // ... that deletes nothing
+  CHECK(s->contains(a.hash));                      // ... that deletes nothing
   REQUIRE(s->load(a.hash, a.tokens, 0xA0A0));
   const StoreStats st = s->stats();
   REQUIRE(st.owners.size() == 2);
@@ -47,7 +47,7 @@ TEST_CASE("A chunk is served only to its own scope, and its owner survives a reo
   CHECK(st.owners.at(40002).bytes == file_bytes_of(f));
   CHECK(s->check_consistency());
 
-  struct stat fst{};
+  struct stat fst {};
   REQUIRE(::stat(chunk_path(tmp.path(), a.hash).c_str(), &fst) == 0);
   CHECK((fst.st_mode & 0777) == 0600);
   REQUIRE(::stat((tmp.path() / "index.sqlite").c_str(), &fst) == 0);
@@ -93,7 +93,8 @@ TEST_CASE("Chunk files of an older format version are deleted at open, not misre
   write_bytes(path, bytes);
   CHECK_FALSE(decode_chunk_header(bytes).ok());
   // An index of the old schema loses its rows at open (PRAGMA user_version); so does this.
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(tmp.path() / (std::string("index.sqlite") + suffix));
+  for (const char* suffix : {"", "-wal", "-shm"})
+    std::filesystem::remove(tmp.path() / (std::string("index.sqlite") + suffix));
 
   auto s = open_store(tmp.path(), f);
   REQUIRE(s);

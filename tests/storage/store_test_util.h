@@ -6,9 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -82,19 +81,21 @@ inline std::unique_ptr<ChunkStore> open_store(const fs::path& dir, const KvForma
 }
 
 using hearth::test::eventually;
-using hearth::test::TempDir;
 using hearth::test::kHangGuard;
+using hearth::test::TempDir;
 
 // Waits until the writer has nothing queued or in flight; false (with a message for the
 // failing check that follows) after the hang guard.
 inline bool wait_idle(ChunkStore& s) {
   if (eventually([&] { return s.stats().queue_depth == 0; })) return true;
-  UNSCOPED_INFO("hang guard: the chunk writer still had " << s.stats().queue_depth << " chunks queued or in flight after "
-                                                          << kHangGuard.count() / 1000 << " s");
+  UNSCOPED_INFO("hang guard: the chunk writer still had "
+                << s.stats().queue_depth << " chunks queued or in flight after " << kHangGuard.count() / 1000 << " s");
   return false;
 }
 
-inline std::string chunk_path(const fs::path& dir, uint64_t hash) { return (dir / "chunks" / chunk_relative_path(hash)).string(); }
+inline std::string chunk_path(const fs::path& dir, uint64_t hash) {
+  return (dir / "chunks" / chunk_relative_path(hash)).string();
+}
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -124,7 +125,7 @@ class FaultyFileOps : public FileOps {
   Op fail_op = kCount;
   int fail_at = 0;
   int fail_errno = EIO;
-  bool sticky = false;                // keep failing after the first
+  bool sticky = false;  // keep failing after the first
   std::atomic<int> calls[kCount] = {};
   std::atomic<int> failures{0};
   // When set, write() waits until release() (to hold the writer thread mid-chunk).
@@ -182,7 +183,10 @@ class StderrCapture {
     saved_ = ::dup(2);
     ::dup2(fd_, 2);
   }
-  ~StderrCapture() { restore(); ::unlink(path_.c_str()); }
+  ~StderrCapture() {
+    restore();
+    ::unlink(path_.c_str());
+  }
   std::string text() {
     restore();
     std::ifstream in(path_);

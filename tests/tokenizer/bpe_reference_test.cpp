@@ -3,7 +3,6 @@
 // (llama-cpp-python, special tokens parsed, no BOS), which records llama-cpp-python's version
 // and each model file's sha256. Tests skip with a warning when a model is not installed.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -33,7 +32,9 @@ const json& fixture() {
 }
 
 // The installed file of a fixture model, or "".
-std::string model_file(const std::string& name) { return hearth::test::installed_model_path(name); }
+std::string model_file(const std::string& name) {
+  return hearth::test::installed_model_path(name);
+}
 
 // Loads a fixture model's tokenizer once; nullptr when the file is not installed.
 const Tokenizer* model_tokenizer(const std::string& key) {

@@ -2,7 +2,6 @@
 // writer: merges by rank, pre-tokenizer rules, special tokens, BOS, exact bytes back, load
 // errors, and arbitrary bytes (run under ASan in CI).
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <random>
 #include <string>
@@ -51,8 +50,8 @@ struct TinyBpe {
   TinyBpe() {
     for (int b = 0; b < 256; ++b) tokens.push_back(byte_char(b)), types.push_back(1);
     // Ranks: "l l" first, then "h e", "e l", ... Words are written with 'Ġ' for ' '.
-    for (const char* m : {"l l", "h e", "e l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld",
-                          "a a", "1 2", "12 3", "Ġ 1", "b c", "x y", "xy z"}) {
+    for (const char* m : {"l l", "h e", "e l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld", "a a", "1 2",
+                          "12 3", "Ġ 1", "b c", "x y", "xy z"}) {
       add_merge(m);
     }
     add_token("abc", 1);  // reachable by no merge: only Llama 3's ignore_merges yields it
@@ -279,10 +278,10 @@ TEST_CASE("text that is not UTF-8 is read as llama.cpp reads it: each bad byte i
     return all;
   };
   CHECK(tok.encode("q\x80r", false, false) == cat({{'q'}, fffd, {'r'}}));
-  CHECK(tok.encode("q\xC3", false, false) == cat({{'q'}, fffd}));       // truncated
+  CHECK(tok.encode("q\xC3", false, false) == cat({{'q'}, fffd}));  // truncated
   CHECK(tok.encode("\xE4\xBD!", false, false) == cat({fffd, fffd, {'!'}}));
   CHECK(tok.encode("A\xC0\x80", false, false) == cat({{'A'}, fffd, fffd}));  // overlong NUL
-  CHECK(tok.encode("\xF4\x90\x80\x80", false, false) ==                  // above U+10FFFF
+  CHECK(tok.encode("\xF4\x90\x80\x80", false, false) ==                      // above U+10FFFF
         cat({fffd, fffd, fffd, fffd}));
   CHECK(tok.encode("\xED\xA0\x80", false, false) == bytes_of("\xED\xA0\x80"));  // surrogate
 }
@@ -295,14 +294,16 @@ TEST_CASE("arbitrary bytes never crash the BPE encoder and give valid ids") {
     Loaded l = load(v);
     const Tokenizer& tok = must(l);
     INFO(pre);
-    const std::string pieces[] = {"<|im_start|>", "<|im_end|>", "<tool_call>", " ", "\n", "'s",
-                                  "12", "\xF0\x9F\x98", "\xE4\xBD\xA0", "\r\n", "hello"};
+    const std::string pieces[] = {"<|im_start|>", "<|im_end|>",   "<tool_call>",  " ",    "\n",   "'s",
+                                  "12",           "\xF0\x9F\x98", "\xE4\xBD\xA0", "\r\n", "hello"};
     for (int iter = 0; iter < 400; ++iter) {
       std::string s;
       const size_t n = rng() % 64;
       for (size_t i = 0; i < n; ++i) {
-        if (rng() % 4 == 0) s += pieces[rng() % std::size(pieces)];
-        else s += static_cast<char>(rng() & 0xFF);
+        if (rng() % 4 == 0)
+          s += pieces[rng() % std::size(pieces)];
+        else
+          s += static_cast<char>(rng() & 0xFF);
       }
       for (bool special : {false, true}) {
         Ids ids = tok.encode(s, true, special);

@@ -3,7 +3,6 @@
 // (Python jinja2, outside CI) from the templates in the Qwen2.5-Coder, SmolLM2 and Gemma 3
 // files; it stores each template's source, so no model file is needed here.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -54,8 +53,8 @@ TEST_CASE("rendered chat prompts equal the Jinja renderings of each model's own 
     REQUIRE(model.at("cases").size() >= 6);
     for (const json& c : model.at("cases")) {
       INFO("conversation: " << c.at("name").get<std::string>());
-      auto segments = hearth::render_chat(*tmpl, messages_of(c.at("messages")),
-                                          c.at("add_generation_prompt").get<bool>());
+      auto segments =
+          hearth::render_chat(*tmpl, messages_of(c.at("messages")), c.at("add_generation_prompt").get<bool>());
       REQUIRE(segments.ok());
       CHECK(hearth::join_segments(*segments) == c.at("expected").get<std::string>());
     }

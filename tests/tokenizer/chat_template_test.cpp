@@ -1,9 +1,10 @@
 // Chat template detection and native rendering. Expected strings follow the reference
 // Jinja templates (Gemma 3's tokenizer_config.json, ChatML, Meta Llama 3).
+#include "engine/tokenizer/chat_template.h"
+
 #include <catch2/catch.hpp>
 
 #include "engine/gguf/gguf.h"
-#include "engine/tokenizer/chat_template.h"
 #include "test_util.h"
 
 using hearth::ChatFamily;
@@ -32,10 +33,7 @@ TEST_CASE("chat families are recognised from their template sources") {
 }
 
 TEST_CASE("gemma folds the system message into the first user turn and trims contents") {
-  std::vector<ChatMessage> msgs{{"system", "Be brief."},
-                                {"user", "  Hi!\n"},
-                                {"assistant", "Hello."},
-                                {"user", "Bye"}};
+  std::vector<ChatMessage> msgs{{"system", "Be brief."}, {"user", "  Hi!\n"}, {"assistant", "Hello."}, {"user", "Bye"}};
   auto r = render_chat(ChatFamily::Gemma, msgs, true);
   REQUIRE(r.ok());
   CHECK(hearth::join_segments(*r) ==

@@ -2,10 +2,11 @@
 // the exact bytes of generated files against fixtures. Not for anything secret.
 #pragma once
 
+#include <xxhash.h>
+
 #include <cstddef>
 #include <cstdio>
 #include <string>
-#include <xxhash.h>
 
 namespace hearth::test {
 

@@ -2,12 +2,11 @@
 //   hearth-make-synthetic --arch llama|gemma3|qwen2 --out FILE [--seed N] [--type f32|f16|q8_0|q4_0]
 // Prints "xxh3_128 <hex>": the hash of the bytes written.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <fstream>
 
-#include "tests/tools/synthetic_model.h"
 #include "tests/tools/content_hash.h"
+#include "tests/tools/synthetic_model.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Writes a tiny deterministic GGUF model with random weights, for tests."};

@@ -61,10 +61,10 @@ Vocab make_vocab(const std::string& arch, int32_t n_vocab) {
   static const char* kHex = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) add(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0, 6);
   const std::string sp = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-  static const char* kMerges[] = {"the", "he", "in", "er", "an", "on", "re", "at", "en", "es", "or",
-                                  "ed", "nd", "is", "it", "ar", "ou", "ing", "al", "as", "le"};
-  static const char* kWords[] = {"", "t", "a", "th", "the", "s", "w", "o", "b", "c", "f", "m", "p",
-                                 "and", "of", "to", "in", "is", "it", "on"};
+  static const char* kMerges[] = {"the", "he", "in", "er", "an", "on", "re",  "at", "en", "es", "or",
+                                  "ed",  "nd", "is", "it", "ar", "ou", "ing", "al", "as", "le"};
+  static const char* kWords[] = {"",  "t", "a", "th",  "the", "s",  "w",  "o",  "b",  "c",
+                                 "f", "m", "p", "and", "of",  "to", "in", "is", "it", "on"};
   float score = -1;
   for (const char* w : kWords) add(sp + w, score--, 1);
   for (const char* m : kMerges) add(m, score--, 1);
@@ -116,11 +116,16 @@ SyntheticShape synthetic_shape(const std::string& arch) {
 }
 
 bool parse_synthetic_type(const std::string& name, DType* out) {
-  if (name == "f32") *out = DType::F32;
-  else if (name == "f16") *out = DType::F16;
-  else if (name == "q8_0") *out = DType::Q8_0;
-  else if (name == "q4_0") *out = DType::Q4_0;
-  else return false;
+  if (name == "f32")
+    *out = DType::F32;
+  else if (name == "f16")
+    *out = DType::F16;
+  else if (name == "q8_0")
+    *out = DType::Q8_0;
+  else if (name == "q4_0")
+    *out = DType::Q4_0;
+  else
+    return false;
   return true;
 }
 

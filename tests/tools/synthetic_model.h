@@ -18,8 +18,8 @@ namespace hearth::test {
 struct SyntheticOptions {
   std::string arch = "llama";  // "llama", "gemma3" or "qwen2"
   uint64_t seed = 1;
-  DType type = DType::F32;     // matrices (F32, F16, Q8_0, Q4_0); norms are always F32
-  std::string chat_template;   // tokenizer.chat_template; "" = the key is absent
+  DType type = DType::F32;    // matrices (F32, F16, Q8_0, Q4_0); norms are always F32
+  std::string chat_template;  // tokenizer.chat_template; "" = the key is absent
 };
 
 // Shapes of the synthetic models (every architecture):

@@ -15,5 +15,5 @@ namespace hearth::test {
 struct DriverLeakGuard {
   DriverLeakGuard() {}  // user-provided: no unused-variable warning
 };
-}
+}  // namespace hearth::test
 #endif

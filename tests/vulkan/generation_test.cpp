@@ -6,15 +6,13 @@
 // The validation layer is on and must stay silent. Under the sanitizers the Gemma test runs
 // python_code only: lavapipe itself is not instrumented, and one prompt runs every op and
 // hearth's host code as often as three do (the Release run keeps all three).
-#include <catch2/catch.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -160,8 +158,8 @@ void compare_greedy(const std::string& path, const std::string& fixture_name, co
         const int32_t ours = top2(vc->logits_row(0)).first;
         if (ours != first) {
           const std::span<const float> row = cc->logits_row(0);
-          INFO(name << " parts at token " << same << ": cpu " << first << ", vulkan " << ours
-                    << "; cpu top-2 gap " << row[first] - row[second]);
+          INFO(name << " parts at token " << same << ": cpu " << first << ", vulkan " << ours << "; cpu top-2 gap "
+                    << row[first] - row[second]);
           CHECK(row[first] - row[second] < kNearTie);
           break;
         }
@@ -183,9 +181,9 @@ TEST_CASE("greedy generation on Vulkan equals the CPU's until a near-tie", "[mod
     WARN("default model not installed; test skipped");
     return;
   }
-  const std::vector<std::string> prompts =
-      test::kSanitized ? std::vector<std::string>{"python_code"}
-                       : std::vector<std::string>(std::begin(kPrompts), std::end(kPrompts));
+  const std::vector<std::string> prompts = test::kSanitized
+                                               ? std::vector<std::string>{"python_code"}
+                                               : std::vector<std::string>(std::begin(kPrompts), std::end(kPrompts));
   compare_greedy(path, "gemma3_reference.json", prompts, kTokens);
 }
 

@@ -101,7 +101,9 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
       std::fflush(stdout);
     }
   }
-  if (!o.json) std::fprintf(stderr, "hearth-run: this machine's peaks (%s)...\n", o.reprobe ? "measuring" : "cached, or measured once");
+  if (!o.json)
+    std::fprintf(stderr, "hearth-run: this machine's peaks (%s)...\n",
+                 o.reprobe ? "measuring" : "cached, or measured once");
   const probe::MachinePeaks peaks = probe::machine_peaks(probe::default_probe_cache_dir(), o.threads, o.reprobe);
   const TokenWork w = token_work(*l.file);
   const double gops = pp_tok_s * w.prefill_ops / 1e9, gb_s = tg_tok_s * w.decode_bytes / 1e9;

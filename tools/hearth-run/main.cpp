@@ -10,10 +10,10 @@
 #include "common/log.h"
 #include "daemon/devices.h"
 #include "engine/model/context.h"
+#include "engine/model/model_path.h"
 #include "engine/scheduler/generate.h"
 #include "engine/scheduler/token_loop.h"
 #include "engine/tokenizer/chat_template.h"
-#include "engine/model/model_path.h"
 #include "run.h"
 
 namespace hearth {
@@ -122,9 +122,12 @@ void print_result(const GenerateResult& r, bool json) {
     j["text"] = r.text;
     j["tokens"] = r.tokens;
     j["finish_reason"] = r.finish_reason;
-    j["timings"] = {{"prompt_tokens", t.prompt_tokens},  {"generated_tokens", t.generated_tokens},
-                    {"ttft_ms", t.ttft_ms},              {"prefill_ms", t.prefill_ms},
-                    {"prefill_tok_s", t.prefill_tok_s()}, {"decode_tok_s", t.decode_tok_s()},
+    j["timings"] = {{"prompt_tokens", t.prompt_tokens},
+                    {"generated_tokens", t.generated_tokens},
+                    {"ttft_ms", t.ttft_ms},
+                    {"prefill_ms", t.prefill_ms},
+                    {"prefill_tok_s", t.prefill_tok_s()},
+                    {"decode_tok_s", t.decode_tok_s()},
                     {"itl_ms_mean", t.itl_ms_mean()}};
     std::cout << j.dump() << std::endl;
   } else {
