@@ -50,7 +50,7 @@ Ids tokenize_route(const Tokenizer& tok, const json& body) {
   engine->tokenizer = &tok;
   ipc::RouteContext ctx;
   ctx.engine = engine;
-  ipc::RouteResult r = ipc::route({"POST", "/api/tokenize", "", body.dump()}, ctx);
+  ipc::RouteResult r = ipc::route({"POST", "/api/tokenize", "", body.dump(), std::nullopt, "application/json"}, ctx);
   REQUIRE(std::holds_alternative<ipc::HttpResponse>(r));
   const auto& resp = std::get<ipc::HttpResponse>(r);
   INFO(resp.body);
