@@ -114,7 +114,12 @@ json stats_body(const CacheStats& s, const std::string& model_id) {
                 {"queue_depth", d.queue_depth},
                 {"writing", s.disk_enabled && d.writing},
                 {"stopped_reason", d.stopped_reason.empty() ? json(nullptr) : json(d.stopped_reason)}}},
-              {"prefilled_tokens", s.prefilled_tokens}};
+              {"prefilled_tokens", s.prefilled_tokens},
+              {"kv",
+               {{"type", s.kv_type},
+                {"bytes_per_token",
+                 {{"memory", s.kv_bytes_per_token_memory},
+                  {"disk", s.disk_enabled ? json(s.kv_bytes_per_token_disk) : json(nullptr)}}}}}};
 }
 
 json owner_json(uint32_t uid, const OwnerCacheUsage& o) {
@@ -258,6 +263,7 @@ HttpResponse warm_response(const ResponseMeta& meta, const RequestEvent& finishe
   // Nothing was decoded: only the prompt's side of the timings.
   const json timings{{"queue_ms", t.queue_ms},
                      {"cache_restore_ms", t.cache_restore_ms},
+                     {"cache_restore_bytes", t.cache_restore_bytes},
                      {"prefill_ms", t.prefill_ms},
                      {"prefill_tok_s", t.prefill_tok_s},
                      {"total_ms", t.ttft_ms}};

@@ -305,6 +305,7 @@ json timings_object(const RequestEvent& finished) {
   return json{
       {"queue_ms", t.queue_ms},
       {"cache_restore_ms", t.cache_restore_ms},
+      {"cache_restore_bytes", t.cache_restore_bytes},
       {"ttft_ms", t.ttft_ms},
       {"prefill_ms", t.prefill_ms},
       {"decode_ms", t.decode_ms},

@@ -45,6 +45,7 @@ nlohmann::json stats_json(const hearth_stats& s) {
         {"itl_ms", {{"mean", s.itl_mean_ms}, {"p50", s.itl_p50_ms}, {"p95", s.itl_p95_ms}, {"max", s.itl_max_ms}}},
         {"queue_ms", s.queue_ms},
         {"cache_restore_ms", s.cache_restore_ms},
+        {"cache_restore_bytes", s.cache_restore_bytes},
         {"cached_tokens", {{"memory", s.cached_memory_tokens}, {"disk", s.cached_disk_tokens}}},
         {"prefilled_tokens", s.prefilled_tokens},
         {"total_ms", s.total_ms}}},

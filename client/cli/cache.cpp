@@ -15,19 +15,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// 1536 -> "1.5 KiB"; bytes below 1 KiB as "512 B".
-std::string human_bytes(double bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, kUnits[unit]);
-  return text;
-}
-
 // A member as a number (0 when absent or not a number: an older or newer daemon).
 double num(const Json& object, const char* key) {
   auto it = object.find(key);
@@ -42,6 +29,7 @@ void print_summary(const Json& j) {
   const Json memory = j.value("memory", Json::object());
   const Json disk = j.value("disk", Json::object());
   std::printf("model:      %s\n", j.value("model", std::string("?")).c_str());
+  if (const std::string kv = kv_summary(j); !kv.empty()) std::printf("kv:         %s\n", kv.c_str());
   const Json caller = j.value("caller", Json::object());
   if (!caller.empty()) {
     const Json uid = caller.value("uid", Json());
@@ -162,11 +150,23 @@ int run_warm(const GlobalOptions& global, const CacheOptions& options) {
               static_cast<long long>(r.tokens), static_cast<long long>(r.cached_memory_tokens + r.cached_disk_tokens),
               static_cast<long long>(r.cached_memory_tokens), static_cast<long long>(r.cached_disk_tokens),
               static_cast<long long>(r.prefilled_tokens), static_cast<long long>(r.chunks_written));
-  std::printf("time: %.1f ms (cache restore %.1f ms, prefill %.1f ms)\n", r.total_ms, r.cache_restore_ms, r.prefill_ms);
+  std::printf("time: %.1f ms (cache restore %.1f ms of %s, prefill %.1f ms)\n", r.total_ms, r.cache_restore_ms,
+              human_bytes(static_cast<double>(r.cache_restore_bytes)).c_str(), r.prefill_ms);
   return kExitOk;
 }
 
 }  // namespace
+
+std::string kv_summary(const nlohmann::json& cache_stats) {
+  const Json kv = cache_stats.value("kv", Json::object());
+  if (!kv.is_object() || !kv.contains("type")) return "";  // an older daemon
+  const Json per_token = kv.value("bytes_per_token", Json::object());
+  std::string out =
+      kv.value("type", std::string("?")) + ", " + human_bytes(num(per_token, "memory")) + " a token in memory, ";
+  const auto disk = per_token.find("disk");
+  out += disk != per_token.end() && disk->is_number() ? human_bytes(disk->get<double>()) + " on disk" : "no disk tier";
+  return out;
+}
 
 void add_cache_command(CLI::App* app, CacheOptions* options) {
   CLI::App* cache = app->add_subcommand("cache", "the daemon's prompt cache: stats, clear, warm");

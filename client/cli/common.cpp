@@ -59,18 +59,32 @@ int report_error(hearth_client* client, int rc) {
   return rc == HEARTH_ERR_CANCELLED ? kExitCancelled : kExitError;
 }
 
+// 1536 -> "1.5 KiB"; bytes below 1 KiB as "512 B".
+std::string human_bytes(double bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, kUnits[unit]);
+  return text;
+}
+
 void print_stats(const hearth_stats& s) {
   std::fprintf(stderr,
                "--- stats\n"
                "prompt tokens  %lld (cached %lld: %lld memory, %lld disk; prefilled %lld)\n"
                "generated      %lld tokens (finish: %s)\n"
-               "ttft           %.1f ms (queue %.1f ms, cache restore %.1f ms, prefill %.1f ms)\n"
+               "ttft           %.1f ms (queue %.1f ms, cache restore %.1f ms of %s, prefill %.1f ms)\n"
                "itl            mean %.2f ms, p50 %.2f ms, p95 %.2f ms, max %.2f ms\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
                static_cast<long long>(s.cached_memory_tokens), static_cast<long long>(s.cached_disk_tokens),
                static_cast<long long>(s.prefilled_tokens), static_cast<long long>(s.completion_tokens),
                *s.finish_reason_text ? s.finish_reason_text : "-", s.ttft_ms, s.queue_ms, s.cache_restore_ms,
-               s.prefill_ms, s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.itl_max_ms);
+               human_bytes(static_cast<double>(s.cache_restore_bytes)).c_str(), s.prefill_ms, s.itl_mean_ms,
+               s.itl_p50_ms, s.itl_p95_ms, s.itl_max_ms);
   // Against this machine's peaks (measured once, then read from the cache folder): the
   // daemon runs on this machine, since the socket is local.
   const probe::MachinePeaks peaks = machine_peaks(false);

@@ -46,6 +46,9 @@ std::string no_daemon_message(const std::string& socket_path);
 // achieved prefill GOP/s and decode GB/s as shares of this machine's peaks.
 void print_stats(const hearth_stats& stats);
 
+// 1536 -> "1.5 KiB"; bytes below 1 KiB as "512 B".
+std::string human_bytes(double bytes);
+
 // This machine's int8 and memory-read peaks on every CPU: measured the first time (about a
 // second) and then read from the cache folder; reprobe measures again.
 probe::MachinePeaks machine_peaks(bool reprobe);

@@ -32,6 +32,14 @@ int run_status(const GlobalOptions& global) {
   for (size_t i = 0; i < n_models; ++i) std::printf("model:   %s\n", models[i].id);
   if (n_models == 0) std::printf("model:   (none)\n");
   hearth_free(models);
+  // The KV cache's cost per token (an older daemon without it prints nothing).
+  char* cache = nullptr;
+  if (hearth_client_cache_stats(client.get(), &cache) == HEARTH_OK) {
+    const nlohmann::json j = nlohmann::json::parse(cache, nullptr, /*allow_exceptions=*/false);
+    hearth_free(cache);
+    if (j.is_object())
+      if (const std::string kv = kv_summary(j); !kv.empty()) std::printf("kv:      %s\n", kv.c_str());
+  }
   return kExitOk;
 }
 

@@ -95,6 +95,7 @@ void read_stats(const Json& object, hearth_stats* stats) {
     read_number(*t, "decode_gb_s", &stats->decode_gb_s);
     read_number(*t, "queue_ms", &stats->queue_ms);
     read_number(*t, "cache_restore_ms", &stats->cache_restore_ms);
+    read_count(*t, "cache_restore_bytes", &stats->cache_restore_bytes);
     read_count(*t, "prefilled_tokens", &stats->prefilled_tokens);
     if (const Json* cached = member(*t, "cached_tokens")) {
       read_count(*cached, "memory", &stats->cached_memory_tokens);
@@ -296,6 +297,7 @@ Outcome parse_warm(std::string_view body, hearth_warm_result* out) {
   read_count(j, "chunks_written", &out->chunks_written);
   if (const Json* t = member(j, "timings")) {
     read_number(*t, "cache_restore_ms", &out->cache_restore_ms);
+    read_count(*t, "cache_restore_bytes", &out->cache_restore_bytes);
     read_number(*t, "prefill_ms", &out->prefill_ms);
   }
   return Outcome::success();

@@ -141,6 +141,7 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
                     tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)), st.owner);
     st.disk_tokens += bt_;
   }
+  st.restore_bytes += payload->size();
   return true;
 }
 

@@ -38,6 +38,7 @@ struct SeqCacheState {
   int32_t disk_tokens = 0;       // prompt tokens restored from disk
   int32_t chunks_written = 0;    // chunks this sequence queued for the writer
   double restore_ms = 0;
+  uint64_t restore_bytes = 0;  // KV bytes read back from chunk files
 };
 
 class PrefixCache {

@@ -57,7 +57,8 @@ struct RequestUsage {
 // sequences included: it is what this request waited for).
 struct RequestTimings {
   double queue_ms = 0;
-  double cache_restore_ms = 0;  // looking up and restoring cached KV (memory and disk)
+  double cache_restore_ms = 0;       // looking up and restoring cached KV (memory and disk)
+  uint64_t cache_restore_bytes = 0;  // KV bytes read back from the disk tier's chunk files
   double ttft_ms = 0;
   double prefill_ms = 0;
   double decode_ms = 0;      // first token to the last

@@ -1,6 +1,7 @@
 #include "engine/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -16,6 +17,7 @@
 #include "engine/scheduler/metrics.h"
 #include "engine/scheduler/prefix_cache.h"
 #include "engine/scheduler/sequence.h"
+#include "storage/chunk_file.h"
 
 namespace hearth {
 
@@ -123,6 +125,16 @@ class Scheduler::Impl {
     out.disk_dir = store_ ? store_->dir().string() : "";
     if (store_) out.disk = store_->stats();
     out.model_fingerprint = options_.model_fingerprint;
+    out.kv_type = dtype_name(options_.kv_type);  // "F16": as --kv-type and llama.cpp's -ctk say it, "f16"
+    std::transform(out.kv_type.begin(), out.kv_type.end(), out.kv_type.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    out.kv_bytes_per_token_memory = static_cast<uint64_t>(kv_token_bytes());
+    if (store_) {
+      // One chunk file: header, token ids, then the payload.
+      const double chunk_tokens = kChunkBlocks * pool_.block_tokens();
+      out.kv_bytes_per_token_disk = static_cast<double>(store_->format().bytes_per_token()) +
+                                    (static_cast<double>(storage::kChunkHeaderBytes) + 4 * chunk_tokens) / chunk_tokens;
+    }
     for (const auto& [uid, d] : out.disk.owners) {
       out.owners[uid].disk_entries = d.entries;
       out.owners[uid].disk_bytes = d.bytes;
@@ -483,11 +495,14 @@ class Scheduler::Impl {
       it = ((*it)->warm() && !(*it)->prefilling()) ? retire(it, "warmed", now) : std::next(it);
   }
 
+  // K and V of one token, every layer, in the KV pool.
+  int64_t kv_token_bytes() const {
+    return static_cast<int64_t>(row_bytes(options_.kv_type, model_.config().kv_dim())) * 2 * model_.config().n_layer;
+  }
+
   void publish_gauges() {
-    const int64_t kv_token_bytes =
-        static_cast<int64_t>(row_bytes(options_.kv_type, model_.config().kv_dim())) * 2 * model_.config().n_layer;
     std::lock_guard<std::mutex> lock(mutex_);  // n_running_
-    metrics_.pool(pool_, kv_token_bytes, n_running_);
+    metrics_.pool(pool_, kv_token_bytes(), n_running_);
   }
 
   const Model& model_;

@@ -99,6 +99,12 @@ struct OwnerCacheUsage {
 
 // The prompt cache as the engine sees it (GET /api/cache).
 struct CacheStats {
+  // The loaded model's KV: its type, and what one token of it takes (K and V, every layer)
+  // in the memory tier and in the disk tier's chunk files (payload, plus each file's
+  // header and token ids spread over its tokens).
+  std::string kv_type;
+  uint64_t kv_bytes_per_token_memory = 0;
+  double kv_bytes_per_token_disk = 0;  // 0 without a disk tier
   // Memory tier: KV blocks named by their hash chain, in use or kept for reuse.
   int64_t memory_blocks = 0;  // hashed blocks held (used by a sequence or cached)
   int64_t memory_tokens = 0;

@@ -75,6 +75,7 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
   RequestTimings& t = ev.timings;
   t.queue_ms = ms(submitted_, admitted_ == Clock::time_point{} ? now : admitted_);
   t.cache_restore_ms = cache_.restore_ms;
+  t.cache_restore_bytes = cache_.restore_bytes;
   if (warm_ && !prefilling()) t.ttft_ms = ms(submitted_, now);
   if (prefill_started_) {
     const Clock::time_point end = prefilling() ? now : prefill_end_;

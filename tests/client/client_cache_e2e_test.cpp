@@ -92,7 +92,7 @@ TEST_CASE("hearth cache stats summarises both tiers, --json gives the daemon's o
   auto stats = run_command(cli() + "cache stats");
   INFO(stats.out << stats.err);
   REQUIRE(stats.exit_code == 0);
-  for (const char* line : {"model:", "memory:", "hits:", "disk:", "prefilled:"}) {
+  for (const char* line : {"model:", "kv:         f16, ", " on disk", "memory:", "hits:", "disk:", "prefilled:"}) {
     INFO(line);
     CHECK(stats.out.find(line) != std::string::npos);
   }

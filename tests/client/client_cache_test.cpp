@@ -29,9 +29,10 @@ struct Handle {
 const char* kStats =
     R"({"model":"m","fingerprint":"f","memory":{"blocks":2,"hits":1},"disk":{"enabled":true},"prefilled_tokens":7})";
 
-const char* kWarm = R"({"object":"cache.warm","model":"m","tokens":40,"cached_tokens":{"memory":16,"disk":16},)"
-                    R"("prefilled_tokens":8,"chunks_written":1,"finish_reason":"warmed",)"
-                    R"("timings":{"cache_restore_ms":1.5,"prefill_ms":20.25,"queue_ms":0}})";
+const char* kWarm =
+    R"({"object":"cache.warm","model":"m","tokens":40,"cached_tokens":{"memory":16,"disk":16},)"
+    R"("prefilled_tokens":8,"chunks_written":1,"finish_reason":"warmed",)"
+    R"("timings":{"cache_restore_ms":1.5,"cache_restore_bytes":294912,"prefill_ms":20.25,"queue_ms":0}})";
 
 // Answers GET/DELETE /api/cache and POST /api/cache/warm like hearthd; anything else 404.
 void cache_daemon(const FakeDaemon::Request& r, int fd) {
@@ -93,6 +94,7 @@ TEST_CASE("cache_warm sends a system prompt as messages or a prompt raw, and rea
   CHECK(r.prefilled_tokens == 8);
   CHECK(r.chunks_written == 1);
   CHECK(r.cache_restore_ms == 1.5);
+  CHECK(r.cache_restore_bytes == 294912);
   CHECK(r.prefill_ms == 20.25);
   CHECK(r.total_ms > 0);
   REQUIRE(hearth_client_cache_warm(h.client, HEARTH_WARM_PROMPT, "Once upon", nullptr) == HEARTH_OK);
@@ -131,13 +133,16 @@ TEST_CASE("a warm result from an older, smaller header is filled only up to its 
 
 TEST_CASE("generation stats carry the cache split from the daemon's timings", "[client]") {
   FakeDaemon daemon([](const FakeDaemon::Request&, int fd) {
-    write_all(fd, http_response(200, "application/json",
-                                R"({"id":"x","object":"text_completion","created":1,"model":"m",)"
-                                R"("choices":[{"text":"hi","index":0,"finish_reason":"stop"}],)"
-                                R"("usage":{"prompt_tokens":40,"completion_tokens":1,"total_tokens":41,)"
-                                R"("prompt_tokens_details":{"cached_tokens":32}},)"
-                                R"("timings":{"cache_restore_ms":2.5,"cached_tokens":{"memory":16,"disk":16},)"
-                                R"("prefilled_tokens":8}})"));
+    write_all(
+        fd,
+        http_response(
+            200, "application/json",
+            R"({"id":"x","object":"text_completion","created":1,"model":"m",)"
+            R"("choices":[{"text":"hi","index":0,"finish_reason":"stop"}],)"
+            R"("usage":{"prompt_tokens":40,"completion_tokens":1,"total_tokens":41,)"
+            R"("prompt_tokens_details":{"cached_tokens":32}},)"
+            R"("timings":{"cache_restore_ms":2.5,"cache_restore_bytes":294912,"cached_tokens":{"memory":16,"disk":16},)"
+            R"("prefilled_tokens":8}})"));
   });
   Handle h(daemon);
   hearth_stats s;
@@ -148,4 +153,5 @@ TEST_CASE("generation stats carry the cache split from the daemon's timings", "[
   CHECK(s.cached_disk_tokens == 16);
   CHECK(s.prefilled_tokens == 8);
   CHECK(s.cache_restore_ms == 2.5);
+  CHECK(s.cache_restore_bytes == 294912);
 }

@@ -183,6 +183,7 @@ TEST_CASE("hearth ask --stats, --json, models, status and chat work against hear
   REQUIRE_FALSE(object.is_discarded());
   CHECK(object["usage"]["prompt_tokens"].get<int>() > 0);
   CHECK(object["timings"]["ttft_ms"].get<double>() > 0);
+  CHECK(object["timings"]["cache_restore_bytes"].is_number_integer());
   CHECK(object["text"].get<std::string>() + "\n" == ask.out);
 
   auto models = run_command(cli + "models");
@@ -194,6 +195,9 @@ TEST_CASE("hearth ask --stats, --json, models, status and chat work against hear
   CHECK(status.out.find("ready") != std::string::npos);
   CHECK(status.out.find("synthetic") != std::string::npos);
   CHECK(status.out.find(synthetic_daemon().socket_path()) != std::string::npos);
+  // The KV's cost per token, from /api/cache.
+  CHECK(status.out.find("kv:      f16, ") != std::string::npos);
+  CHECK(status.out.find(" a token in memory, ") != std::string::npos);
 
   // chat without a terminal: lines from stdin, history re-sent each turn, commands.
   auto chat = run_command(cli + "chat --temp 0 --max-tokens 4", "hello\n/stats\n/reset\nagain\n/exit\nnever sent\n");

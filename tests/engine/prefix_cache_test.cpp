@@ -189,6 +189,14 @@ TEST_CASE("warming a prompt persists it without generating; a restart restores i
     CHECK(hit.usage.cached_disk_tokens == 288);
     CHECK(hit.usage.prefilled_tokens == 300 - 288);
     CHECK(sched->cache_stats().disk.hits == 18);
+    // What a token of KV takes, and what the restore read: 288 tokens' worth.
+    const CacheStats cs = sched->cache_stats();
+    const ModelConfig& c = f.model->config();
+    const uint64_t per_token = 2 * static_cast<uint64_t>(c.n_layer) * row_bytes(DType::F16, c.kv_dim());
+    CHECK(cs.kv_type == "f16");
+    CHECK(cs.kv_bytes_per_token_memory == per_token);
+    CHECK(cs.kv_bytes_per_token_disk == Approx(per_token + (128.0 + 4 * 16) / 16));  // header, token ids
+    CHECK(hit.timings.cache_restore_bytes == 288 * per_token);
   }
   {
     // Another model's engine (another fingerprint) on the same directory never uses them.

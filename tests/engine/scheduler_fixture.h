@@ -133,6 +133,7 @@ struct Run {
   std::string text;
   RequestUsage usage;
   std::string finish_reason;
+  RequestTimings timings;
 };
 
 // Submits every request at once (each must be accepted); one collector per request.
@@ -155,7 +156,7 @@ inline Run run_one(Scheduler& s, GenerationRequest r) {
   c.handle = sub.handle;
   REQUIRE(c.wait());
   REQUIRE(c.end.kind == RequestEvent::Kind::Finished);
-  return {c.text, c.end.usage, c.end.finish_reason};
+  return {c.text, c.end.usage, c.end.finish_reason, c.end.timings};
 }
 
 // n tokens: BOS, then random ids in [3, 303) from seed.

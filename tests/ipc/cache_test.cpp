@@ -76,6 +76,7 @@ void require_warm_shape(const json& j, const std::string& model) {
   REQUIRE(j.at("prefilled_tokens").is_number_integer());
   REQUIRE(j.at("chunks_written").is_number_integer());
   REQUIRE(j.at("timings").at("cache_restore_ms").is_number());
+  REQUIRE(j["timings"].at("cache_restore_bytes").is_number_integer());
   REQUIRE(j["timings"].at("prefill_ms").is_number());
 }
 
@@ -91,6 +92,17 @@ TEST_CASE("GET /api/cache reports both tiers with hit rates; other methods get 4
   require_stats_shape(j, s.model().id);
   REQUIRE(j["memory"]["capacity_bytes"].get<uint64_t>() > 0);
   if (j["memory"]["lookups"] == 0) REQUIRE(j["memory"]["hit_rate"] == 0.0);
+  // The KV's type and cost per token; on disk a little more (each chunk file's header and
+  // token ids), or null without a disk tier.
+  const json& kv = j.at("kv");
+  CHECK(kv.at("type") == "f16");
+  const double memory = kv.at("bytes_per_token").at("memory").get<double>();
+  CHECK(memory > 0);
+  const json& disk = kv["bytes_per_token"].at("disk");
+  if (j["disk"]["enabled"].get<bool>())
+    CHECK(disk.get<double>() > memory);
+  else
+    CHECK(disk.is_null());
 
   auto r = http_call(s.socket_path(), "PUT", "/api/cache", "{}");
   REQUIRE(r);
@@ -225,6 +237,7 @@ TEST_CASE("Generation responses carry the cache split in timings, streamed and n
     const json j = call_json(s, "POST", "/v1/completions", body, 200);
     const json& t = j.at("timings");
     REQUIRE(t.at("cache_restore_ms").is_number());
+    REQUIRE(t.at("cache_restore_bytes").get<int64_t>() >= 0);
     const int memory = t.at("cached_tokens").at("memory"), disk = t["cached_tokens"].at("disk");
     REQUIRE(memory + disk == j["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>());
     REQUIRE(t.at("prefilled_tokens").get<int>() + memory + disk == j["usage"]["prompt_tokens"].get<int>());

@@ -189,6 +189,8 @@ typedef struct hearth_stats {
   double itl_max_ms;   /* the longest gap between two tokens */
   double prefill_gops; /* prefill: 10^9 multiply-add ops/s in the model's weights (compute-bound) */
   double decode_gb_s;  /* decode: 10^9 bytes/s of weights read (memory-bound) */
+  /* Added with the disk-restore figures. */
+  int64_t cache_restore_bytes; /* KV bytes read back from the daemon's cache directory */
 } hearth_stats;
 
 /* Sets struct_size and zeroes every other member. */
@@ -296,6 +298,8 @@ typedef struct hearth_warm_result {
   double cache_restore_ms;      /* looking up and restoring cached KV (daemon side) */
   double prefill_ms;            /* computing the rest (daemon side) */
   double total_ms;              /* measured by the client: request sent -> answer complete */
+  /* Added with the disk-restore figures. */
+  int64_t cache_restore_bytes; /* KV bytes read back from the daemon's cache directory */
 } hearth_warm_result;
 
 /* Sets struct_size and zeroes every other member. */
