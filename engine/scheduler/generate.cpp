@@ -26,10 +26,9 @@ double GenerateTimings::itl_ms_mean() const {
 
 Result<GenerateResult> generate(InferenceContext& ctx, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options, const TextCallback& on_text) {
-  if (auto problem = check_prompt(prompt, ctx.n_ctx() - ctx.n_past(), ctx.model().config().n_vocab))
-    return make_error(problem->message);
-  if (Status s = options.sampling.validate(); !s) return s.error();
   const int32_t n_vocab = ctx.model().config().n_vocab;
+  if (auto problem = check_prompt(prompt, ctx.n_ctx() - ctx.n_past(), n_vocab)) return make_error(problem->message);
+  if (Status s = options.sampling.validate(); !s) return s.error();
 
   GenerateResult result;
   GenerateTimings& t = result.timings;

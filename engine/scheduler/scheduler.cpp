@@ -130,10 +130,11 @@ class Scheduler::Impl {
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     out.kv_bytes_per_token_memory = static_cast<uint64_t>(kv_token_bytes());
     if (store_) {
-      // One chunk file: header, token ids, then the payload.
-      const double chunk_tokens = kChunkBlocks * pool_.block_tokens();
-      out.kv_bytes_per_token_disk = static_cast<double>(store_->format().bytes_per_token()) +
-                                    (static_cast<double>(storage::kChunkHeaderBytes) + 4 * chunk_tokens) / chunk_tokens;
+      // One chunk file (header, token ids, payload) over its tokens.
+      storage::ChunkHeader chunk;
+      chunk.n_tokens = static_cast<uint32_t>(kChunkBlocks * pool_.block_tokens());
+      chunk.payload_bytes = store_->format().bytes_per_token() * chunk.n_tokens;
+      out.kv_bytes_per_token_disk = static_cast<double>(chunk.file_bytes()) / chunk.n_tokens;
     }
     for (const auto& [uid, d] : out.disk.owners) {
       out.owners[uid].disk_entries = d.entries;
@@ -549,11 +550,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend
   if (o.block_tokens < 1) return make_error("scheduler: block size must be positive");
   if (o.kv_type != DType::F16 && o.kv_type != DType::F32) return make_error("scheduler: KV type must be f16 or f32");
   if (store) {
-    const storage::KvFormat want = kv_format(model.config(), o.kv_type, o.model_fingerprint);
-    const storage::KvFormat& got = store->format();
-    if (o.model_fingerprint.empty() || got.model_fingerprint != want.model_fingerprint ||
-        got.kv_dtype != want.kv_dtype || got.n_layer != want.n_layer || got.kv_dim != want.kv_dim ||
-        got.elem_bytes != want.elem_bytes)
+    if (o.model_fingerprint.empty() ||
+        !storage::same_format(store->format(), kv_format(model.config(), o.kv_type, o.model_fingerprint)))
       return make_error("scheduler: the chunk store's format is not this model's KV in this KV type");
   }
   auto impl = std::make_unique<Impl>(model, backend, tokenizer, o, std::move(store));

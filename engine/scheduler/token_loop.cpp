@@ -31,8 +31,10 @@ TokenLoop::Token TokenLoop::next(float* logits, int32_t n_vocab, Clock::time_poi
   Token out;
   out.id = sampler_.sample(logits, n_vocab);
   sampler_.accept(out.id);
-  if (n_generated_ > 0) itl_ms_.push_back(std::chrono::duration<double, std::milli>(now - last_token_).count());
-  if (n_generated_ == 0) first_token_ = now;
+  if (n_generated_ == 0)
+    first_token_ = now;
+  else
+    itl_ms_.push_back(std::chrono::duration<double, std::milli>(now - last_token_).count());
   last_token_ = now;
   ++n_generated_;
 
