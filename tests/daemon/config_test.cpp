@@ -342,7 +342,7 @@ TEST_CASE("the Vulkan device index (vk-device) comes from any source", "[daemon]
              Catch::Contains("--vk-device") && Catch::Contains("not an integer"));
 }
 
-TEST_CASE("cache_scope is user by default and takes group or shared; allowed_origins is a list", "[daemon][config]") {
+TEST_CASE("cache_scope is user by default and takes group or shared, allowed_origins is a list", "[daemon][config]") {
   auto d = load({});
   REQUIRE(d);
   CHECK(d->cache_scope == "user");

@@ -147,7 +147,7 @@ struct SharedDaemon {
 
 }  // namespace
 
-TEST_CASE("Another user's prompt prefix is never served from the cache; the same user's repeat is",
+TEST_CASE("Another user's prompt prefix is never served from the cache, the same user's repeat is",
           "[daemon][isolation]") {
   SKIP_UNLESS_ROOT();
   SharedDaemon d;
@@ -197,7 +197,7 @@ TEST_CASE("Another user's prompt prefix is never served from the cache; the same
   CHECK(d.stop());
 }
 
-TEST_CASE("A user's DELETE /api/cache removes only their own entries; root may remove one uid's",
+TEST_CASE("A user's DELETE /api/cache removes only their own entries, root may remove one uid's",
           "[daemon][isolation]") {
   SKIP_UNLESS_ROOT();
   SharedDaemon d;

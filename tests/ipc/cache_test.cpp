@@ -86,7 +86,7 @@ int cached(const json& warm) {
 
 }  // namespace
 
-TEST_CASE("GET /api/cache reports both tiers with hit rates; other methods get 405 with Allow") {
+TEST_CASE("GET /api/cache reports both tiers with hit rates, other methods get 405 with Allow") {
   TestServer s;
   const json j = call_json(s, "GET", "/api/cache", "", 200);
   require_stats_shape(j, s.model().id);
@@ -123,7 +123,7 @@ TEST_CASE("The cache routes answer 503 while the model loads") {
   require_error(call_json(s, "POST", "/api/cache/warm", R"({"prompt":"hi"})", 503), "loading");
 }
 
-TEST_CASE("DELETE /api/cache clears all models, or the loaded model by query or body; unknown models get 404") {
+TEST_CASE("DELETE /api/cache clears all models, or the loaded model by query or body, unknown models get 404") {
   TestServer s;
   const std::string id = s.model().id;
   json j = call_json(s, "DELETE", "/api/cache", "", 200);

@@ -54,7 +54,7 @@ TEST_CASE("Absent fields take OpenAI's defaults and null counts as absent") {
   REQUIRE(r.stop.empty());
 }
 
-TEST_CASE("A request names the model by its id or an alias; any other name is 404") {
+TEST_CASE("A request names the model by its id or an alias, any other name is 404") {
   const std::vector<std::string> aliases{"qwen2.5-coder:0.5b"};
   for (const char* name : {"m", "qwen2.5-coder:0.5b"}) {
     INFO(name);

@@ -28,7 +28,7 @@ TEST_CASE("prompt cache: the directory stays within the budget", "[storage]") {
   REQUIRE(s->check_consistency());
 }
 
-TEST_CASE("prompt cache: the least recently used chunk goes first; a recently loaded one stays", "[storage]") {
+TEST_CASE("prompt cache: the least recently used chunk goes first, a recently loaded one stays", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
   auto s = open_store(tmp.path(), f, 3 * file_bytes_of(f));

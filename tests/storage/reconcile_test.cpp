@@ -44,7 +44,7 @@ TEST_CASE("prompt cache: a chunk file deleted behind the store's back loses its 
   CHECK(s->load(3, chunk_tokens(3, 16)));
 }
 
-TEST_CASE("prompt cache: a valid chunk file without a row is re-indexed; a bad one is deleted", "[storage]") {
+TEST_CASE("prompt cache: a valid chunk file without a row is re-indexed, a bad one is deleted", "[storage]") {
   TempDir a, b;
   const KvFormat f = small_format();
   write_chunks(a.path(), f, {0x51, 0x52});

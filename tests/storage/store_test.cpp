@@ -227,7 +227,7 @@ TEST_CASE("prompt cache: close() gives up on queued chunks after its timeout", "
   REQUIRE(s->check_consistency());
 }
 
-TEST_CASE("prompt cache: a disk that refuses writes stops writing with one log line; loads go on", "[storage]") {
+TEST_CASE("prompt cache: a disk that refuses writes stops writing with one log line, loads go on", "[storage]") {
   TempDir tmp;
   const KvFormat f = small_format();
   const ChunkWrite a = make_chunk(0x10, 0, f);
