@@ -74,7 +74,10 @@ std::vector<uint8_t> encode_chunk_prefix(const KvFormat& format, const ChunkWrit
   put<uint64_t>(h, 112, chunk.scope);
   put<uint64_t>(h, 88, chunk.payload.size());
   put<uint64_t>(h, 96, checksum64(chunk.tokens.data(), 4 * n));
-  put<uint64_t>(h, 104, checksum64(chunk.payload.data(), chunk.payload.size()));
+  const size_t global = std::min(chunk.payload.size(), n * format.global_bytes_per_token());
+  put<uint64_t>(h, 104, checksum64(chunk.payload.data(), global));
+  put<uint32_t>(h, 120, format.n_sliding);
+  put<uint64_t>(h, 128, checksum64(chunk.payload.data() + global, chunk.payload.size() - global));
   put<uint64_t>(h, kHeaderChecksumAt, checksum64(h, kHeaderChecksumAt));
   if (n > 0) std::memcpy(h + kChunkHeaderBytes, chunk.tokens.data(), 4 * n);
   return out;
@@ -107,9 +110,12 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
   c.scope = get<uint64_t>(h, 112);
   c.payload_bytes = get<uint64_t>(h, 88);
   c.tokens_checksum = get<uint64_t>(h, 96);
-  c.payload_checksum = get<uint64_t>(h, 104);
+  c.global_checksum = get<uint64_t>(h, 104);
+  c.format.n_sliding = get<uint32_t>(h, 120);
+  c.sliding_checksum = get<uint64_t>(h, 128);
   // Bounds far above any real model keep the size arithmetic below 2^62 (no overflow).
-  if (c.format.n_layer > 4096 || c.format.kv_dim > (1u << 20) || c.format.elem_bytes > 16 || c.n_tokens > (1u << 24)) {
+  if (c.format.n_layer > 4096 || c.format.kv_dim > (1u << 20) || c.format.elem_bytes > 16 || c.n_tokens > (1u << 24) ||
+      c.format.n_sliding > c.format.n_layer || get<uint32_t>(h, 124) != 0) {
     return make_error("chunk header fields out of range");
   }
   if (c.n_tokens == 0 || c.payload_bytes != uint64_t{c.n_tokens} * c.format.bytes_per_token()) {
@@ -120,12 +126,13 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
 
 bool same_format(const KvFormat& a, const KvFormat& b) {
   return a.model_fingerprint == b.model_fingerprint && a.kv_dtype == b.kv_dtype && a.n_layer == b.n_layer &&
-         a.kv_dim == b.kv_dim && a.elem_bytes == b.elem_bytes && a.version == b.version;
+         a.kv_dim == b.kv_dim && a.elem_bytes == b.elem_bytes && a.n_sliding == b.n_sliding && a.version == b.version;
 }
 
 std::string format_key(const KvFormat& f) {
   return f.model_fingerprint + ":" + std::to_string(f.kv_dtype) + ":" + std::to_string(f.n_layer) + ":" +
-         std::to_string(f.kv_dim) + ":" + std::to_string(f.elem_bytes) + ":v" + std::to_string(f.version);
+         std::to_string(f.kv_dim) + ":" + std::to_string(f.elem_bytes) + ":s" + std::to_string(f.n_sliding) + ":v" +
+         std::to_string(f.version);
 }
 
 std::string chunk_relative_path(uint64_t hash) {
@@ -229,13 +236,18 @@ ChunkRead read_chunk_file(FileOps& ops, const std::string& path, const ReadExpec
     out.header = h;
     return out;
   }
-  out.payload.resize(h.payload_bytes);
+  const uint64_t global = h.global_bytes();
+  out.payload.resize(expect.sections == Sections::kGlobal ? global : h.payload_bytes);
   if (!pread_full(ops, fd, out.payload.data(), out.payload.size(),
                   static_cast<off_t>(kChunkHeaderBytes + tokens_bytes))) {
     return errno ? fail(ReadError::kIo, std::strerror(errno)) : fail(ReadError::kInvalid, "file truncated");
   }
-  if (checksum64(out.payload.data(), out.payload.size()) != h.payload_checksum) {
-    return fail(ReadError::kInvalid, "payload checksum mismatch");
+  if (checksum64(out.payload.data(), global) != h.global_checksum) {
+    return fail(ReadError::kInvalid, "payload checksum mismatch (full-attention layers)");
+  }
+  if (out.payload.size() > global &&
+      checksum64(out.payload.data() + global, out.payload.size() - global) != h.sliding_checksum) {
+    return fail(ReadError::kInvalid, "payload checksum mismatch (sliding-window layers)");
   }
   if (!expect.keep_payload) out.payload = {};
   out.tokens.resize(h.n_tokens);

@@ -1,4 +1,4 @@
-// One chunk file: a fixed 128-byte header, the chunk's token ids, then the payload.
+// One chunk file: a fixed 144-byte header, the chunk's token ids, then the payload.
 //
 //   offset  size  field (little-endian)
 //        0     8  magic "HEARTHKV"
@@ -37,7 +37,7 @@
 
 namespace hearth::storage {
 
-inline constexpr size_t kChunkHeaderBytes = 128;
+inline constexpr size_t kChunkHeaderBytes = 144;
 
 struct ChunkHeader {
   KvFormat format;
@@ -48,8 +48,10 @@ struct ChunkHeader {
   uint32_t n_tokens = 0;
   uint64_t payload_bytes = 0;
   uint64_t tokens_checksum = 0;
-  uint64_t payload_checksum = 0;
+  uint64_t global_checksum = 0;   // of the payload's first section
+  uint64_t sliding_checksum = 0;  // of its second section
   uint64_t file_bytes() const { return kChunkHeaderBytes + uint64_t{4} * n_tokens + payload_bytes; }
+  uint64_t global_bytes() const { return uint64_t{n_tokens} * format.global_bytes_per_token(); }
 };
 
 uint64_t checksum64(const void* data, size_t n);
@@ -88,8 +90,9 @@ struct ReadExpect {
   std::optional<uint64_t> scope;     // must equal the header's, when set
   std::span<const int32_t> tokens;   // must equal the file's, when with_tokens
   bool with_tokens = false;
-  bool keep_payload = true;   // false: verify it, then drop it
-  bool skip_payload = false;  // true: check header and token ids only
+  bool keep_payload = true;            // false: verify it, then drop it
+  bool skip_payload = false;           // true: check header and token ids only
+  Sections sections = Sections::kAll;  // kGlobal: read and verify the first section only
 };
 // Opens `path`, verifies everything (sizes, checksums, the expectations) and returns the
 // parts. kMissing when the file does not exist, kIo for other read errors, kInvalid for any

@@ -108,7 +108,7 @@ Status validate(const KvFormat& f) {
     return make_error("prompt cache: the model fingerprint must have 1 to 32 characters");
   }
   if (f.bytes_per_token() == 0) return make_error("prompt cache: the KV format has zero bytes per token");
-  if (f.n_layer > 4096 || f.kv_dim > (1u << 20) || f.elem_bytes > 16) {
+  if (f.n_layer > 4096 || f.kv_dim > (1u << 20) || f.elem_bytes > 16 || f.n_sliding > f.n_layer) {
     return make_error("prompt cache: KV format out of range");
   }
   return {};
@@ -204,7 +204,7 @@ bool ChunkStore::enqueue(ChunkWrite chunk) {
 }
 
 std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<const int32_t> expected_tokens,
-                                                     uint64_t scope) {
+                                                     uint64_t scope, Sections sections) {
   Impl& m = *impl_;
   uint64_t generation = 0;
   {
@@ -223,6 +223,7 @@ std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<co
   expect.scope = scope;
   expect.tokens = expected_tokens;
   expect.with_tokens = true;
+  expect.sections = sections;
   ChunkRead c;
   try {
     c = read_chunk_file(*m.ops, path, expect);
@@ -262,17 +263,27 @@ std::optional<std::vector<uint8_t>> ChunkStore::load(uint64_t hash, std::span<co
   return std::nullopt;
 }
 
-void ChunkStore::prefetch(std::span<const uint64_t> hashes) {
+void ChunkStore::prefetch(std::span<const PrefetchItem> items) {
   Impl& m = *impl_;
-  for (uint64_t hash : hashes) {
+  const KvFormat& f = m.format;
+  for (const PrefetchItem& item : items) {
+    uint64_t file_bytes = 0;
     {
       std::lock_guard lk(m.mu);
-      if (!m.known.count(hash)) continue;
+      auto it = m.known.find(item.hash);
+      if (it == m.known.end()) continue;
+      file_bytes = it->second.bytes;
     }
-    const std::string path = m.path_of(hash);
+    // A kGlobal load reads everything but the second section: header, ids, first section.
+    off_t length = 0;  // to the end of the file
+    if (item.sections == Sections::kGlobal && f.n_sliding > 0 && file_bytes > kChunkHeaderBytes) {
+      const uint64_t n_tokens = (file_bytes - kChunkHeaderBytes) / (4 + f.bytes_per_token());
+      length = static_cast<off_t>(kChunkHeaderBytes + n_tokens * (4 + f.global_bytes_per_token()));
+    }
+    const std::string path = m.path_of(item.hash);
     const int fd = m.ops->open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) continue;
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    ::posix_fadvise(fd, 0, length, POSIX_FADV_WILLNEED);
     m.ops->close(fd);
   }
 }

@@ -31,7 +31,9 @@ namespace hearth::storage {
 // Bumped whenever the chunk file layout or the meaning of a payload changes. open() deletes
 // chunk files of any other version (and an index of an older schema is started over), so
 // an old file is never misread. 2: the header records the chain's scope and owner.
-inline constexpr uint32_t kChunkFormatVersion = 2;
+// 3: the payload has two sections, full-attention layers then sliding-window layers, each
+// with its own checksum, so a restore can read the first alone.
+inline constexpr uint32_t kChunkFormatVersion = 3;
 
 // Everything a chunk's payload layout depends on. Two stores with different formats never
 // see each other's chunks as valid (the hash chain is seeded with the same fields).
@@ -41,9 +43,22 @@ struct KvFormat {
   uint32_t n_layer = 0;
   uint32_t kv_dim = 0;      // elements per token per layer, for K and for V each
   uint32_t elem_bytes = 0;  // bytes per element of kv_dtype
+  // Of the n_layer layers, how many attend through a sliding window (0 for most models).
+  // Their KV is only needed for the last window of a prefix, so it has a section of its own.
+  uint32_t n_sliding = 0;
   uint32_t version = kChunkFormatVersion;
-  // Canonical payload: layer by layer, K then V, token by token, kv_dim elements each.
-  size_t bytes_per_token() const { return size_t{n_layer} * 2 * kv_dim * elem_bytes; }
+  // Canonical payload, two sections: first the full-attention layers, then the sliding
+  // ones, each in layer order; within a section layer by layer, K then V, token by token,
+  // kv_dim elements each.
+  size_t layer_bytes_per_token() const { return size_t{2} * kv_dim * elem_bytes; }
+  size_t bytes_per_token() const { return size_t{n_layer} * layer_bytes_per_token(); }
+  size_t global_bytes_per_token() const { return size_t{n_layer - n_sliding} * layer_bytes_per_token(); }
+};
+
+// Which sections of a chunk's payload a load reads.
+enum class Sections {
+  kAll,
+  kGlobal,  // the full-attention layers only (the whole payload when n_sliding is 0)
 };
 
 struct ChunkWrite {
@@ -53,6 +68,11 @@ struct ChunkWrite {
   uint32_t owner = 0;            // uid whose request wrote it
   std::vector<int32_t> tokens;   // the chunk's token ids
   std::vector<uint8_t> payload;  // tokens.size() * bytes_per_token(), canonical layout
+};
+
+struct PrefetchItem {
+  uint64_t hash = 0;
+  Sections sections = Sections::kAll;
 };
 
 struct StoreOptions {
@@ -107,15 +127,18 @@ class ChunkStore {
   // stopped, or the hash is already present.
   bool enqueue(ChunkWrite chunk);
   // Reads and verifies a chunk: header (magic, version, format, token count, scope equal
-  // to `scope`), payload checksum, and token ids equal to `expected_tokens`. Anything
+  // to `scope`), the checksums of the sections read, and token ids equal to
+  // `expected_tokens`. Returns the payload's first section, or all of it (kAll). Anything
   // invalid is deleted (file and row) and nullopt returned; a chunk of another scope is a
   // miss and stays. Marks the chunk used (LRU) without writing to sqlite on the calling thread.
-  std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens, uint64_t scope = 0);
-  // Asks the kernel to start reading these chunks' files (posix_fadvise WILLNEED), so the
-  // load() calls that follow find them in the page cache or already on their way: one
-  // request's chain is read with the device's parallelism instead of one file at a time.
-  // Unknown hashes are skipped. Advisory: never fails.
-  void prefetch(std::span<const uint64_t> hashes);
+  std::optional<std::vector<uint8_t>> load(uint64_t hash, std::span<const int32_t> expected_tokens, uint64_t scope = 0,
+                                           Sections sections = Sections::kAll);
+  // Asks the kernel to start reading these chunks' files, or the parts of them that a
+  // kGlobal load reads (posix_fadvise WILLNEED), so the load() calls that follow find them
+  // in the page cache or already on their way: one request's chain is read with the
+  // device's parallelism instead of one file at a time. Unknown hashes are skipped.
+  // Advisory: never fails.
+  void prefetch(std::span<const PrefetchItem> items);
   // Writes what is queued, waiting at most `timeout`; returns the chunks left unwritten.
   // Then stops the writer. Later enqueue() calls are refused.
   size_t close(std::chrono::milliseconds timeout);

@@ -26,6 +26,7 @@ int32_t BlockPool::allocate() {
     return -1;
   }
   meta_[static_cast<size_t>(b)].refs = 1;
+  meta_[static_cast<size_t>(b)].sliding_missing = false;
   return b;
 }
 
@@ -60,7 +61,21 @@ bool BlockPool::name_full(int32_t block, uint64_t hash, uint64_t parent, std::sp
                           uint32_t owner) {
   Meta& m = meta_[static_cast<size_t>(block)];
   assert(m.refs > 0 && static_cast<int32_t>(tokens.size()) == block_tokens_);
-  if (m.named || by_hash_.count(hash)) return false;
+  if (m.named) return false;
+  if (auto it = by_hash_.find(hash); it != by_hash_.end()) {
+    // A block holding the name without its sliding-window KV gives the name up to a whole
+    // one: otherwise a prefix that needs that KV and cannot read it from disk would be
+    // computed again every time.
+    const int32_t old = it->second;
+    Meta& o = meta_[static_cast<size_t>(old)];
+    if (!o.sliding_missing || m.sliding_missing) return false;
+    const int32_t refs = o.refs;
+    if (refs == 0) lru_.erase(o.lru);
+    unname(old);
+    meta_[static_cast<size_t>(old)].refs = refs;
+    meta_[static_cast<size_t>(old)].sliding_missing = true;  // still, for the tables holding it
+    if (refs == 0) free_.push_back(old);
+  }
   m.named = m.full = true;
   m.hash = hash;
   m.parent = parent;
@@ -97,6 +112,7 @@ std::pair<int32_t, int32_t> BlockPool::best_child(uint64_t parent, std::span<con
   std::pair<int32_t, int32_t> best{-1, 0};
   auto [lo, hi] = children_.equal_range(parent);
   for (auto it = lo; it != hi; ++it) {
+    if (meta_[static_cast<size_t>(it->second)].sliding_missing) continue;
     const std::vector<int32_t>& t = meta_[static_cast<size_t>(it->second)].tokens;
     const size_t n = std::min(t.size(), tokens.size());
     const int32_t common = static_cast<int32_t>(
@@ -158,9 +174,14 @@ void BlockTable::append(int32_t block, int32_t block_tokens) {
 }
 
 void BlockTable::release(BlockPool& pool) {
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) pool.release(*it);
-  blocks_.clear();
-  slots_.clear();
+  truncate(pool, 0);
+}
+
+void BlockTable::truncate(BlockPool& pool, size_t n_blocks) {
+  if (n_blocks >= blocks_.size()) return;
+  for (size_t i = blocks_.size(); i-- > n_blocks;) pool.release(blocks_[i]);
+  blocks_.resize(n_blocks);
+  slots_.resize(n_blocks * static_cast<size_t>(pool.block_tokens()));
 }
 
 }  // namespace hearth

@@ -67,13 +67,22 @@ class BlockPool {
   // the reuse queue.
   void attach(int32_t block);
   // Names a full block (all block_tokens tokens computed; `tokens` are them). False, and
-  // nothing changes, when another block already has this name.
+  // nothing changes, when another block already has this name, unless that block lacks
+  // its sliding-window KV and this one does not: it is then unnamed (and freed when unused).
   // owner: the uid the block is charged to (see owners()).
   bool name_full(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens, uint32_t owner = 0);
   // Remembers a partly filled block whose first tokens.size() slots hold valid KV.
   void name_partial(int32_t block, uint64_t parent, std::span<const int32_t> tokens, uint32_t owner = 0);
+  // A block restored with the KV of its full-attention layers only (storage::Sections::
+  // kGlobal): its sliding-window layers' slots hold nothing. Such a block serves a prefix
+  // only where it lies outside the window of the prefix's end, until the missing part is
+  // written and the mark cleared. allocate() clears it.
+  void set_sliding_missing(int32_t block, bool missing) { meta_[static_cast<size_t>(block)].sliding_missing = missing; }
+  bool sliding_missing(int32_t block) const { return meta_[static_cast<size_t>(block)].sliding_missing; }
   // Among the blocks following `parent` (full or partial), the one whose tokens share the
-  // longest common prefix with `tokens`: {block, length}, or {-1, 0}.
+  // longest common prefix with `tokens`: {block, length}, or {-1, 0}. Blocks whose
+  // sliding-window KV is missing are passed over: the block a prefix ends in is always
+  // inside its window.
   std::pair<int32_t, int32_t> best_child(uint64_t parent, std::span<const int32_t> tokens) const;
   // Frees every cached block (or only those of one owner); names of blocks still in use
   // are kept. Returns how many.
@@ -82,7 +91,7 @@ class BlockPool {
  private:
   struct Meta {
     int32_t refs = 0;
-    bool named = false, full = false;
+    bool named = false, full = false, sliding_missing = false;
     uint64_t hash = 0, parent = 0;
     uint32_t owner = 0;
     std::vector<int32_t> tokens;
@@ -112,6 +121,8 @@ class BlockTable {
   void append(int32_t block, int32_t block_tokens);
   // Returns every block to the pool, the last one first.
   void release(BlockPool& pool);
+  // Returns the blocks from n_blocks on to the pool, the last one first.
+  void truncate(BlockPool& pool, size_t n_blocks);
 
   int32_t capacity() const { return static_cast<int32_t>(slots_.size()); }  // tokens
   const std::vector<int32_t>& blocks() const { return blocks_; }

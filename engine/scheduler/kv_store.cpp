@@ -1,5 +1,7 @@
 #include "engine/scheduler/kv_store.h"
 
+#include <algorithm>
+
 namespace hearth {
 
 storage::KvFormat kv_format(const ModelConfig& c, DType kv_type, const std::string& fingerprint) {
@@ -9,6 +11,7 @@ storage::KvFormat kv_format(const ModelConfig& c, DType kv_type, const std::stri
   f.n_layer = static_cast<uint32_t>(c.n_layer);
   f.kv_dim = static_cast<uint32_t>(c.kv_dim());
   f.elem_bytes = static_cast<uint32_t>(row_bytes(kv_type, 1));
+  if (c.sliding_window > 0) f.n_sliding = static_cast<uint32_t>(std::ranges::count(c.layer_swa, true));
   return f;
 }
 

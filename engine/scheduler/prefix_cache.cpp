@@ -19,12 +19,34 @@ namespace hearth {
 // the number of files, once they are prefetched together; the leftover prefill is what
 // the chunk size changes (256-token chunks: 448 ms, 1/15). So a chunk is a block.
 
-PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, uint64_t seed,
+PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, const ModelConfig& c, uint64_t seed,
                          storage::ChunkStore* store)
-    : pool_(pool), backend_(backend), kv_(kv), seed_(seed), store_(store), bt_(pool.block_tokens()) {
+    : pool_(pool),
+      backend_(backend),
+      kv_(kv),
+      seed_(seed),
+      store_(store),
+      bt_(pool.block_tokens()),
+      chunk_tokens_(static_cast<size_t>(kChunkBlocks * pool.block_tokens())) {
   assert(!kv.k.empty());
   row_bytes_ = kv.k[0].row_size();
-  for (size_t l = 0; l < kv.k.size(); ++l) assert(kv.k[l].row_stride == row_bytes_ && kv.v[l].row_stride == row_bytes_);
+  const size_t n_layer = kv.k.size();
+  for (size_t l = 0; l < n_layer; ++l) assert(kv.k[l].row_stride == row_bytes_ && kv.v[l].row_stride == row_bytes_);
+  sliding_.assign(n_layer, false);
+  for (size_t l = 0; l < n_layer && c.sliding_window > 0; ++l) sliding_[l] = l < c.layer_swa.size() && c.layer_swa[l];
+  n_sliding_ = static_cast<int32_t>(std::ranges::count(sliding_, true));
+  window_ = n_sliding_ > 0 ? c.sliding_window : 0;
+  int32_t next = 0;  // full-attention layers first, then the sliding ones
+  payload_slot_.assign(n_layer, 0);
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t l = 0; l < n_layer; ++l)
+      if (sliding_[l] == (pass == 1)) payload_slot_[l] = next++;
+  assert(!store_ || store_->format().n_sliding == static_cast<uint32_t>(n_sliding_));
+}
+
+int32_t PrefixCache::window_first_block(int32_t n_tokens) const {
+  if (window_ <= 0) return n_tokens / bt_;
+  return std::max(0, n_tokens - window_ + 1) / bt_;
 }
 
 void PrefixCache::hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens, SeqCacheState& st) const {
@@ -42,34 +64,62 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
   assert(table.capacity() == 0);
   hash_blocks(tokens, static_cast<int32_t>(tokens.size()), st);
   const int32_t n_full = limit / bt_;
+  auto block_ids = [&](int32_t i) { return tokens.subspan(static_cast<size_t>(i * bt_), static_cast<size_t>(bt_)); };
+  auto chunk_name = [&](int32_t chunk) { return st.hashes[static_cast<size_t>((chunk + 1) * kChunkBlocks - 1)]; };
+  auto in_memory = [&](int32_t i) {
+    const int32_t b = pool_.find(st.hashes[static_cast<size_t>(i)]);
+    return b >= 0 && std::ranges::equal(pool_.tokens(b), block_ids(i)) ? b : -1;
+  };
+  auto on_disk = [&](int32_t chunk) {
+    return store_ && (chunk + 1) * kChunkBlocks <= n_full && store_->contains(chunk_name(chunk));
+  };
+  // How far memory and disk reach together; the window of that end is what needs the
+  // sliding-window layers' KV.
+  int32_t reach = 0;
+  while (reach < n_full) {
+    if (in_memory(reach) >= 0) {
+      ++reach;
+    } else if (on_disk(reach / kChunkBlocks)) {
+      reach = (reach / kChunkBlocks + 1) * kChunkBlocks;
+    } else {
+      break;
+    }
+  }
+  const int32_t need_from = window_first_block(reach * bt_);
+  auto sections_for = [&](int32_t chunk) {
+    return (chunk + 1) * kChunkBlocks > need_from ? storage::Sections::kAll : storage::Sections::kGlobal;
+  };
   if (store_) {
-    // Chunks the memory tier lacks start reading now, all of them, while the first are
-    // verified and copied.
-    std::vector<uint64_t> wanted;
-    for (int32_t c = 0; (c + 1) * kChunkBlocks <= n_full; ++c) {
-      const uint64_t name = st.hashes[static_cast<size_t>((c + 1) * kChunkBlocks - 1)];
-      if (pool_.find(name) < 0) wanted.push_back(name);
+    // What will be read starts now, all of it, while the first chunks are verified and copied.
+    std::vector<storage::PrefetchItem> wanted;
+    for (int32_t c = 0; (c + 1) * kChunkBlocks <= reach; ++c) {
+      const int32_t b = pool_.find(chunk_name(c));
+      if (b < 0 || (sections_for(c) == storage::Sections::kAll && pool_.sliding_missing(b)))
+        wanted.push_back({chunk_name(c), sections_for(c)});
     }
     store_->prefetch(wanted);
   }
+  std::vector<bool> from_disk;
   int32_t i = 0;
-  while (i < n_full) {
-    const int32_t b = pool_.find(st.hashes[static_cast<size_t>(i)]);
-    const auto block_tokens = tokens.subspan(static_cast<size_t>(i * bt_), static_cast<size_t>(bt_));
-    if (b >= 0 && std::ranges::equal(pool_.tokens(b), block_tokens)) {
+  while (i < reach) {
+    const int32_t b = in_memory(i);
+    if (b >= 0) {
       pool_.attach(b);
       table.append(b, bt_);
-      st.memory_tokens += bt_;
+      from_disk.push_back(false);
       ++i;
       continue;
     }
     const int32_t chunk = i / kChunkBlocks;
-    if (store_ && (chunk + 1) * kChunkBlocks <= n_full && restore_chunk(tokens, chunk, i, table, st)) {
-      i = (chunk + 1) * kChunkBlocks;
-      continue;
-    }
-    break;
+    if (!store_ || !restore_chunk(tokens, chunk, i, table, st, sections_for(chunk))) break;
+    from_disk.resize(static_cast<size_t>((chunk + 1) * kChunkBlocks), true);
+    i = (chunk + 1) * kChunkBlocks;
   }
+  // A chunk that failed to load ends the prefix early, and the window moves back with it.
+  i = complete_window(tokens, table, st);
+  const int32_t n_disk = static_cast<int32_t>(std::count(from_disk.begin(), from_disk.begin() + i, true));
+  st.disk_tokens += n_disk * bt_;
+  st.memory_tokens += (i - n_disk) * bt_;
   int32_t n = i * bt_;
   // The valid part of a block that follows the matched prefix (the tail of a finished
   // conversation turn, or a block that diverges midway) is copied, never shared.
@@ -97,16 +147,17 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
 }
 
 bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, int32_t first_block, BlockTable& table,
-                                SeqCacheState& st) {
+                                SeqCacheState& st, storage::Sections sections) {
   const int32_t last = (chunk + 1) * kChunkBlocks - 1;
   const uint64_t name = st.hashes[static_cast<size_t>(last)];
   if (!store_->contains(name)) return false;
-  const int32_t chunk_tokens = kChunkBlocks * bt_;
-  const auto chunk_ids = tokens.subspan(static_cast<size_t>(chunk * chunk_tokens), static_cast<size_t>(chunk_tokens));
-  std::optional<std::vector<uint8_t>> payload = store_->load(name, chunk_ids, st.root);
+  if (n_sliding_ == 0) sections = storage::Sections::kAll;
+  const auto chunk_ids = tokens.subspan(static_cast<size_t>(chunk) * chunk_tokens_, chunk_tokens_);
+  std::optional<std::vector<uint8_t>> payload = store_->load(name, chunk_ids, st.root, sections);
   if (!payload) return false;
-  const size_t n_layer = kv_.k.size();
-  if (payload->size() != n_layer * 2 * static_cast<size_t>(chunk_tokens) * row_bytes_) return false;
+  const bool global_only = sections == storage::Sections::kGlobal;
+  const size_t n_layers = kv_.k.size() - (global_only ? static_cast<size_t>(n_sliding_) : 0);
+  if (payload->size() != n_layers * 2 * chunk_tokens_ * row_bytes_) return false;
   // Every block of the chunk is written before any joins the table, so a failed write
   // (the device, not the file) leaves the table as it was and the caller prefills.
   std::vector<int32_t>& blocks = restoring_;
@@ -119,30 +170,77 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
     const int32_t b = pool_.allocate();
     if (b < 0) return give_back();  // cannot happen while the pool holds n_ctx per sequence
     blocks.push_back(b);
-    const int32_t j = blk - chunk * kChunkBlocks;  // block within the chunk
-    for (size_t l = 0; l < n_layer; ++l)
-      for (int kind = 0; kind < 2; ++kind) {
-        const Tensor& t = tensor(l, kind);
-        const size_t src =
-            ((l * 2 + static_cast<size_t>(kind)) * static_cast<size_t>(chunk_tokens) + static_cast<size_t>(j * bt_)) *
-            row_bytes_;
-        Status w = backend_.write(*t.buffer, slot_offset(t, b * bt_), payload->data() + src,
-                                  static_cast<size_t>(bt_) * row_bytes_);
-        if (!w) {
-          LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
-          return give_back();
-        }
-      }
+  }
+  if (Status w = transfer(*payload, blocks, first_block - chunk * kChunkBlocks, false, true); !w) {
+    LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
+    return give_back();
   }
   for (int32_t blk = first_block; blk <= last; ++blk) {
     const int32_t b = blocks[static_cast<size_t>(blk - first_block)];
     table.append(b, bt_);
     pool_.name_full(b, st.hashes[static_cast<size_t>(blk)], parent_of(st, static_cast<size_t>(blk)),
                     tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)), st.owner);
-    st.disk_tokens += bt_;
+    pool_.set_sliding_missing(b, global_only);
   }
   st.restore_bytes += payload->size();
   return true;
+}
+
+bool PrefixCache::fill_sliding(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table,
+                               SeqCacheState& st) {
+  const size_t first = static_cast<size_t>(chunk * kChunkBlocks);
+  const size_t last = first + kChunkBlocks - 1;
+  if (!store_ || last >= st.hashes.size()) return false;
+  std::optional<std::vector<uint8_t>> payload =
+      store_->load(st.hashes[last], tokens.subspan(first * static_cast<size_t>(bt_), chunk_tokens_), st.root);
+  if (!payload || payload->size() != kv_.k.size() * 2 * chunk_tokens_ * row_bytes_) return false;
+  st.restore_bytes += payload->size();
+  for (size_t blk = first; blk <= last && blk < table.blocks().size(); ++blk) {
+    const int32_t b = table.blocks()[blk];
+    if (!pool_.sliding_missing(b)) continue;
+    if (Status w = transfer(*payload, {&b, 1}, static_cast<int32_t>(blk - first), true, true); !w) {
+      LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
+      return false;
+    }
+    pool_.set_sliding_missing(b, false);
+  }
+  return true;
+}
+
+int32_t PrefixCache::complete_window(std::span<const int32_t> tokens, BlockTable& table, SeqCacheState& st) {
+  int32_t n = static_cast<int32_t>(table.blocks().size());
+  for (;;) {
+    int32_t bad = -1;
+    for (int32_t b = window_first_block(n * bt_); b < n && bad < 0; ++b) {
+      if (pool_.sliding_missing(table.blocks()[static_cast<size_t>(b)]) &&
+          !fill_sliding(tokens, b / kChunkBlocks, table, st))
+        bad = b;
+    }
+    if (bad < 0) return n;
+    table.truncate(pool_, static_cast<size_t>(bad));
+    n = bad;
+  }
+}
+
+Status PrefixCache::transfer(std::span<uint8_t> payload, std::span<const int32_t> blocks, int32_t first_j,
+                             bool sliding_only, bool to_device) {
+  const size_t n = static_cast<size_t>(bt_) * row_bytes_;
+  for (size_t l = 0; l < kv_.k.size(); ++l) {
+    if (sliding_only && !sliding_[l]) continue;
+    for (int kind = 0; kind < 2; ++kind) {
+      const Tensor& t = tensor(l, kind);
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        const size_t at = payload_offset(l, kind, (static_cast<size_t>(first_j) + k) * static_cast<size_t>(bt_));
+        if (at >= payload.size()) continue;  // a layer of the section not read
+        assert(at + n <= payload.size());
+        const size_t slot = slot_offset(t, blocks[k] * bt_);
+        Status s = to_device ? backend_.write(*t.buffer, slot, payload.data() + at, n)
+                             : backend_.read(*t.buffer, slot, payload.data() + at, n);
+        if (!s) return s;
+      }
+    }
+  }
+  return {};
 }
 
 int32_t PrefixCache::extend(std::span<const int32_t> tokens, int32_t n, int32_t limit, BlockTable& table,
@@ -152,7 +250,8 @@ int32_t PrefixCache::extend(std::span<const int32_t> tokens, int32_t n, int32_t 
     if (i >= st.hashes.size()) break;
     const int32_t b = pool_.find(st.hashes[i]);
     const auto block_tokens = tokens.subspan(static_cast<size_t>(n), static_cast<size_t>(bt_));
-    if (b < 0 || !std::ranges::equal(pool_.tokens(b), block_tokens)) break;
+    // A block without its sliding-window KV ends up inside the window here: computed instead.
+    if (b < 0 || !std::ranges::equal(pool_.tokens(b), block_tokens) || pool_.sliding_missing(b)) break;
     pool_.attach(b);
     table.append(b, bt_);
     st.memory_tokens += bt_;
@@ -184,25 +283,17 @@ void PrefixCache::persist_chunk(std::span<const int32_t> tokens, int32_t chunk, 
   w.parent = chunk == 0 ? 0 : st.hashes[static_cast<size_t>(chunk * kChunkBlocks - 1)];
   w.scope = st.root;
   w.owner = st.owner;
-  const size_t chunk_tokens = static_cast<size_t>(kChunkBlocks * bt_);
-  const auto ids = tokens.subspan(static_cast<size_t>(chunk) * chunk_tokens, chunk_tokens);
+  const auto ids = tokens.subspan(static_cast<size_t>(chunk) * chunk_tokens_, chunk_tokens_);
   w.tokens.assign(ids.begin(), ids.end());
-  const size_t n_layer = kv_.k.size();
-  w.payload.resize(n_layer * 2 * chunk_tokens * row_bytes_);
-  for (size_t l = 0; l < n_layer; ++l)
-    for (int kind = 0; kind < 2; ++kind)
-      for (int32_t j = 0; j < kChunkBlocks; ++j) {
-        const Tensor& t = tensor(l, kind);
-        const int32_t b = table.blocks()[static_cast<size_t>(chunk * kChunkBlocks + j)];
-        const size_t dst =
-            ((l * 2 + static_cast<size_t>(kind)) * chunk_tokens + static_cast<size_t>(j * bt_)) * row_bytes_;
-        Status r = backend_.read(*t.buffer, slot_offset(t, b * bt_), w.payload.data() + dst,
-                                 static_cast<size_t>(bt_) * row_bytes_);
-        if (!r) {  // not written: a later user of the prefix offers it again
-          LOG_WARN("prompt cache: reading a chunk for the disk tier failed: " + r.error().message);
-          return;
-        }
-      }
+  const auto chunk_blocks = std::span(table.blocks()).subspan(static_cast<size_t>(chunk * kChunkBlocks), kChunkBlocks);
+  // A block restored without its sliding-window KV has nothing there to write.
+  if (std::ranges::any_of(chunk_blocks, [&](int32_t b) { return pool_.sliding_missing(b); })) return;
+  w.payload.resize(kv_.k.size() * 2 * chunk_tokens_ * row_bytes_);
+  if (Status r = transfer(w.payload, chunk_blocks, 0, false, false); !r) {
+    // Not written: a later user of the prefix offers it again.
+    LOG_WARN("prompt cache: reading a chunk for the disk tier failed: " + r.error().message);
+    return;
+  }
   if (store_->enqueue(std::move(w))) ++st.chunks_written;
 }
 

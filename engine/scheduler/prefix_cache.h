@@ -6,7 +6,14 @@
 //
 // A chunk (the unit on disk) is kChunkBlocks consecutive blocks; it is named by the hash
 // of its last block, so memory and disk share one hash chain. Its payload is the
-// canonical layout of storage::KvFormat: layer by layer, K then V, token by token.
+// canonical layout of storage::KvFormat: the full-attention layers, then the
+// sliding-window ones; each layer K then V, token by token.
+//
+// Sliding-window layers attend to the last `window` positions only, so a prefix ending at
+// P needs their KV for positions [P - window + 1, P) and nothing before. A restore reads
+// the full-attention section of every chunk and the sliding section only of the chunks in
+// that window; the other restored blocks are marked (BlockPool::sliding_missing) and are
+// completed from disk when a later prefix that needs them attaches them.
 //
 // Thread-safety: engine thread only (the ChunkStore is thread-safe on its own).
 #pragma once
@@ -43,8 +50,10 @@ struct SeqCacheState {
 
 class PrefixCache {
  public:
-  // store may be null (memory tier only). kv's rows must be contiguous.
-  PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, uint64_t seed, storage::ChunkStore* store);
+  // store may be null (memory tier only). kv's rows must be contiguous. c gives the layers
+  // that use a sliding window; with a store, its format's n_sliding must count them.
+  PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, const ModelConfig& c, uint64_t seed,
+              storage::ChunkStore* store);
 
   uint64_t seed() const { return seed_; }
   storage::ChunkStore* store() const { return store_; }
@@ -65,8 +74,28 @@ class PrefixCache {
 
  private:
   void hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens, SeqCacheState& st) const;
+  // Reads chunk `chunk` (its sliding section too with kAll) into new blocks for blocks
+  // [first_block, end of the chunk) and appends them to the table.
   bool restore_chunk(std::span<const int32_t> tokens, int32_t chunk, int32_t first_block, BlockTable& table,
-                     SeqCacheState& st);
+                     SeqCacheState& st, storage::Sections sections);
+  // Writes the sliding-window KV of the table's blocks in `chunk` that lack it, from disk.
+  bool fill_sliding(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
+  // Makes every block in the window of the table's end whole (fill_sliding), dropping the
+  // table's tail where that fails. Returns the blocks kept.
+  int32_t complete_window(std::span<const int32_t> tokens, BlockTable& table, SeqCacheState& st);
+  // The first block holding a position that a prefix of n_tokens still attends to in its
+  // sliding-window layers (n_tokens / bt_ when there are none).
+  int32_t window_first_block(int32_t n_tokens) const;
+  // Where layer l's K (kind 0) or V (kind 1) of token t starts in a chunk's payload.
+  size_t payload_offset(size_t layer, int kind, size_t t) const {
+    return ((static_cast<size_t>(payload_slot_[layer]) * 2 + static_cast<size_t>(kind)) * chunk_tokens_ + t) *
+           row_bytes_;
+  }
+  // Copies layer rows between a chunk payload (or its first section) and the pool's blocks.
+  // blocks[k] is the chunk's block first_j + k. to_device: payload -> blocks, else blocks ->
+  // payload. Layers past the payload's end (a first section alone) are skipped.
+  Status transfer(std::span<uint8_t> payload, std::span<const int32_t> blocks, int32_t first_j, bool sliding_only,
+                  bool to_device);
   void persist_chunk(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
   // The K (kind 0) or V (kind 1) tensor of a layer.
   const Tensor& tensor(size_t layer, int kind) const { return kind == 0 ? kv_.k[layer] : kv_.v[layer]; }
@@ -82,8 +111,13 @@ class PrefixCache {
   const KvTensors& kv_;
   uint64_t seed_;
   storage::ChunkStore* store_;
-  int32_t bt_;                      // tokens per block
-  size_t row_bytes_;                // one token's K (or V) in one layer
+  int32_t bt_;                         // tokens per block
+  size_t chunk_tokens_;                // kChunkBlocks * bt_
+  size_t row_bytes_;                   // one token's K (or V) in one layer
+  std::vector<bool> sliding_;          // per layer: attends through the window
+  std::vector<int32_t> payload_slot_;  // per layer: its place in a chunk payload
+  int32_t n_sliding_ = 0;
+  int32_t window_ = 0;              // tokens; 0 when no layer uses one
   std::vector<BufferCopy> copies_;  // copy_block's list, kept to reuse its memory
   std::vector<int32_t> restoring_;  // restore_chunk's blocks until all are written
 };

@@ -190,7 +190,7 @@ class Scheduler::Impl {
         options_.model_fingerprint.empty() ? "unfingerprinted:" + c.name : options_.model_fingerprint;
     const uint64_t seed = prefix_seed(fp, dtype, static_cast<uint32_t>(c.n_layer), static_cast<uint32_t>(c.kv_dim()),
                                       storage::kChunkFormatVersion, options_.numerics_version);
-    cache_ = std::make_unique<PrefixCache>(pool_, backend_, buffers_.kv, seed, store_.get());
+    cache_ = std::make_unique<PrefixCache>(pool_, backend_, buffers_.kv, c, seed, store_.get());
   }
 
   // Puts the longest cached prefix of a new sequence's prompt into its block table.

@@ -42,9 +42,11 @@ struct Fixture {
   std::string path;
   std::vector<uint8_t> original;
   Fixture() {
-    // 1 layer x (K + V) x 4 elements x 2 bytes = 16 bytes a token; 4 tokens: a 208-byte file.
+    // 2 layers (one full-attention, one sliding-window) x (K + V) x 4 elements x 2 bytes =
+    // 32 bytes a token; 4 tokens: a 144 + 16 + 128 = 288-byte file.
     f = small_format();
-    f.n_layer = 1;
+    f.n_layer = 2;
+    f.n_sliding = 1;
     f.kv_dim = 4;
     chunk = make_chunk(0x0123456789abcdefull, 0x42, f, 4);
     auto s = open_store(tmp.path(), f);
@@ -53,16 +55,17 @@ struct Fixture {
     s->close(kHangGuard);
     path = chunk_path(tmp.path(), chunk.hash);
     original = read_bytes(path);
-    REQUIRE(original.size() == 208);
+    REQUIRE(original.size() == 288);
   }
   // What load() checks, without the store around it.
-  ChunkRead read(const std::vector<uint8_t>& bytes) {
+  ChunkRead read(const std::vector<uint8_t>& bytes, Sections sections = Sections::kAll) {
     ops.data = bytes;
     ReadExpect e;
     e.format = &f;
     e.hash = chunk.hash;
     e.tokens = chunk.tokens;
     e.with_tokens = true;
+    e.sections = sections;
     return read_chunk_file(ops, path, e);
   }
   BufferFileOps ops;
@@ -77,6 +80,27 @@ TEST_CASE("prompt cache: the untouched chunk file reads back", "[storage][mutati
   CHECK(r.payload == fx.chunk.payload);
   CHECK(r.tokens == fx.chunk.tokens);
   CHECK(r.header.parent == 0x42);
+}
+
+// A restore reads the second section (sliding-window layers) only near a prefix's end: a
+// read of the first section alone returns exactly that section, verified on its own, and
+// damage past it is found by the next read that includes it.
+TEST_CASE("prompt cache: a read of the first section verifies it alone", "[storage][mutation]") {
+  Fixture fx;
+  const size_t global = 4 * fx.f.global_bytes_per_token();
+  REQUIRE(global == 64);
+  ChunkRead r = fx.read(fx.original, Sections::kGlobal);
+  REQUIRE(r.error == ReadError::kNone);
+  CHECK(r.payload == std::vector<uint8_t>(fx.chunk.payload.begin(), fx.chunk.payload.begin() + global));
+  const size_t payload_at = fx.original.size() - fx.chunk.payload.size();
+  for (size_t at : {payload_at, payload_at + global - 1, payload_at + global, fx.original.size() - 1}) {
+    INFO("byte " << at);
+    auto bytes = fx.original;
+    bytes[at] ^= 0x10;
+    const bool in_first = at < payload_at + global;
+    CHECK((fx.read(bytes, Sections::kGlobal).error == ReadError::kInvalid) == in_first);
+    CHECK(fx.read(bytes).error == ReadError::kInvalid);
+  }
 }
 
 TEST_CASE("prompt cache: every single bit flip is detected", "[storage][mutation]") {

@@ -80,14 +80,17 @@ TEST_CASE("Chunk files of an older format version are deleted at open, not misre
     REQUIRE(s->enqueue(a));
     REQUIRE(s->close(kHangGuard) == 0);
   }
-  // Rewrite the file as version 1 wrote it: version field 1, the scope and owner fields zero,
-  // the header checksum valid.
+  // Rewrite the file as version 2 wrote it: a 128-byte header (no sections: offset 104 is
+  // the whole payload's checksum, 120 the header's), then the same token ids and payload.
   const std::string path = chunk_path(tmp.path(), a.hash);
-  std::vector<uint8_t> bytes = read_bytes(path);
-  const uint32_t v1 = 1;
-  std::memcpy(bytes.data() + 8, &v1, 4);
-  std::memset(bytes.data() + 84, 0, 4);
-  std::memset(bytes.data() + 112, 0, 8);
+  const std::vector<uint8_t> v3 = read_bytes(path);
+  std::vector<uint8_t> bytes(v3.begin(), v3.begin() + 128);
+  bytes.insert(bytes.end(), v3.begin() + kChunkHeaderBytes, v3.end());
+  const uint32_t version = 2, header_bytes = 128;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  std::memcpy(bytes.data() + 12, &header_bytes, 4);
+  const uint64_t payload_sum = checksum64(a.payload.data(), a.payload.size());
+  std::memcpy(bytes.data() + 104, &payload_sum, 8);
   const uint64_t sum = checksum64(bytes.data(), 120);
   std::memcpy(bytes.data() + 120, &sum, 8);
   write_bytes(path, bytes);

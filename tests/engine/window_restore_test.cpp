@@ -1,0 +1,147 @@
+// A restore reads the sliding-window layers' KV of the last window only (chunk format 3):
+// a prefix ending at any block boundary of a cached prompt resumes with the cold output,
+// from disk after a restart and from memory blocks restored without that KV (completed
+// from disk, or computed again when the disk lost it), on the synthetic gemma3 (five
+// layers with a 4-token window, one global) and on llama (no window: every layer read);
+// and a restore in the middle of another sequence's decoding changes neither answer.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <thread>
+
+#include "tests/engine/scheduler_fixture.h"
+
+using namespace hearth;
+using namespace hearth::test;
+
+namespace {
+
+constexpr int32_t kBlock = 16;
+
+// The first k blocks of `prompt`, then one token of its own: the token and the first
+// answer tokens attend to the restored positions in every sliding-window layer, so KV
+// missing there changes the answer.
+GenerationRequest prefix_plus(const std::vector<int32_t>& prompt, int32_t k) {
+  std::vector<int32_t> p(prompt.begin(), prompt.begin() + k * kBlock);
+  p.push_back(3 + (k * 37) % 300);
+  return greedy(std::move(p), 8);
+}
+
+void warm_to_disk(Fixture& f, const std::vector<int32_t>& prompt, const TempDir& dir) {
+  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
+  GenerationRequest warm = greedy(prompt, 1);
+  warm.warm = true;
+  REQUIRE(run_one(*sched, warm).finish_reason == "warmed");
+  REQUIRE(sched->close_cache(kHangGuard) == 0);
+}
+
+// Bytes of one token's KV: every layer, and the full-attention layers only.
+struct TokenBytes {
+  uint64_t all = 0, global = 0;
+};
+TokenBytes token_bytes(const Fixture& f) {
+  const ModelConfig& c = f.model->config();
+  const uint64_t layer = 2 * row_bytes(DType::F16, c.kv_dim());
+  const auto n_sliding = c.sliding_window > 0 ? std::count(c.layer_swa.begin(), c.layer_swa.end(), true) : 0;
+  return {layer * static_cast<uint64_t>(c.n_layer), layer * static_cast<uint64_t>(c.n_layer - n_sliding)};
+}
+
+}  // namespace
+
+TEST_CASE("after a restart a prefix ending at any block boundary of a cached prompt resumes from disk") {
+  for (const char* arch : {"gemma3", "llama"}) {
+    INFO(arch);
+    TempDir dir;
+    Fixture f(arch);
+    const std::vector<int32_t> prompt = random_prompt(200, 11);  // 12 full blocks
+    warm_to_disk(f, prompt, dir);
+    const TokenBytes tb = token_bytes(f);
+    for (int32_t k = 1; k <= 12; ++k) {
+      INFO("blocks " << k);
+      const GenerationRequest r = prefix_plus(prompt, k);
+      const std::string cold = alone(f, r);
+      // One sequence of 224 tokens: 14 blocks, all holding another prompt's KV when the
+      // restore takes them, so KV it fails to write is stale, not zero.
+      SchedulerOptions so = options("fp-a");
+      so.n_parallel = 1;
+      so.n_ctx = 224;
+      auto sched = with_store(*f.model, *f.backend, *f.tok, so, dir.path());
+      REQUIRE(run_one(*sched, greedy(random_prompt(222, 900 + static_cast<uint32_t>(k)), 1)).usage.cached_tokens == 0);
+      const Run hit = run_one(*sched, r);
+      CHECK(hit.text == cold);
+      CHECK(hit.usage.cached_disk_tokens == k * kBlock);
+      // gemma3's 4-token window lies in the last block: its chunk is read whole, the others
+      // without their sliding-window layers. llama's are read whole.
+      CHECK(hit.timings.cache_restore_bytes == kBlock * (tb.all + static_cast<uint64_t>(k - 1) * tb.global));
+    }
+  }
+}
+
+TEST_CASE("a prefix of a restored prompt completes its window from disk, or computes it when the disk lost it") {
+  TempDir dir;
+  Fixture f("gemma3");
+  const std::vector<int32_t> prompt = random_prompt(200, 12);
+  warm_to_disk(f, prompt, dir);
+  const TokenBytes tb = token_bytes(f);
+  REQUIRE(tb.global < tb.all);
+  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
+  const GenerationRequest whole = greedy(prompt, 6);
+  CHECK(run_one(*sched, whole).usage.cached_disk_tokens == 192);
+  // Blocks 0-10 are in memory without their sliding-window KV. A prefix ending in one of
+  // them attaches them all and reads that one block's chunk whole.
+  for (int32_t k : {11, 5, 1, 8}) {
+    INFO("blocks " << k);
+    const GenerationRequest r = prefix_plus(prompt, k);
+    const Run hit = run_one(*sched, r);
+    CHECK(hit.text == alone(f, r));
+    CHECK(hit.usage.cached_memory_tokens == k * kBlock);
+    CHECK(hit.timings.cache_restore_bytes == kBlock * tb.all);
+  }
+  // The chunk files go: a prefix ending in a block still without that KV (block 2) cannot
+  // complete it, nor block 1 once the prefix is cut there; block 0, completed by the hit
+  // on one block above, ends it.
+  std::filesystem::remove_all(dir.path() / "chunks");
+  const GenerationRequest r = prefix_plus(prompt, 3);
+  const std::string cold = alone(f, r);
+  const Run miss = run_one(*sched, r);
+  CHECK(miss.text == cold);
+  CHECK(miss.usage.cached_tokens == kBlock);
+  // What it computed took the blocks' names: the same prefix is a whole memory hit now.
+  const Run again = run_one(*sched, r);
+  CHECK(again.text == cold);
+  CHECK(again.usage.cached_memory_tokens == r.prompt.size() - 1);
+}
+
+TEST_CASE("a restore from disk while another sequence decodes leaves both answers cold") {
+  for (const char* arch : {"gemma3", "llama"}) {
+    INFO(arch);
+    TempDir dir;
+    Fixture f(arch);
+    const std::vector<int32_t> prompt = random_prompt(300, 13);
+    warm_to_disk(f, prompt, dir);
+    const GenerationRequest stream = greedy(random_prompt(40, 14), 48);
+    const GenerationRequest hit = prefix_plus(prompt, 17);
+    const std::string stream_cold = alone(f, stream), hit_cold = alone(f, hit);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
+    auto first = submit_all(*sched, {stream});
+    Collector& s = *first[0];
+    // The stream has produced a token (it is decoding) before the restore is asked for.
+    for (const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+         s.text.empty() && !s.done && std::chrono::steady_clock::now() < deadline;) {
+      for (RequestEvent& ev : s.handle->take_events()) {
+        if (ev.kind == RequestEvent::Kind::Text) {
+          s.text += ev.text;
+        } else {
+          s.end = std::move(ev);
+          s.done = true;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE_FALSE(s.done);
+    const Run h = run_one(*sched, hit);
+    REQUIRE(s.wait());
+    CHECK(h.text == hit_cold);
+    CHECK(h.usage.cached_disk_tokens == 17 * kBlock);
+    CHECK(s.text == stream_cold);
+  }
+}
