@@ -3,7 +3,7 @@
 disk hit after a restart; bytes on disk per token; restore throughput next to a plain
 sequential read of the same chunk files.
 
-  bench/cache_bench.py --hearthd build/daemon/hearthd [--tokens 4000] [--threads 2]
+  bench/cache_bench.py --hearthd build/daemon/hearthd [--model FILE|NAME] [--tokens 4000] [--threads 2]
 
 Page cache: before the disk hit (and before the plain read) the chunk files are evicted
 from the page cache with posix_fadvise(DONTNEED), so both read from the disk; the model's
@@ -38,8 +38,11 @@ def post(sock, path, body):
 
 def start(args, sock, cache):
     log = open(os.path.join(os.path.dirname(sock), "hearthd.log"), "ab")
-    p = subprocess.Popen([args.hearthd, "--socket", sock, "--cache-dir", cache, "--threads", str(args.threads),
-                          "--ctx", str(args.tokens + 512)], stdout=log, stderr=subprocess.STDOUT)
+    cmd = [args.hearthd, "--socket", sock, "--cache-dir", cache, "--threads", str(args.threads),
+           "--ctx", str(args.tokens + 512)]
+    if args.model:
+        cmd += ["--model", args.model]
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -90,6 +93,7 @@ def main():
     ap.add_argument("--hearthd", required=True)
     ap.add_argument("--tokens", type=int, default=4000)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", help="hearthd's --model (default: hearthd's own default)")
     ap.add_argument("--warm-chunks", action="store_true", help="leave the chunk files in the page cache")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="hearth-cache-bench-")
@@ -123,18 +127,21 @@ def main():
         print("prompt: %d tokens; %d chunk files, %.1f MiB, %.0f bytes per cached token" %
               (cold["usage"]["prompt_tokens"], len(files), disk_bytes / 2**20,
                disk_bytes / max(1, disk["timings"]["cached_tokens"]["disk"] if "cached_tokens" in disk["timings"] else 1)))
-        print("| case | TTFT (server) ms | wall ms | cached (memory/disk) | prefilled | restore ms |")
-        print("|---|---|---|---|---|---|")
+        print("| case | TTFT (server) ms | wall ms | cached (memory/disk) | prefilled | restore ms | restore MiB |")
+        print("|---|---|---|---|---|---|---|")
         for name, r, wall in rows:
             t, u = r["timings"], r["usage"]
             c = t.get("cached_tokens", {})
-            print("| %s | %.1f | %.1f | %s/%s | %s | %.1f |" % (name, t["ttft_ms"], wall, c.get("memory", "?"),
-                                                          c.get("disk", "?"), t.get("prefilled_tokens", "?"),
-                                                          t.get("cache_restore_ms", 0)))
+            print("| %s | %.1f | %.1f | %s/%s | %s | %.1f | %.1f |" % (
+                name, t["ttft_ms"], wall, c.get("memory", "?"), c.get("disk", "?"), t.get("prefilled_tokens", "?"),
+                t.get("cache_restore_ms", 0), t.get("cache_restore_bytes", 0) / 2**20))
         restore_ms = disk["timings"].get("cache_restore_ms", 0)
+        # Bytes the restore read (a sliding-window model reads part of most chunks), else
+        # every file's size for an older hearthd that does not report them.
+        read_bytes = disk["timings"].get("cache_restore_bytes") or disk_bytes
         if restore_ms:
-            print("restore: %.2f GB/s (%.1f MiB in %.1f ms, read + verify + copy into KV blocks)" %
-                  (disk_bytes / restore_ms / 1e6, disk_bytes / 2**20, restore_ms))
+            print("restore: %.2f GB/s (%.1f MiB of %.1f MiB on disk in %.1f ms, read + verify + copy into KV blocks)" %
+                  (read_bytes / restore_ms / 1e6, read_bytes / 2**20, disk_bytes / 2**20, restore_ms))
         print("sequential read of the same files%s: %.2f GB/s (%.1f ms)" %
               (" (not in the page cache)" if dropped_read else " (in the page cache)", n / read_s / 1e9, read_s * 1000))
         print("disk hit TTFT / cold TTFT = 1/%.0f" % (cold["timings"]["ttft_ms"] / disk["timings"]["ttft_ms"]))
