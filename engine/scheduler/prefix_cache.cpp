@@ -138,6 +138,10 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
         pool_.release(to);
       }
       pool_.release(from);
+    } else if (store_) {
+      const int32_t got = restore_tail(tokens, i, limit, table, st);
+      st.disk_tokens += got;
+      n += got;
     }
   }
   st.named_blocks = i;  // attached blocks were named by their owner, restored ones here
@@ -171,7 +175,7 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
     if (b < 0) return give_back();  // cannot happen while the pool holds n_ctx per sequence
     blocks.push_back(b);
   }
-  if (Status w = transfer(*payload, blocks, first_block - chunk * kChunkBlocks, false, true); !w) {
+  if (Status w = transfer(*payload, chunk_tokens_, blocks, first_block - chunk * kChunkBlocks, false, true); !w) {
     LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
     return give_back();
   }
@@ -198,7 +202,7 @@ bool PrefixCache::fill_sliding(std::span<const int32_t> tokens, int32_t chunk, c
   for (size_t blk = first; blk <= last && blk < table.blocks().size(); ++blk) {
     const int32_t b = table.blocks()[blk];
     if (!pool_.sliding_missing(b)) continue;
-    if (Status w = transfer(*payload, {&b, 1}, static_cast<int32_t>(blk - first), true, true); !w) {
+    if (Status w = transfer(*payload, chunk_tokens_, {&b, 1}, static_cast<int32_t>(blk - first), true, true); !w) {
       LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
       return false;
     }
@@ -222,16 +226,19 @@ int32_t PrefixCache::complete_window(std::span<const int32_t> tokens, BlockTable
   }
 }
 
-Status PrefixCache::transfer(std::span<uint8_t> payload, std::span<const int32_t> blocks, int32_t first_j,
-                             bool sliding_only, bool to_device) {
-  const size_t n = static_cast<size_t>(bt_) * row_bytes_;
+Status PrefixCache::transfer(std::span<uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks,
+                             int32_t first_j, bool sliding_only, bool to_device) {
+  const size_t bt = static_cast<size_t>(bt_);
   for (size_t l = 0; l < kv_.k.size(); ++l) {
     if (sliding_only && !sliding_[l]) continue;
     for (int kind = 0; kind < 2; ++kind) {
       const Tensor& t = tensor(l, kind);
       for (size_t k = 0; k < blocks.size(); ++k) {
-        const size_t at = payload_offset(l, kind, (static_cast<size_t>(first_j) + k) * static_cast<size_t>(bt_));
+        const size_t first = (static_cast<size_t>(first_j) + k) * bt;  // the block's first token in the chunk
+        assert(first < n_tokens);
+        const size_t at = payload_offset(l, kind, first, n_tokens);
         if (at >= payload.size()) continue;  // a layer of the section not read
+        const size_t n = std::min(bt, n_tokens - first) * row_bytes_;
         assert(at + n <= payload.size());
         const size_t slot = slot_offset(t, blocks[k] * bt_);
         Status s = to_device ? backend_.write(*t.buffer, slot, payload.data() + at, n)
@@ -241,6 +248,43 @@ Status PrefixCache::transfer(std::span<uint8_t> payload, std::span<const int32_t
     }
   }
   return {};
+}
+
+uint64_t PrefixCache::tail_name(uint64_t parent, std::span<const int32_t> tail_tokens) {
+  return block_hash(parent, tail_tokens);
+}
+
+int32_t PrefixCache::restore_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit, BlockTable& table,
+                                  SeqCacheState& st) {
+  static_assert(kChunkBlocks == 1, "a tail chunk is the one block after a chain of chunks");
+  const size_t at = static_cast<size_t>(i * bt_);
+  // The prompt's next chunk when the prompt fills it but the prefix ends inside it, else
+  // the longest tail chunk whose tokens the prompt continues with (a tail may hold more than
+  // the prefix uses).
+  uint64_t name = 0;
+  size_t n = 0;
+  if ((i + 1) * bt_ > limit && static_cast<size_t>(i) < st.hashes.size() &&
+      store_->contains(st.hashes[static_cast<size_t>(i)])) {
+    name = st.hashes[static_cast<size_t>(i)];
+    n = static_cast<size_t>(bt_);
+  }
+  for (size_t len = std::min(static_cast<size_t>(bt_ - 1), tokens.size() - at); n == 0 && len > 0; --len) {
+    const uint64_t h = tail_name(parent_of(st, static_cast<size_t>(i)), tokens.subspan(at, len));
+    if (store_->contains(h)) name = h, n = len;
+  }
+  if (n == 0) return 0;
+  std::optional<std::vector<uint8_t>> payload = store_->load(name, tokens.subspan(at, n), st.root);
+  if (!payload || payload->size() != kv_.k.size() * 2 * n * row_bytes_) return 0;
+  const int32_t b = pool_.allocate();
+  if (b < 0) return 0;
+  if (Status w = transfer(*payload, n, {&b, 1}, 0, false, true); !w) {
+    LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
+    pool_.release(b);
+    return 0;
+  }
+  table.append(b, bt_);  // its own block, never named here: the sequence writes the rest
+  st.restore_bytes += payload->size();
+  return std::min(static_cast<int32_t>(n), limit - i * bt_);
 }
 
 int32_t PrefixCache::extend(std::span<const int32_t> tokens, int32_t n, int32_t limit, BlockTable& table,
@@ -275,21 +319,25 @@ void PrefixCache::on_computed(std::span<const int32_t> tokens, int32_t n_compute
 
 void PrefixCache::persist_chunk(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table,
                                 SeqCacheState& st) {
-  if (!store_) return;
-  const size_t last = static_cast<size_t>((chunk + 1) * kChunkBlocks - 1);
+  const size_t first = static_cast<size_t>(chunk * kChunkBlocks);
+  persist(tokens, first * static_cast<size_t>(bt_), chunk_tokens_, st.hashes[first + kChunkBlocks - 1],
+          chunk == 0 ? 0 : st.hashes[first - 1], std::span(table.blocks()).subspan(first, kChunkBlocks), st);
+}
+
+void PrefixCache::persist(std::span<const int32_t> tokens, size_t at, size_t n, uint64_t hash, uint64_t parent,
+                          std::span<const int32_t> blocks, SeqCacheState& st) {
+  if (!store_ || store_->contains(hash)) return;
+  // A block restored without its sliding-window KV has nothing there to write.
+  if (std::ranges::any_of(blocks, [&](int32_t b) { return pool_.sliding_missing(b); })) return;
   storage::ChunkWrite w;
-  w.hash = st.hashes[last];
-  if (store_->contains(w.hash)) return;
-  w.parent = chunk == 0 ? 0 : st.hashes[static_cast<size_t>(chunk * kChunkBlocks - 1)];
+  w.hash = hash;
+  w.parent = parent;
   w.scope = st.root;
   w.owner = st.owner;
-  const auto ids = tokens.subspan(static_cast<size_t>(chunk) * chunk_tokens_, chunk_tokens_);
+  const auto ids = tokens.subspan(at, n);
   w.tokens.assign(ids.begin(), ids.end());
-  const auto chunk_blocks = std::span(table.blocks()).subspan(static_cast<size_t>(chunk * kChunkBlocks), kChunkBlocks);
-  // A block restored without its sliding-window KV has nothing there to write.
-  if (std::ranges::any_of(chunk_blocks, [&](int32_t b) { return pool_.sliding_missing(b); })) return;
-  w.payload.resize(kv_.k.size() * 2 * chunk_tokens_ * row_bytes_);
-  if (Status r = transfer(w.payload, chunk_blocks, 0, false, false); !r) {
+  w.payload.resize(kv_.k.size() * 2 * n * row_bytes_);
+  if (Status r = transfer(w.payload, n, blocks, 0, false, false); !r) {
     // Not written: a later user of the prefix offers it again.
     LOG_WARN("prompt cache: reading a chunk for the disk tier failed: " + r.error().message);
     return;
@@ -298,13 +346,22 @@ void PrefixCache::persist_chunk(std::span<const int32_t> tokens, int32_t chunk, 
 }
 
 void PrefixCache::on_retire(std::span<const int32_t> tokens, int32_t n_computed, const BlockTable& table,
-                            const SeqCacheState& st) {
+                            SeqCacheState& st) {
   const int32_t n_full = n_computed / bt_;
   const int32_t rest = n_computed - n_full * bt_;
   if (rest == 0 || static_cast<size_t>(n_full) >= table.blocks().size()) return;
   if (st.named_blocks < n_full) return;  // the chain before it is not named
-  pool_.name_partial(table.blocks()[static_cast<size_t>(n_full)], parent_of(st, static_cast<size_t>(n_full)),
-                     tokens.subspan(static_cast<size_t>(n_full * bt_), static_cast<size_t>(rest)), st.owner);
+  const size_t at = static_cast<size_t>(n_full * bt_);
+  const auto tail = tokens.subspan(at, static_cast<size_t>(rest));
+  const uint64_t parent = parent_of(st, static_cast<size_t>(n_full));
+  const int32_t block = table.blocks()[static_cast<size_t>(n_full)];
+  pool_.name_partial(block, parent, tail, st.owner);
+  // On disk too, once the chain before it has been offered: after a restart the same
+  // prompt, or the next turn of a chat, resumes at its last token instead of its last
+  // block boundary.
+  if (st.chunks_done * kChunkBlocks >= n_full)
+    persist(tokens, at, tail.size(), tail_name(parent, tail),
+            n_full == 0 ? 0 : st.hashes[static_cast<size_t>(n_full - 1)], {&block, 1}, st);
 }
 
 bool PrefixCache::copy_block(int32_t from, int32_t to, int32_t n) {

@@ -66,8 +66,9 @@ class PrefixCache {
   int32_t extend(std::span<const int32_t> tokens, int32_t n, int32_t limit, BlockTable& table, SeqCacheState& st);
   // Tokens [0, n_computed) have KV: names newly full blocks and queues newly full chunks.
   void on_computed(std::span<const int32_t> tokens, int32_t n_computed, const BlockTable& table, SeqCacheState& st);
-  // Before the table is released: remembers the partly filled last block.
-  void on_retire(std::span<const int32_t> tokens, int32_t n_computed, const BlockTable& table, const SeqCacheState& st);
+  // Before the table is released: remembers the partly filled last block, in memory and
+  // (as a tail chunk) on disk.
+  void on_retire(std::span<const int32_t> tokens, int32_t n_computed, const BlockTable& table, SeqCacheState& st);
 
   // The name of the block before block i (the scope's root for block 0).
   uint64_t parent_of(const SeqCacheState& st, size_t i) const { return i == 0 ? st.root : st.hashes[i - 1]; }
@@ -86,17 +87,28 @@ class PrefixCache {
   // The first block holding a position that a prefix of n_tokens still attends to in its
   // sliding-window layers (n_tokens / bt_ when there are none).
   int32_t window_first_block(int32_t n_tokens) const;
-  // Where layer l's K (kind 0) or V (kind 1) of token t starts in a chunk's payload.
-  size_t payload_offset(size_t layer, int kind, size_t t) const {
-    return ((static_cast<size_t>(payload_slot_[layer]) * 2 + static_cast<size_t>(kind)) * chunk_tokens_ + t) *
-           row_bytes_;
+  // Where layer l's K (kind 0) or V (kind 1) of token t starts in the payload of a chunk of
+  // n_tokens tokens.
+  size_t payload_offset(size_t layer, int kind, size_t t, size_t n_tokens) const {
+    return ((static_cast<size_t>(payload_slot_[layer]) * 2 + static_cast<size_t>(kind)) * n_tokens + t) * row_bytes_;
   }
-  // Copies layer rows between a chunk payload (or its first section) and the pool's blocks.
-  // blocks[k] is the chunk's block first_j + k. to_device: payload -> blocks, else blocks ->
-  // payload. Layers past the payload's end (a first section alone) are skipped.
-  Status transfer(std::span<uint8_t> payload, std::span<const int32_t> blocks, int32_t first_j, bool sliding_only,
-                  bool to_device);
+  // Copies layer rows between the payload (or its first section) of a chunk of n_tokens
+  // tokens and the pool's blocks: blocks[k] holds the chunk's tokens from (first_j + k) *
+  // block_tokens on. to_device: payload -> blocks, else blocks -> payload. Layers past the
+  // payload's end (a first section alone) are skipped.
+  Status transfer(std::span<uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks, int32_t first_j,
+                  bool sliding_only, bool to_device);
+  // Queues the KV of tokens [at, at + n) — `blocks` hold them — for the writer as chunk `hash`.
+  void persist(std::span<const int32_t> tokens, size_t at, size_t n, uint64_t hash, uint64_t parent,
+               std::span<const int32_t> blocks, SeqCacheState& st);
+  // After the full blocks: the block at token n = i * block_tokens (n < limit) from a chunk
+  // on disk — the prompt's next full chunk, or a tail chunk that an earlier sequence left
+  // (its last, partly filled block) — copied into a block of its own. Returns the tokens
+  // it adds (0 when none).
+  int32_t restore_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit, BlockTable& table, SeqCacheState& st);
   void persist_chunk(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
+  // The name of a tail chunk: the hash of its (fewer than block_tokens) tokens after parent.
+  static uint64_t tail_name(uint64_t parent, std::span<const int32_t> tail_tokens);
   // The K (kind 0) or V (kind 1) tensor of a layer.
   const Tensor& tensor(size_t layer, int kind) const { return kind == 0 ? kv_.k[layer] : kv_.v[layer]; }
   size_t slot_offset(const Tensor& t, int32_t slot) const {

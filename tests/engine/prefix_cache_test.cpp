@@ -173,22 +173,23 @@ TEST_CASE("warming a prompt persists it without generating, a restart restores i
     CHECK(w.text.empty());
     CHECK(w.usage.completion_tokens == 0);
     CHECK(w.usage.prefilled_tokens == 300);
-    CHECK(w.usage.chunks_written == 18);  // 300 tokens = 18 full 16-token chunks + 12
+    CHECK(w.usage.chunks_written == 19);  // 300 tokens = 18 full 16-token chunks + a 12-token tail
     // Warming again finds everything in memory.
     const Run w2 = run_one(*sched, warm);
     CHECK(w2.usage.cached_memory_tokens == 300);
     CHECK(w2.usage.chunks_written == 0);
     CHECK(sched->close_cache(kHangGuard) == 0);
-    CHECK(sched->cache_stats().disk.model_entries == 18);
+    CHECK(sched->cache_stats().disk.model_entries == 19);
   }
   {
-    // A new engine (memory empty) on the same directory: 288 tokens from disk.
+    // A new engine (memory empty) on the same directory: all but the last token from disk,
+    // 11 of them from the tail chunk.
     auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
     const Run hit = run_one(*sched, r);
     CHECK(hit.text == cold);
-    CHECK(hit.usage.cached_disk_tokens == 288);
-    CHECK(hit.usage.prefilled_tokens == 300 - 288);
-    CHECK(sched->cache_stats().disk.hits == 18);
+    CHECK(hit.usage.cached_disk_tokens == 299);
+    CHECK(hit.usage.prefilled_tokens == 1);
+    CHECK(sched->cache_stats().disk.hits == 19);
     // What a token of KV takes, and what the restore read: 288 tokens' worth.
     const CacheStats cs = sched->cache_stats();
     const ModelConfig& c = f.model->config();
@@ -196,10 +197,11 @@ TEST_CASE("warming a prompt persists it without generating, a restart restores i
     CHECK(cs.kv_type == "f16");
     CHECK(cs.kv_bytes_per_token_memory == per_token);
     CHECK(cs.kv_bytes_per_token_disk == Approx(per_token + (144.0 + 4 * 16) / 16));  // header, token ids
-    // The restore read every layer of the last chunk (the 4-token window of the end lies in
-    // it) and only the one full-attention layer of the 17 chunks before it.
+    // The restore read every layer of the last full chunk (the 4-token window of its end
+    // lies in it) and of the tail, and only the one full-attention layer of the 17 chunks
+    // before them.
     const uint64_t global_per_token = per_token / static_cast<uint64_t>(c.n_layer);
-    CHECK(hit.timings.cache_restore_bytes == 16 * per_token + 272 * global_per_token);
+    CHECK(hit.timings.cache_restore_bytes == (16 + 12) * per_token + 272 * global_per_token);
   }
   {
     // Another model's engine (another fingerprint) on the same directory never uses them.
@@ -226,7 +228,7 @@ TEST_CASE("KV written by an older version of the kernels is never restored, and 
     auto sched = with_store(*f.model, *f.backend, *f.tok, older, dir.path());
     GenerationRequest warm = r;
     warm.warm = true;
-    CHECK(run_one(*sched, warm).usage.chunks_written == 6);
+    CHECK(run_one(*sched, warm).usage.chunks_written == 7);  // 6 chunks and a 4-token tail
     CHECK(sched->close_cache(kHangGuard) == 0);
   }
   {
@@ -238,7 +240,7 @@ TEST_CASE("KV written by an older version of the kernels is never restored, and 
   }
   {
     auto sched = with_store(*f.model, *f.backend, *f.tok, older, dir.path());
-    CHECK(run_one(*sched, r).usage.cached_disk_tokens == 96);
+    CHECK(run_one(*sched, r).usage.cached_disk_tokens == 99);
   }
 }
 

@@ -3,7 +3,9 @@
 // from disk after a restart and from memory blocks restored without that KV (completed
 // from disk, or computed again when the disk lost it), on the synthetic gemma3 (five
 // layers with a 4-token window, one global) and on llama (no window: every layer read);
-// and a restore in the middle of another sequence's decoding changes neither answer.
+// a restore in the middle of another sequence's decoding changes neither answer; and the
+// last, partly filled block a sequence leaves is a tail chunk on disk, so after a restart
+// the same prompt resumes at its last token and a chat's next turn at the previous answer's.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <thread>
@@ -85,7 +87,7 @@ TEST_CASE("a prefix of a restored prompt completes its window from disk, or comp
   REQUIRE(tb.global < tb.all);
   auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
   const GenerationRequest whole = greedy(prompt, 6);
-  CHECK(run_one(*sched, whole).usage.cached_disk_tokens == 192);
+  CHECK(run_one(*sched, whole).usage.cached_disk_tokens == 199);  // 12 chunks and 7 tokens of the tail
   // Blocks 0-10 are in memory without their sliding-window KV. A prefix ending in one of
   // them attaches them all and reads that one block's chunk whole.
   for (int32_t k : {11, 5, 1, 8}) {
@@ -143,5 +145,33 @@ TEST_CASE("a restore from disk while another sequence decodes leaves both answer
     CHECK(h.text == hit_cold);
     CHECK(h.usage.cached_disk_tokens == 17 * kBlock);
     CHECK(s.text == stream_cold);
+  }
+}
+
+TEST_CASE("after a restart a chat's next turn resumes from disk at the last token of the previous answer") {
+  for (const char* arch : {"gemma3", "llama"}) {
+    INFO(arch);
+    TempDir dir;
+    Fixture f(arch);
+    const GenerationRequest turn1 = greedy(random_prompt(90, 15), 20);
+    const GenerateResult answer = alone_result(f, turn1);
+    REQUIRE(answer.tokens.size() == 20);
+    {
+      auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
+      REQUIRE(run_one(*sched, turn1).text == answer.text);
+      REQUIRE(sched->close_cache(kHangGuard) == 0);
+    }
+    GenerationRequest turn2 = turn1;
+    turn2.prompt.insert(turn2.prompt.end(), answer.tokens.begin(), answer.tokens.end());
+    const std::vector<int32_t> message = random_prompt(25, 16);
+    turn2.prompt.insert(turn2.prompt.end(), message.begin() + 1, message.end());
+    const std::string cold = alone(f, turn2);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
+    const Run r2 = run_one(*sched, turn2);
+    CHECK(r2.text == cold);
+    // Turn 1 computed 90 + 19 tokens (its last answer token was sampled, never run): six
+    // chunks and a 13-token tail.
+    CHECK(r2.usage.cached_disk_tokens == 109);
+    CHECK(r2.usage.prefilled_tokens == 24 + 1);
   }
 }
