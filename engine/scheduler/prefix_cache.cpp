@@ -97,6 +97,7 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
       if (b < 0 || (sections_for(c) == storage::Sections::kAll && pool_.sliding_missing(b)))
         wanted.push_back({chunk_name(c), sections_for(c)});
     }
+    if (const auto [tail, tail_n] = find_tail(tokens, reach, limit, st); tail_n > 0) wanted.push_back({tail});
     store_->prefetch(wanted);
   }
   std::vector<bool> from_disk;
@@ -254,24 +255,28 @@ uint64_t PrefixCache::tail_name(uint64_t parent, std::span<const int32_t> tail_t
   return block_hash(parent, tail_tokens);
 }
 
-int32_t PrefixCache::restore_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit, BlockTable& table,
-                                  SeqCacheState& st) {
+std::pair<uint64_t, size_t> PrefixCache::find_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit,
+                                                   const SeqCacheState& st) const {
   static_assert(kChunkBlocks == 1, "a tail chunk is the one block after a chain of chunks");
   const size_t at = static_cast<size_t>(i * bt_);
+  if (!store_ || i * bt_ >= limit) return {0, 0};
   // The prompt's next chunk when the prompt fills it but the prefix ends inside it, else
   // the longest tail chunk whose tokens the prompt continues with (a tail may hold more than
   // the prefix uses).
-  uint64_t name = 0;
-  size_t n = 0;
   if ((i + 1) * bt_ > limit && static_cast<size_t>(i) < st.hashes.size() &&
-      store_->contains(st.hashes[static_cast<size_t>(i)])) {
-    name = st.hashes[static_cast<size_t>(i)];
-    n = static_cast<size_t>(bt_);
-  }
-  for (size_t len = std::min(static_cast<size_t>(bt_ - 1), tokens.size() - at); n == 0 && len > 0; --len) {
+      store_->contains(st.hashes[static_cast<size_t>(i)]))
+    return {st.hashes[static_cast<size_t>(i)], static_cast<size_t>(bt_)};
+  for (size_t len = std::min(static_cast<size_t>(bt_ - 1), tokens.size() - at); len > 0; --len) {
     const uint64_t h = tail_name(parent_of(st, static_cast<size_t>(i)), tokens.subspan(at, len));
-    if (store_->contains(h)) name = h, n = len;
+    if (store_->contains(h)) return {h, len};
   }
+  return {0, 0};
+}
+
+int32_t PrefixCache::restore_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit, BlockTable& table,
+                                  SeqCacheState& st) {
+  const size_t at = static_cast<size_t>(i * bt_);
+  const auto [name, n] = find_tail(tokens, i, limit, st);
   if (n == 0) return 0;
   std::optional<std::vector<uint8_t>> payload = store_->load(name, tokens.subspan(at, n), st.root);
   if (!payload || payload->size() != kv_.k.size() * 2 * n * row_bytes_) return 0;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -106,6 +107,9 @@ class PrefixCache {
   // (its last, partly filled block) — copied into a block of its own. Returns the tokens
   // it adds (0 when none).
   int32_t restore_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit, BlockTable& table, SeqCacheState& st);
+  // The chunk restore_tail would read: {name, its tokens}, or {0, 0}.
+  std::pair<uint64_t, size_t> find_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit,
+                                        const SeqCacheState& st) const;
   void persist_chunk(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
   // The name of a tail chunk: the hash of its (fewer than block_tokens) tokens after parent.
   static uint64_t tail_name(uint64_t parent, std::span<const int32_t> tail_tokens);

@@ -101,6 +101,7 @@ TEST_CASE("a prefix of a restored prompt completes its window from disk, or comp
   // The chunk files go: a prefix ending in a block still without that KV (block 2) cannot
   // complete it, nor block 1 once the prefix is cut there; block 0, completed by the hit
   // on one block above, ends it.
+  REQUIRE(sched->close_cache(kHangGuard) == 0);  // the writer is done with the directory
   std::filesystem::remove_all(dir.path() / "chunks");
   const GenerationRequest r = prefix_plus(prompt, 3);
   const std::string cold = alone(f, r);
@@ -120,15 +121,20 @@ TEST_CASE("a restore from disk while another sequence decodes leaves both answer
     Fixture f(arch);
     const std::vector<int32_t> prompt = random_prompt(300, 13);
     warm_to_disk(f, prompt, dir);
-    const GenerationRequest stream = greedy(random_prompt(40, 14), 48);
+    const GenerationRequest stream = greedy(random_prompt(40, 14), 200);
     const GenerationRequest hit = prefix_plus(prompt, 17);
     const std::string stream_cold = alone(f, stream), hit_cold = alone(f, hit);
     auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
-    auto first = submit_all(*sched, {stream});
-    Collector& s = *first[0];
-    // The stream has produced a token (it is decoding) before the restore is asked for.
-    for (const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
-         s.text.empty() && !s.done && std::chrono::steady_clock::now() < deadline;) {
+    // The stream's events cost the engine thread 2 ms each, so it is still decoding when the
+    // restore comes and after it ends, however the machine schedules this thread.
+    Collector s;
+    Submitted sub = sched->submit(stream, [signal = s.signal] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      signal->notify();
+    });
+    REQUIRE(sub.status == SubmitStatus::Accepted);
+    s.handle = sub.handle;
+    auto drain = [&s] {
       for (RequestEvent& ev : s.handle->take_events()) {
         if (ev.kind == RequestEvent::Kind::Text) {
           s.text += ev.text;
@@ -137,10 +143,17 @@ TEST_CASE("a restore from disk while another sequence decodes leaves both answer
           s.done = true;
         }
       }
+    };
+    // The stream has produced a token (it is decoding) before the restore is asked for.
+    for (const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+         s.text.empty() && !s.done && std::chrono::steady_clock::now() < deadline;) {
+      drain();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     REQUIRE_FALSE(s.done);
     const Run h = run_one(*sched, hit);
+    drain();
+    CHECK_FALSE(s.done);  // and still decoding when the restored request has finished
     REQUIRE(s.wait());
     CHECK(h.text == hit_cold);
     CHECK(h.usage.cached_disk_tokens == 17 * kBlock);
