@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <thread>
 
 #include "common/log.h"
 #include "engine/kv/prefix_hash.h"
@@ -19,8 +20,18 @@ namespace hearth {
 // the number of files, once they are prefetched together; the leftover prefill is what
 // the chunk size changes (256-token chunks: 448 ms, 1/15). So a chunk is a block.
 
+// Threads that read a restore's chunk files beside other sequences' steps: after the
+// prefetch the work is verifying and copying from the page cache, so about one per core;
+// more only compete with the engine's own threads (measured on 2 cores: 2 threads gave
+// the restore 71-81 ms beside a stream, 8 threads 95-129 ms).
+namespace {
+int reader_threads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+}
+}  // namespace
+
 PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, const ModelConfig& c, uint64_t seed,
-                         storage::ChunkStore* store)
+                         storage::ChunkStore* store, std::function<void()> on_restore_ready)
     : pool_(pool),
       backend_(backend),
       kv_(kv),
@@ -42,6 +53,8 @@ PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv,
     for (size_t l = 0; l < n_layer; ++l)
       if (sliding_[l] == (pass == 1)) payload_slot_[l] = next++;
   assert(!store_ || store_->format().n_sliding == static_cast<uint32_t>(n_sliding_));
+  if (store_ && on_restore_ready)
+    reader_ = std::make_unique<RestoreReader>(*store_, reader_threads(), std::move(on_restore_ready));
 }
 
 int32_t PrefixCache::window_first_block(int32_t n_tokens) const {
@@ -59,63 +72,119 @@ void PrefixCache::hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens,
   }
 }
 
-int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limit, BlockTable& table,
-                                   SeqCacheState& st) {
+int32_t PrefixCache::in_memory(std::span<const int32_t> tokens, const SeqCacheState& st, int32_t i) const {
+  const int32_t b = pool_.find(st.hashes[static_cast<size_t>(i)]);
+  const auto ids = tokens.subspan(static_cast<size_t>(i * bt_), static_cast<size_t>(bt_));
+  return b >= 0 && std::ranges::equal(pool_.tokens(b), ids) ? b : -1;
+}
+
+int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limit, BlockTable& table, SeqCacheState& st,
+                                   bool beside_others) {
   assert(table.capacity() == 0);
   hash_blocks(tokens, static_cast<int32_t>(tokens.size()), st);
   const int32_t n_full = limit / bt_;
-  auto block_ids = [&](int32_t i) { return tokens.subspan(static_cast<size_t>(i * bt_), static_cast<size_t>(bt_)); };
   auto chunk_name = [&](int32_t chunk) { return st.hashes[static_cast<size_t>((chunk + 1) * kChunkBlocks - 1)]; };
-  auto in_memory = [&](int32_t i) {
-    const int32_t b = pool_.find(st.hashes[static_cast<size_t>(i)]);
-    return b >= 0 && std::ranges::equal(pool_.tokens(b), block_ids(i)) ? b : -1;
-  };
-  auto on_disk = [&](int32_t chunk) {
-    return store_ && (chunk + 1) * kChunkBlocks <= n_full && store_->contains(chunk_name(chunk));
-  };
+  // The blocks memory holds from the start are attached now.
+  int32_t i = 0;
+  for (int32_t b; i < n_full && (b = in_memory(tokens, st, i)) >= 0; ++i) {
+    pool_.attach(b);
+    table.append(b, bt_);
+  }
+  auto p = std::make_shared<PendingRestore>();
+  p->first_block = i;
   // How far memory and disk reach together; the window of that end is what needs the
   // sliding-window layers' KV.
-  int32_t reach = 0;
+  int32_t reach = i;
   while (reach < n_full) {
-    if (in_memory(reach) >= 0) {
+    const int32_t chunk = reach / kChunkBlocks;
+    if (in_memory(tokens, st, reach) >= 0) {
       ++reach;
-    } else if (on_disk(reach / kChunkBlocks)) {
-      reach = (reach / kChunkBlocks + 1) * kChunkBlocks;
+    } else if (store_ && (chunk + 1) * kChunkBlocks <= n_full && store_->contains(chunk_name(chunk))) {
+      reach = (chunk + 1) * kChunkBlocks;
     } else {
       break;
     }
   }
+  p->reach = reach;
   const int32_t need_from = window_first_block(reach * bt_);
-  auto sections_for = [&](int32_t chunk) {
-    return (chunk + 1) * kChunkBlocks > need_from ? storage::Sections::kAll : storage::Sections::kGlobal;
+  // The chunks to read: those memory lacks, and those in the window whose blocks in memory
+  // lack their sliding-window KV; whole inside the window, the first section before it.
+  auto chunk_ids = [&](size_t at, size_t n) {
+    const auto ids = tokens.subspan(at, n);
+    return std::vector<int32_t>(ids.begin(), ids.end());
   };
-  if (store_) {
-    // What will be read starts now, all of it, while the first chunks are verified and copied.
-    std::vector<storage::PrefetchItem> wanted;
-    for (int32_t c = 0; (c + 1) * kChunkBlocks <= reach; ++c) {
-      const int32_t b = pool_.find(chunk_name(c));
-      if (b < 0 || (sections_for(c) == storage::Sections::kAll && pool_.sliding_missing(b)))
-        wanted.push_back({chunk_name(c), sections_for(c)});
-    }
-    if (const auto [tail, tail_n] = find_tail(tokens, reach, limit, st); tail_n > 0) wanted.push_back({tail});
-    store_->prefetch(wanted);
+  for (int32_t c = i / kChunkBlocks; (c + 1) * kChunkBlocks <= reach; ++c) {
+    const bool in_window = (c + 1) * kChunkBlocks > need_from;
+    const int32_t b = pool_.find(chunk_name(c));
+    if (b >= 0 && !(in_window && pool_.sliding_missing(b))) continue;
+    const bool global = !in_window && n_sliding_ > 0;
+    p->loads.push_back({chunk_name(c), chunk_ids(static_cast<size_t>(c) * chunk_tokens_, chunk_tokens_),
+                        global ? storage::Sections::kGlobal : storage::Sections::kAll, std::nullopt});
   }
-  std::vector<bool> from_disk;
-  int32_t i = 0;
-  while (i < reach) {
-    const int32_t b = in_memory(i);
-    if (b >= 0) {
+  // The block after the reach comes from disk only when memory has no block to copy it from.
+  const auto rest = tokens.subspan(static_cast<size_t>(reach * bt_), static_cast<size_t>(limit - reach * bt_));
+  const bool tail_in_memory = pool_.best_child(parent_of(st, static_cast<size_t>(reach)), rest).first >= 0;
+  if (const auto [tail, tail_n] = find_tail(tokens, reach, limit, st); tail_n > 0 && !tail_in_memory) {
+    p->loads.push_back(
+        {tail, chunk_ids(static_cast<size_t>(reach * bt_), tail_n), storage::Sections::kAll, std::nullopt});
+    p->has_tail = true;
+  }
+  p->next_block = i;
+  p->from_disk.assign(static_cast<size_t>(i), false);
+  p->expect_loads();
+  st.pending = p;
+  if (!p->loads.empty() && reader_ && beside_others) {
+    reader_->start(p, st.root);
+    return i * bt_;  // advance_restore() goes on as the chunks arrive
+  }
+  // Alone, the engine reads them itself: the kernel reads every file's part at once
+  // (prefetch) while the first are verified and copied, which on this machine kind gives
+  // the restore its shortest time; reader threads would only add hand-offs.
+  if (store_ && !p->loads.empty()) {
+    std::vector<storage::PrefetchItem> items;
+    for (const ChunkLoad& l : p->loads) items.push_back({l.name, l.sections});
+    store_->prefetch(items);
+  }
+  p->inline_reads = true;
+  return *advance_restore(tokens, limit, table, st, std::chrono::steady_clock::time_point::max());
+}
+
+std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tokens, int32_t limit, BlockTable& table,
+                                                    SeqCacheState& st, std::chrono::steady_clock::time_point deadline) {
+  assert(st.pending);
+  PendingRestore& p = *st.pending;
+  const size_t n_chain = p.loads.size() - (p.has_tail ? 1 : 0);
+  while (p.walking && p.next_block < p.reach) {
+    const int32_t i = p.next_block;
+    assert(table.blocks().size() == static_cast<size_t>(i));
+    if (const int32_t b = in_memory(tokens, st, i); b >= 0) {
       pool_.attach(b);
       table.append(b, bt_);
-      from_disk.push_back(false);
-      ++i;
+      p.from_disk.push_back(false);
+      ++p.next_block;
       continue;
     }
     const int32_t chunk = i / kChunkBlocks;
-    if (!store_ || !restore_chunk(tokens, chunk, i, table, st, sections_for(chunk))) break;
-    from_disk.resize(static_cast<size_t>((chunk + 1) * kChunkBlocks), true);
-    i = (chunk + 1) * kChunkBlocks;
+    const uint64_t name = st.hashes[static_cast<size_t>((chunk + 1) * kChunkBlocks - 1)];
+    while (p.next_load < n_chain && p.loads[p.next_load].name != name) ++p.next_load;
+    if (p.next_load == n_chain) break;
+    if (!p.done(p.next_load)) {
+      if (!p.inline_reads) return std::nullopt;  // on its way
+      read_inline(p, p.next_load, st);
+    }
+    const bool placed = p.loads[p.next_load].payload && place_chunk(tokens, chunk, i, p.loads[p.next_load], table, st);
+    // Freed at once: the next read reuses the memory (already faulted in) instead of
+    // touching a fresh 80-300 KB each time.
+    p.loads[p.next_load].payload.reset();
+    if (!placed) break;
+    p.from_disk.resize(static_cast<size_t>((chunk + 1) * kChunkBlocks), true);
+    p.next_block = (chunk + 1) * kChunkBlocks;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
   }
+  p.walking = false;
+  if (!p.inline_reads && !p.ready()) return std::nullopt;  // the tail, or a window's chunk, is on its way
+  int32_t i = p.next_block;
+  const std::vector<bool>& from_disk = p.from_disk;
   // A chunk that failed to load ends the prefix early, and the window moves back with it.
   i = complete_window(tokens, table, st);
   const int32_t n_disk = static_cast<int32_t>(std::count(from_disk.begin(), from_disk.begin() + i, true));
@@ -140,7 +209,12 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
       }
       pool_.release(from);
     } else if (store_) {
-      const int32_t got = restore_tail(tokens, i, limit, table, st);
+      const ChunkLoad* tail = nullptr;
+      if (p.has_tail && i == p.reach) {
+        if (!p.done(p.loads.size() - 1)) read_inline(p, p.loads.size() - 1, st);
+        if (p.loads.back().payload) tail = &p.loads.back();
+      }
+      const int32_t got = tail ? place_tail(i, limit, *tail, table, st) : restore_tail(tokens, i, limit, table, st);
       st.disk_tokens += got;
       n += got;
     }
@@ -148,21 +222,23 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
   st.named_blocks = i;  // attached blocks were named by their owner, restored ones here
   // chunks_done stays 0: on_computed offers every full chunk the writer does not have yet,
   // so a chunk the writer once dropped (queue full) is written by a later user.
+  st.pending.reset();
   return n;
 }
 
-bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, int32_t first_block, BlockTable& table,
-                                SeqCacheState& st, storage::Sections sections) {
+void PrefixCache::read_inline(PendingRestore& p, size_t k, const SeqCacheState& st) {
+  ChunkLoad& l = p.loads[k];
+  l.payload = store_->load(l.name, l.tokens, st.root, l.sections);
+  p.set_done(k);
+}
+
+bool PrefixCache::place_chunk(std::span<const int32_t> tokens, int32_t chunk, int32_t first_block,
+                              const ChunkLoad& load, BlockTable& table, SeqCacheState& st) {
   const int32_t last = (chunk + 1) * kChunkBlocks - 1;
-  const uint64_t name = st.hashes[static_cast<size_t>(last)];
-  if (!store_->contains(name)) return false;
-  if (n_sliding_ == 0) sections = storage::Sections::kAll;
-  const auto chunk_ids = tokens.subspan(static_cast<size_t>(chunk) * chunk_tokens_, chunk_tokens_);
-  std::optional<std::vector<uint8_t>> payload = store_->load(name, chunk_ids, st.root, sections);
-  if (!payload) return false;
-  const bool global_only = sections == storage::Sections::kGlobal;
+  const std::vector<uint8_t>& payload = *load.payload;
+  const bool global_only = load.sections == storage::Sections::kGlobal && n_sliding_ > 0;
   const size_t n_layers = kv_.k.size() - (global_only ? static_cast<size_t>(n_sliding_) : 0);
-  if (payload->size() != n_layers * 2 * chunk_tokens_ * row_bytes_) return false;
+  if (payload.size() != n_layers * 2 * chunk_tokens_ * row_bytes_) return false;
   // Every block of the chunk is written before any joins the table, so a failed write
   // (the device, not the file) leaves the table as it was and the caller prefills.
   std::vector<int32_t>& blocks = restoring_;
@@ -176,7 +252,7 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
     if (b < 0) return give_back();  // cannot happen while the pool holds n_ctx per sequence
     blocks.push_back(b);
   }
-  if (Status w = transfer(*payload, chunk_tokens_, blocks, first_block - chunk * kChunkBlocks, false, true); !w) {
+  if (Status w = write_blocks(payload, chunk_tokens_, blocks, first_block - chunk * kChunkBlocks, false); !w) {
     LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
     return give_back();
   }
@@ -187,7 +263,7 @@ bool PrefixCache::restore_chunk(std::span<const int32_t> tokens, int32_t chunk, 
                     tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)), st.owner);
     pool_.set_sliding_missing(b, global_only);
   }
-  st.restore_bytes += payload->size();
+  st.restore_bytes += payload.size();
   return true;
 }
 
@@ -196,14 +272,23 @@ bool PrefixCache::fill_sliding(std::span<const int32_t> tokens, int32_t chunk, c
   const size_t first = static_cast<size_t>(chunk * kChunkBlocks);
   const size_t last = first + kChunkBlocks - 1;
   if (!store_ || last >= st.hashes.size()) return false;
-  std::optional<std::vector<uint8_t>> payload =
-      store_->load(st.hashes[last], tokens.subspan(first * static_cast<size_t>(bt_), chunk_tokens_), st.root);
-  if (!payload || payload->size() != kv_.k.size() * 2 * chunk_tokens_ * row_bytes_) return false;
-  st.restore_bytes += payload->size();
+  // Read with the rest of the restore when it was planned, else now.
+  std::optional<std::vector<uint8_t>> read;
+  const std::optional<std::vector<uint8_t>>* payload = &read;
+  if (st.pending) {
+    const PendingRestore& p = *st.pending;
+    for (size_t k = 0; k < p.loads.size(); ++k)
+      if (p.loads[k].name == st.hashes[last] && p.loads[k].sections == storage::Sections::kAll && p.done(k))
+        payload = &p.loads[k].payload;
+  }
+  if (payload == &read)
+    read = store_->load(st.hashes[last], tokens.subspan(first * static_cast<size_t>(bt_), chunk_tokens_), st.root);
+  if (!*payload || (*payload)->size() != kv_.k.size() * 2 * chunk_tokens_ * row_bytes_) return false;
+  st.restore_bytes += (*payload)->size();
   for (size_t blk = first; blk <= last && blk < table.blocks().size(); ++blk) {
     const int32_t b = table.blocks()[blk];
     if (!pool_.sliding_missing(b)) continue;
-    if (Status w = transfer(*payload, chunk_tokens_, {&b, 1}, static_cast<int32_t>(blk - first), true, true); !w) {
+    if (Status w = write_blocks(**payload, chunk_tokens_, {&b, 1}, static_cast<int32_t>(blk - first), true); !w) {
       LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
       return false;
     }
@@ -227,8 +312,9 @@ int32_t PrefixCache::complete_window(std::span<const int32_t> tokens, BlockTable
   }
 }
 
-Status PrefixCache::transfer(std::span<uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks,
-                             int32_t first_j, bool sliding_only, bool to_device) {
+template <class F>
+Status PrefixCache::for_each_run(size_t payload_bytes, size_t n_tokens, std::span<const int32_t> blocks,
+                                 int32_t first_j, bool sliding_only, F&& f) const {
   const size_t bt = static_cast<size_t>(bt_);
   for (size_t l = 0; l < kv_.k.size(); ++l) {
     if (sliding_only && !sliding_[l]) continue;
@@ -238,17 +324,29 @@ Status PrefixCache::transfer(std::span<uint8_t> payload, size_t n_tokens, std::s
         const size_t first = (static_cast<size_t>(first_j) + k) * bt;  // the block's first token in the chunk
         assert(first < n_tokens);
         const size_t at = payload_offset(l, kind, first, n_tokens);
-        if (at >= payload.size()) continue;  // a layer of the section not read
+        if (at >= payload_bytes) continue;  // a layer of the section not read
         const size_t n = std::min(bt, n_tokens - first) * row_bytes_;
-        assert(at + n <= payload.size());
-        const size_t slot = slot_offset(t, blocks[k] * bt_);
-        Status s = to_device ? backend_.write(*t.buffer, slot, payload.data() + at, n)
-                             : backend_.read(*t.buffer, slot, payload.data() + at, n);
-        if (!s) return s;
+        assert(at + n <= payload_bytes);
+        if (Status s = f(t, slot_offset(t, blocks[k] * bt_), at, n); !s) return s;
       }
     }
   }
   return {};
+}
+
+Status PrefixCache::write_blocks(std::span<const uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks,
+                                 int32_t first_j, bool sliding_only) {
+  return for_each_run(payload.size(), n_tokens, blocks, first_j, sliding_only,
+                      [&](const Tensor& t, size_t slot, size_t at, size_t n) {
+                        return backend_.write(*t.buffer, slot, payload.data() + at, n);
+                      });
+}
+
+Status PrefixCache::read_blocks(std::span<uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks) {
+  return for_each_run(payload.size(), n_tokens, blocks, 0, false,
+                      [&](const Tensor& t, size_t slot, size_t at, size_t n) {
+                        return backend_.read(*t.buffer, slot, payload.data() + at, n);
+                      });
 }
 
 uint64_t PrefixCache::tail_name(uint64_t parent, std::span<const int32_t> tail_tokens) {
@@ -275,20 +373,27 @@ std::pair<uint64_t, size_t> PrefixCache::find_tail(std::span<const int32_t> toke
 
 int32_t PrefixCache::restore_tail(std::span<const int32_t> tokens, int32_t i, int32_t limit, BlockTable& table,
                                   SeqCacheState& st) {
-  const size_t at = static_cast<size_t>(i * bt_);
   const auto [name, n] = find_tail(tokens, i, limit, st);
   if (n == 0) return 0;
-  std::optional<std::vector<uint8_t>> payload = store_->load(name, tokens.subspan(at, n), st.root);
-  if (!payload || payload->size() != kv_.k.size() * 2 * n * row_bytes_) return 0;
+  const auto ids = tokens.subspan(static_cast<size_t>(i * bt_), n);
+  ChunkLoad load{name, std::vector<int32_t>(ids.begin(), ids.end()), storage::Sections::kAll, std::nullopt};
+  load.payload = store_->load(name, ids, st.root);
+  return load.payload ? place_tail(i, limit, load, table, st) : 0;
+}
+
+int32_t PrefixCache::place_tail(int32_t i, int32_t limit, const ChunkLoad& load, BlockTable& table, SeqCacheState& st) {
+  const size_t n = load.tokens.size();
+  const std::vector<uint8_t>& payload = *load.payload;
+  if (payload.size() != kv_.k.size() * 2 * n * row_bytes_) return 0;
   const int32_t b = pool_.allocate();
   if (b < 0) return 0;
-  if (Status w = transfer(*payload, n, {&b, 1}, 0, false, true); !w) {
+  if (Status w = write_blocks(payload, n, {&b, 1}, 0, false); !w) {
     LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
     pool_.release(b);
     return 0;
   }
   table.append(b, bt_);  // its own block, never named here: the sequence writes the rest
-  st.restore_bytes += payload->size();
+  st.restore_bytes += payload.size();
   return std::min(static_cast<int32_t>(n), limit - i * bt_);
 }
 
@@ -342,7 +447,7 @@ void PrefixCache::persist(std::span<const int32_t> tokens, size_t at, size_t n, 
   const auto ids = tokens.subspan(at, n);
   w.tokens.assign(ids.begin(), ids.end());
   w.payload.resize(kv_.k.size() * 2 * n * row_bytes_);
-  if (Status r = transfer(w.payload, n, blocks, 0, false, false); !r) {
+  if (Status r = read_blocks(w.payload, n, blocks); !r) {
     // Not written: a later user of the prefix offers it again.
     LOG_WARN("prompt cache: reading a chunk for the disk tier failed: " + r.error().message);
     return;

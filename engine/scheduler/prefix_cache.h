@@ -18,7 +18,11 @@
 // Thread-safety: engine thread only (the ChunkStore is thread-safe on its own).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -27,6 +31,7 @@
 #include "backends/backend.h"
 #include "engine/kv/block_pool.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/restore_io.h"
 #include "storage/chunk_store.h"
 
 namespace hearth {
@@ -47,21 +52,38 @@ struct SeqCacheState {
   int32_t chunks_written = 0;    // chunks this sequence queued for the writer
   double restore_ms = 0;
   uint64_t restore_bytes = 0;  // KV bytes read back from chunk files
+  // Set while chunks of this sequence's prefix are being read (attach_prefix returned
+  // before finishing): the sequence waits until pending->ready(), then finish_restore().
+  std::shared_ptr<PendingRestore> pending;
+  std::chrono::steady_clock::time_point restore_started;  // when the lookup began (the scheduler's clock)
 };
 
 class PrefixCache {
  public:
   // store may be null (memory tier only). kv's rows must be contiguous. c gives the layers
   // that use a sliding window; with a store, its format's n_sliding must count them.
+  // on_restore_ready: with a store, chunks are read on reader threads, which call it when a
+  // restore's last chunk is read (from a reader thread); without it they are read inline.
   PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, const ModelConfig& c, uint64_t seed,
-              storage::ChunkStore* store);
+              storage::ChunkStore* store, std::function<void()> on_restore_ready = {});
 
   uint64_t seed() const { return seed_; }
   storage::ChunkStore* store() const { return store_; }
 
   // Computes the scope's root and the names of the prompt's full blocks, then fills the (empty) table with
-  // the longest cached prefix of tokens[0, limit). Returns the tokens it covers.
-  int32_t attach_prefix(std::span<const int32_t> tokens, int32_t limit, BlockTable& table, SeqCacheState& st);
+  // the longest cached prefix of tokens[0, limit). Returns the tokens it covers. When
+  // chunks are to be read on the reader threads, it returns the part attached from memory
+  // so far and sets st.pending; the caller calls advance_restore() as chunks arrive.
+  // beside_others: other sequences are stepping; chunks are then read on the reader
+  // threads (when there are any), else on the calling thread.
+  int32_t attach_prefix(std::span<const int32_t> tokens, int32_t limit, BlockTable& table, SeqCacheState& st,
+                        bool beside_others = false);
+  // Puts the chunks the pending restore has read so far into the table, in chain order
+  // (with whatever memory holds by now), until one is still on its way or `deadline`
+  // passes: nullopt, call again. Once all is read and placed, finishes the prefix, clears
+  // st.pending and returns the tokens the table covers.
+  std::optional<int32_t> advance_restore(std::span<const int32_t> tokens, int32_t limit, BlockTable& table,
+                                         SeqCacheState& st, std::chrono::steady_clock::time_point deadline);
   // At a block boundary n (the table holds exactly n tokens), attaches blocks named since
   // (another sequence computed them meanwhile). Returns the new n.
   int32_t extend(std::span<const int32_t> tokens, int32_t n, int32_t limit, BlockTable& table, SeqCacheState& st);
@@ -76,10 +98,17 @@ class PrefixCache {
 
  private:
   void hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens, SeqCacheState& st) const;
-  // Reads chunk `chunk` (its sliding section too with kAll) into new blocks for blocks
-  // [first_block, end of the chunk) and appends them to the table.
-  bool restore_chunk(std::span<const int32_t> tokens, int32_t chunk, int32_t first_block, BlockTable& table,
-                     SeqCacheState& st, storage::Sections sections);
+  // Reads load k on the calling thread (p.inline_reads).
+  void read_inline(PendingRestore& p, size_t k, const SeqCacheState& st);
+  // The block of the pool named as block i of the prompt, holding its tokens, or -1.
+  int32_t in_memory(std::span<const int32_t> tokens, const SeqCacheState& st, int32_t i) const;
+  // Copies a chunk's read payload into new blocks for blocks [first_block, end of the
+  // chunk) and appends them to the table, named. False (the table unchanged) on failure.
+  bool place_chunk(std::span<const int32_t> tokens, int32_t chunk, int32_t first_block, const ChunkLoad& load,
+                   BlockTable& table, SeqCacheState& st);
+  // Copies a tail chunk (or the prompt's next chunk) read for block i into a block of its
+  // own; returns the tokens of it the prefix uses (0 on failure).
+  int32_t place_tail(int32_t i, int32_t limit, const ChunkLoad& load, BlockTable& table, SeqCacheState& st);
   // Writes the sliding-window KV of the table's blocks in `chunk` that lack it, from disk.
   bool fill_sliding(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
   // Makes every block in the window of the table's end whole (fill_sliding), dropping the
@@ -95,10 +124,15 @@ class PrefixCache {
   }
   // Copies layer rows between the payload (or its first section) of a chunk of n_tokens
   // tokens and the pool's blocks: blocks[k] holds the chunk's tokens from (first_j + k) *
-  // block_tokens on. to_device: payload -> blocks, else blocks -> payload. Layers past the
-  // payload's end (a first section alone) are skipped.
-  Status transfer(std::span<uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks, int32_t first_j,
-                  bool sliding_only, bool to_device);
+  // block_tokens on. Layers past the payload's end (a first section alone) are skipped.
+  Status write_blocks(std::span<const uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks,
+                      int32_t first_j, bool sliding_only);
+  Status read_blocks(std::span<uint8_t> payload, size_t n_tokens, std::span<const int32_t> blocks);
+  // Calls f(tensor, offset in its buffer, offset in the payload, bytes) for every run of rows
+  // that write_blocks / read_blocks move.
+  template <class F>
+  Status for_each_run(size_t payload_bytes, size_t n_tokens, std::span<const int32_t> blocks, int32_t first_j,
+                      bool sliding_only, F&& f) const;
   // Queues the KV of tokens [at, at + n) — `blocks` hold them — for the writer as chunk `hash`.
   void persist(std::span<const int32_t> tokens, size_t at, size_t n, uint64_t hash, uint64_t parent,
                std::span<const int32_t> blocks, SeqCacheState& st);
@@ -133,9 +167,10 @@ class PrefixCache {
   std::vector<bool> sliding_;          // per layer: attends through the window
   std::vector<int32_t> payload_slot_;  // per layer: its place in a chunk payload
   int32_t n_sliding_ = 0;
-  int32_t window_ = 0;              // tokens; 0 when no layer uses one
-  std::vector<BufferCopy> copies_;  // copy_block's list, kept to reuse its memory
-  std::vector<int32_t> restoring_;  // restore_chunk's blocks until all are written
+  int32_t window_ = 0;                     // tokens; 0 when no layer uses one
+  std::vector<BufferCopy> copies_;         // copy_block's list, kept to reuse its memory
+  std::vector<int32_t> restoring_;         // place_chunk's blocks until all are written
+  std::unique_ptr<RestoreReader> reader_;  // null: chunks are read on the engine thread
 };
 
 }  // namespace hearth

@@ -188,3 +188,47 @@ TEST_CASE("after a restart a chat's next turn resumes from disk at the last toke
     CHECK(r2.usage.prefilled_tokens == 24 + 1);
   }
 }
+
+// Chunk files that take 4 ms a read, so a restore is still reading when it is cancelled.
+class SlowFileOps : public storage::FileOps {
+ public:
+  ssize_t pread(int fd, void* data, size_t n, off_t offset) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    return storage::FileOps::pread(fd, data, n, offset);
+  }
+};
+
+TEST_CASE("a restore beside a stream that is cancelled while its chunks are read gives every block back") {
+  TempDir dir;
+  Fixture f("gemma3");
+  const std::vector<int32_t> prompt = random_prompt(300, 17);
+  warm_to_disk(f, prompt, dir);
+  const GenerationRequest stream = greedy(random_prompt(40, 18), 200);
+  const GenerationRequest hit = prefix_plus(prompt, 17);
+  const std::string stream_cold = alone(f, stream), hit_cold = alone(f, hit);
+  const SchedulerOptions so = options("fp-a");
+  storage::StoreOptions store_options;
+  store_options.dir = dir.path();
+  store_options.file_ops = std::make_shared<SlowFileOps>();
+  auto store = storage::ChunkStore::open(store_options, kv_format(f.model->config(), so.kv_type, "fp-a"));
+  REQUIRE(store.ok());
+  auto created = Scheduler::create(*f.model, *f.backend, *f.tok, so, std::move(*store));
+  REQUIRE(created.ok());
+  Scheduler& sched = **created;
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    auto cs = submit_all(sched, {stream});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the stream decodes
+    auto hs = submit_all(sched, {hit});
+    // 18 chunks at 4 ms a read, two reads each, on at most 4 threads: at least 36 ms.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    hs[0]->handle->cancel();
+    REQUIRE(cs[0]->wait());
+    REQUIRE(hs[0]->wait());
+    CHECK(cs[0]->text == stream_cold);
+    CHECK(hs[0]->end.finish_reason == "cancelled");
+  }
+  CHECK(sched.stats().kv_blocks_used == 0);
+  const Run h = run_one(sched, hit);
+  CHECK(h.text == hit_cold);
+}
