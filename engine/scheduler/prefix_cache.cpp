@@ -154,6 +154,7 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
   assert(st.pending);
   PendingRestore& p = *st.pending;
   const size_t n_chain = p.loads.size() - (p.has_tail ? 1 : 0);
+  p.waits_for_read = false;
   while (p.walking && p.next_block < p.reach) {
     const int32_t i = p.next_block;
     assert(table.blocks().size() == static_cast<size_t>(i));
@@ -169,7 +170,10 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
     while (p.next_load < n_chain && p.loads[p.next_load].name != name) ++p.next_load;
     if (p.next_load == n_chain) break;
     if (!p.done(p.next_load)) {
-      if (!p.inline_reads) return std::nullopt;  // on its way
+      if (!p.inline_reads) {
+        p.waits_for_read = true;  // on its way
+        return std::nullopt;
+      }
       read_inline(p, p.next_load, st);
     }
     const bool placed = p.loads[p.next_load].payload && place_chunk(tokens, chunk, i, p.loads[p.next_load], table, st);
@@ -182,7 +186,10 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
   }
   p.walking = false;
-  if (!p.inline_reads && !p.ready()) return std::nullopt;  // the tail, or a window's chunk, is on its way
+  if (!p.inline_reads && !p.ready()) {
+    p.waits_for_read = true;  // the tail, or a window's chunk, is on its way
+    return std::nullopt;
+  }
   int32_t i = p.next_block;
   const std::vector<bool>& from_disk = p.from_disk;
   // A chunk that failed to load ends the prefix early, and the window moves back with it.

@@ -45,6 +45,9 @@ struct PendingRestore {
   size_t next_load = 0;    // loads before it are used or passed over
   bool walking = true;
   bool inline_reads = false;  // no reader: advance_restore reads each chunk when it needs it
+  // advance_restore stopped because what comes next is not read yet (not for its deadline):
+  // nothing to do for this restore until the reader's next wake-up.
+  bool waits_for_read = false;
   std::vector<bool> from_disk;  // per block in the table
 
   // Set by the reader (or inline): load i is read and may be used.

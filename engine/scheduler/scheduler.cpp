@@ -257,6 +257,7 @@ class Scheduler::Impl {
     bool any = false;
     for (const std::unique_ptr<Sequence>& s : running_) {
       if (restoring(*s)) {
+        if (!s->cache().pending->waits_for_read) return false;  // chunks read and not yet placed
         any = true;
       } else if (!s->prefilling() || !waits_for_other(*s)) {
         return false;
