@@ -22,11 +22,11 @@ struct DeviceCaps {
   bool supports_weight(DType t) const { return bit(weight_types, t); }
   bool supports_kv(DType t) const { return bit(kv_types, t); }
 
-  // Every weight type of kWeightTypes and F16 or F32 KV: what the CPU backend runs.
+  // Every weight type of kWeightTypes and F16, F32 or Q8_0 KV: what the CPU backend runs.
   static DeviceCaps all() {
     DeviceCaps c;
     for (DType t : kWeightTypes) c.weight_types.set(static_cast<size_t>(t));
-    for (DType t : {DType::F16, DType::F32}) c.kv_types.set(static_cast<size_t>(t));
+    for (DType t : {DType::F16, DType::F32, DType::Q8_0}) c.kv_types.set(static_cast<size_t>(t));
     return c;
   }
 

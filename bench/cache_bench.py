@@ -3,7 +3,8 @@
 disk hit after a restart; bytes on disk per token; restore throughput next to a plain
 sequential read of the same chunk files.
 
-  bench/cache_bench.py --hearthd build/daemon/hearthd [--model FILE|NAME] [--tokens 4000] [--threads 2]
+  bench/cache_bench.py --hearthd build/daemon/hearthd [--model FILE|NAME] [--kv-type f16|q8_0]
+                      [--tokens 4000] [--threads 2]
 
 Page cache: before the disk hit (and before the plain read) the chunk files are evicted
 from the page cache with posix_fadvise(DONTNEED), so both read from the disk; the model's
@@ -42,6 +43,8 @@ def start(args, sock, cache):
            "--ctx", str(args.tokens + 512)]
     if args.model:
         cmd += ["--model", args.model]
+    if args.kv_type:
+        cmd += ["--kv-type", args.kv_type]
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -94,6 +97,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=4000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--model", help="hearthd's --model (default: hearthd's own default)")
+    ap.add_argument("--kv-type", help="hearthd's --kv-type (default: hearthd's own default, f16)")
     ap.add_argument("--warm-chunks", action="store_true", help="leave the chunk files in the page cache")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="hearth-cache-bench-")

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/dtype.h"
+
 namespace hearth::storage {
 namespace {
 
@@ -66,7 +68,7 @@ std::vector<uint8_t> encode_chunk_prefix(const KvFormat& format, const ChunkWrit
   put<uint32_t>(h, 48, format.kv_dtype);
   put<uint32_t>(h, 52, format.n_layer);
   put<uint32_t>(h, 56, format.kv_dim);
-  put<uint32_t>(h, 60, format.elem_bytes);
+  put<uint32_t>(h, 60, format.row_bytes);
   put<uint64_t>(h, 64, chunk.hash);
   put<uint64_t>(h, 72, chunk.parent);
   put<uint32_t>(h, 80, static_cast<uint32_t>(n));
@@ -102,7 +104,7 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
   c.format.kv_dtype = get<uint32_t>(h, 48);
   c.format.n_layer = get<uint32_t>(h, 52);
   c.format.kv_dim = get<uint32_t>(h, 56);
-  c.format.elem_bytes = get<uint32_t>(h, 60);
+  c.format.row_bytes = get<uint32_t>(h, 60);
   c.hash = get<uint64_t>(h, 64);
   c.parent = get<uint64_t>(h, 72);
   c.n_tokens = get<uint32_t>(h, 80);
@@ -114,8 +116,9 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
   c.format.n_sliding = get<uint32_t>(h, 120);
   c.sliding_checksum = get<uint64_t>(h, 128);
   // Bounds far above any real model keep the size arithmetic below 2^62 (no overflow).
-  if (c.format.n_layer > 4096 || c.format.kv_dim > (1u << 20) || c.format.elem_bytes > 16 || c.n_tokens > (1u << 24) ||
-      c.format.n_sliding > c.format.n_layer || get<uint32_t>(h, 124) != 0) {
+  if (c.format.n_layer > 4096 || c.format.kv_dim > (1u << 20) || c.format.row_bytes > (1u << 24) ||
+      c.n_tokens > (1u << 24) || c.format.n_sliding > c.format.n_layer || get<uint32_t>(h, 124) != 0 ||
+      !row_bytes_match(c.format)) {
     return make_error("chunk header fields out of range");
   }
   if (c.n_tokens == 0 || c.payload_bytes != uint64_t{c.n_tokens} * c.format.bytes_per_token()) {
@@ -124,14 +127,19 @@ Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes) {
   return c;
 }
 
+bool row_bytes_match(const KvFormat& f) {
+  const std::optional<DTypeInfo> t = dtype_info(f.kv_dtype);
+  return t && f.kv_dim % t->block_elems == 0 && f.row_bytes == row_bytes(static_cast<DType>(f.kv_dtype), f.kv_dim);
+}
+
 bool same_format(const KvFormat& a, const KvFormat& b) {
   return a.model_fingerprint == b.model_fingerprint && a.kv_dtype == b.kv_dtype && a.n_layer == b.n_layer &&
-         a.kv_dim == b.kv_dim && a.elem_bytes == b.elem_bytes && a.n_sliding == b.n_sliding && a.version == b.version;
+         a.kv_dim == b.kv_dim && a.row_bytes == b.row_bytes && a.n_sliding == b.n_sliding && a.version == b.version;
 }
 
 std::string format_key(const KvFormat& f) {
   return f.model_fingerprint + ":" + std::to_string(f.kv_dtype) + ":" + std::to_string(f.n_layer) + ":" +
-         std::to_string(f.kv_dim) + ":" + std::to_string(f.elem_bytes) + ":s" + std::to_string(f.n_sliding) + ":v" +
+         std::to_string(f.kv_dim) + ":" + std::to_string(f.row_bytes) + ":s" + std::to_string(f.n_sliding) + ":v" +
          std::to_string(f.version);
 }
 

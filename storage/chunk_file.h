@@ -3,25 +3,29 @@
 //   offset  size  field (little-endian)
 //        0     8  magic "HEARTHKV"
 //        8     4  format version (kChunkFormatVersion)
-//       12     4  header size in bytes (128)
+//       12     4  header size in bytes (144)
 //       16    32  model fingerprint, ASCII, zero-padded
 //       48     4  KV dtype (numeric hearth::DType)
 //       52     4  n_layer
 //       56     4  kv_dim (elements per token per layer, for K and for V each)
-//       60     4  elem_bytes
+//       60     4  row_bytes: bytes of one token's K (= V) row of one layer (version 4)
 //       64     8  chain hash of the chunk (also its file name)
 //       72     8  chain hash of the parent chunk, 0 for the first
 //       80     4  n_tokens
-//       84     4  owner: uid whose request wrote the chunk (version 2)
+//       84     4  owner: uid whose request wrote the chunk
 //       88     8  payload size in bytes = n_tokens * bytes_per_token()
 //       96     8  XXH3-64 of the token ids (n_tokens int32)
-//      104     8  XXH3-64 of the payload
-//      112     8  scope: root of the chunk's hash chain (version 2)
-//      120     8  XXH3-64 of bytes 0..119
-//      128  4*n   token ids, int32
-//        …     …  payload: layer by layer, K then V, token by token, kv_dim elements each
+//      104     8  XXH3-64 of the payload's first section (full-attention layers)
+//      112     8  scope: root of the chunk's hash chain
+//      120     4  n_sliding: layers in the second section (sliding-window layers)
+//      124     4  zero
+//      128     8  XXH3-64 of the payload's second section (empty when n_sliding is 0)
+//      136     8  XXH3-64 of bytes 0..135
+//      144  4*n   token ids, int32
+//        …     …  payload: the full-attention layers, then the sliding-window layers; each
+//                 layer K then V, token by token, one row_bytes row each
 //
-// The file is exactly 128 + 4 * n_tokens + payload bytes long; anything else is invalid.
+// The file is exactly 144 + 4 * n_tokens + payload bytes long; anything else is invalid.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +66,10 @@ std::vector<uint8_t> encode_chunk_prefix(const KvFormat& format, const ChunkWrit
 // size and header checksum, and that the sizes are consistent. Does not compare with any store's format.
 Result<ChunkHeader> decode_chunk_header(std::span<const uint8_t> bytes);
 bool same_format(const KvFormat& a, const KvFormat& b);
+
+// Whether row_bytes is what kv_dim elements of kv_dtype take (a known type, kv_dim a
+// multiple of its block): a format or header that disagrees with itself is refused.
+bool row_bytes_match(const KvFormat& f);
 // A string naming a format in the index, e.g. "<fingerprint>:1:18:256:2:v1".
 std::string format_key(const KvFormat& format);
 

@@ -108,9 +108,10 @@ Status validate(const KvFormat& f) {
     return make_error("prompt cache: the model fingerprint must have 1 to 32 characters");
   }
   if (f.bytes_per_token() == 0) return make_error("prompt cache: the KV format has zero bytes per token");
-  if (f.n_layer > 4096 || f.kv_dim > (1u << 20) || f.elem_bytes > 16 || f.n_sliding > f.n_layer) {
+  if (f.n_layer > 4096 || f.kv_dim > (1u << 20) || f.row_bytes > (1u << 24) || f.n_sliding > f.n_layer) {
     return make_error("prompt cache: KV format out of range");
   }
+  if (!row_bytes_match(f)) return make_error("prompt cache: the KV row size does not match its type and length");
   return {};
 }
 

@@ -32,8 +32,10 @@ namespace hearth::storage {
 // chunk files of any other version (and an index of an older schema is started over), so
 // an old file is never misread. 2: the header records the chain's scope and owner.
 // 3: the payload has two sections, full-attention layers then sliding-window layers, each
-// with its own checksum, so a restore can read the first alone.
-inline constexpr uint32_t kChunkFormatVersion = 3;
+// with its own checksum, so a restore can read the first alone. 4: the header records the
+// bytes of a token's K (= V) row per layer instead of bytes per element, so block-quantized
+// KV types (Q8_0) have a format too.
+inline constexpr uint32_t kChunkFormatVersion = 4;
 
 // Everything a chunk's payload layout depends on. Two stores with different formats never
 // see each other's chunks as valid (the hash chain is seeded with the same fields).
@@ -41,16 +43,16 @@ struct KvFormat {
   std::string model_fingerprint;  // 32 hex digits, see model_fingerprint()
   uint32_t kv_dtype = 0;          // numeric value of hearth::DType
   uint32_t n_layer = 0;
-  uint32_t kv_dim = 0;      // elements per token per layer, for K and for V each
-  uint32_t elem_bytes = 0;  // bytes per element of kv_dtype
+  uint32_t kv_dim = 0;     // elements per token per layer, for K and for V each
+  uint32_t row_bytes = 0;  // bytes of those kv_dim elements in kv_dtype (one K or V row)
   // Of the n_layer layers, how many attend through a sliding window (0 for most models).
   // Their KV is only needed for the last window of a prefix, so it has a section of its own.
   uint32_t n_sliding = 0;
   uint32_t version = kChunkFormatVersion;
   // Canonical payload, two sections: first the full-attention layers, then the sliding
   // ones, each in layer order; within a section layer by layer, K then V, token by token,
-  // kv_dim elements each.
-  size_t layer_bytes_per_token() const { return size_t{2} * kv_dim * elem_bytes; }
+  // one row_bytes row each.
+  size_t layer_bytes_per_token() const { return size_t{2} * row_bytes; }
   size_t bytes_per_token() const { return size_t{n_layer} * layer_bytes_per_token(); }
   size_t global_bytes_per_token() const { return size_t{n_layer - n_sliding} * layer_bytes_per_token(); }
 };

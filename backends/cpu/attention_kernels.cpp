@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "common/fp16.h"
@@ -198,6 +199,31 @@ __attribute__((target("avx512f,avx512dq"))) void transpose_f16_rows_avx512(const
     for (int64_t i = 0; i < n_rows; ++i) kt[c0 * kt_stride + i] = fp16_to_fp32(rows[i][c0]);
 }
 
+// 16 elements of a Q8_0 row from element e (a multiple of 16, so inside one block of 32):
+// d * q, each product exact in f32, as dequantize_row computes them.
+HEARTH_AVX512 __m512 q8_0_16(const uint8_t* row, int64_t e) {
+  const uint8_t* blk = row + (e / 32) * 34;
+  uint16_t d;
+  std::memcpy(&d, blk, 2);
+  // maskz forms: GCC 12 warns about the undefined source of the unmasked ones.
+  const __m512i q =
+      _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 + e % 32)));
+  return _mm512_mul_ps(_mm512_set1_ps(fp16_to_fp32(d)), _mm512_maskz_cvtepi32_ps(0xFFFF, q));
+}
+
+// As transpose_f16_rows_avx512, from Q8_0 rows (width a multiple of 32).
+__attribute__((target("avx512f,avx512dq"))) void transpose_q8_0_rows_avx512(const uint8_t* const* rows, int64_t n_rows,
+                                                                            int64_t width, float* kt,
+                                                                            int64_t kt_stride) {
+  const __mmask16 m = tail_mask(n_rows);
+  for (int64_t c0 = 0; c0 < width; c0 += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < n_rows ? q8_0_16(rows[i], c0) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int c = 0; c < 16; ++c) _mm512_mask_storeu_ps(kt + (c0 + c) * kt_stride, m, r[c]);
+  }
+}
+
 // 4 to 8 independent chains of fmas whatever the number of heads.
 __attribute__((target("avx512f,avx512dq"))) void qk_avx512(const float* const* q, int n_heads, const float* kt,
                                                            int64_t d_stride, int64_t n_j, int64_t n,
@@ -356,6 +382,24 @@ struct F16Rows {
   }
 };
 
+struct Q8_0Rows {
+  const uint8_t* const* v;
+  int64_t col;
+  HEARTH_AVX512 __m512 operator()(int64_t j, int64_t i, __mmask16 m) const {
+    const int64_t e = col + i;
+    if (m == 0xFFFF && e % 16 == 0) return q8_0_16(v[j], e);
+    alignas(64) float part[16] = {};
+    for (int l = 0; l < 16; ++l) {
+      if (!(m >> l & 1)) continue;
+      const uint8_t* blk = v[j] + (e + l) / 32 * 34;
+      uint16_t d;
+      std::memcpy(&d, blk, 2);
+      part[l] = static_cast<float>(static_cast<int8_t>(blk[2 + (e + l) % 32])) * fp16_to_fp32(d);
+    }
+    return _mm512_maskz_load_ps(m, part);
+  }
+};
+
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* const* out, const float* const* w,
                                                                      int n_heads, const float* v, int64_t v_stride,
                                                                      int64_t n_j, int64_t n) {
@@ -366,6 +410,12 @@ __attribute__((target("avx512f,avx512dq"))) void weighted_sum_f16_avx512(float* 
                                                                          int n_heads, const uint16_t* const* v,
                                                                          int64_t col, int64_t n_j, int64_t n) {
   weighted_sum_heads(out, w, n_heads, n_j, n, F16Rows{v, col});
+}
+
+__attribute__((target("avx512f,avx512dq"))) void weighted_sum_q8_0_avx512(float* const* out, const float* const* w,
+                                                                          int n_heads, const uint8_t* const* v,
+                                                                          int64_t col, int64_t n_j, int64_t n) {
+  weighted_sum_heads(out, w, n_heads, n_j, n, Q8_0Rows{v, col});
 }
 #endif
 
@@ -378,19 +428,30 @@ AttnKernels attn_kernels(SimdLevel level) {
             true,
             transpose_rows_avx512,
             transpose_f16_rows_avx512,
+            transpose_q8_0_rows_avx512,
             weighted_sum_avx512,
             weighted_sum_f16_avx512,
+            weighted_sum_q8_0_avx512,
             scale_max_avx512,
             scale_avx512,
             exp_sum_avx512};
   if (level >= SimdLevel::AVX2)
-    return {qk_each<dot_avx2>, false,        nullptr,       nullptr, weighted_sum_each<axpy_avx2>, nullptr,
-            scale_max_scalar,  scale_scalar, exp_sum_scalar};
+    return {qk_each<dot_avx2>, false,   nullptr,          nullptr,      nullptr,       weighted_sum_each<axpy_avx2>,
+            nullptr,           nullptr, scale_max_scalar, scale_scalar, exp_sum_scalar};
 #else
   (void)level;
 #endif
-  return {qk_each<dot_scalar>, false,        nullptr,       nullptr, weighted_sum_each<axpy_scalar>, nullptr,
-          scale_max_scalar,    scale_scalar, exp_sum_scalar};
+  return {qk_each<dot_scalar>,
+          false,
+          nullptr,
+          nullptr,
+          nullptr,
+          weighted_sum_each<axpy_scalar>,
+          nullptr,
+          nullptr,
+          scale_max_scalar,
+          scale_scalar,
+          exp_sum_scalar};
 }
 
 }  // namespace hearth::cpu

@@ -27,6 +27,10 @@ struct AttnKernels {
   // float(rows[i][c]), each an exact conversion, so it equals converting then transposing
   // bit for bit. Null where the level has none (the caller converts, then transposes).
   void (*transpose_f16_rows)(const uint16_t* const* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
+  // The same from Q8_0 key rows (blocks of an f16 scale d and 32 int8 q; width a multiple
+  // of 32): d * q is exact in f32, so this too equals dequantizing then transposing bit for
+  // bit. Null where the level has none.
+  void (*transpose_q8_0_rows)(const uint8_t* const* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
   // For h < n_heads (1 .. kAttnMaxGroup): out[h][i] = sum over j < n_j, in increasing j, of
   // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten.
   void (*weighted_sum)(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,
@@ -36,6 +40,11 @@ struct AttnKernels {
   // where the level has none (the caller converts the rows first).
   void (*weighted_sum_f16)(float* const* out, const float* const* w, int n_heads, const uint16_t* const* v, int64_t col,
                            int64_t n_j, int64_t n);
+  // The same reading Q8_0 value rows in place (element i of value j is the dequantized
+  // element col + i of row v[j], exact), equal to weighted_sum over dequantized rows bit for
+  // bit. Null where the level has none.
+  void (*weighted_sum_q8_0)(float* const* out, const float* const* w, int n_heads, const uint8_t* const* v, int64_t col,
+                            int64_t n_j, int64_t n);
   // s[j] = f * s[j] for j < n (each product exact float multiplication: same bits at every
   // level); scale_max also returns max(-inf, s[0..n)) after scaling (NaNs ignored).
   float (*scale_max)(float* s, int64_t n, float f);

@@ -7,8 +7,9 @@
 //
 // Keys and values are first converted from the cache type to f32 for the positions any
 // row can see ([lo, n_kv)), once per op, in parallel (keys transposed where the level's
-// kernel reads them so, f16 keys converted and transposed in one pass); the per-head loops
-// then read f32. Where the level reads f16 values in place, values are not staged at all.
+// kernel reads them so, f16 and Q8_0 keys converted and transposed in one pass); the per-head
+// loops then read f32. Where the level reads f16 or Q8_0 values in place, values are not
+// staged at all.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -40,24 +41,32 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   const int64_t n_stage = std::max<int64_t>(0, hi - lo);
 
   const AttnKernels kern = attn_kernels(active_simd_level());
-  // Cache row `slot` of an f16 tensor.
-  const auto f16_row = [](const Tensor& t, int32_t slot) {
-    return reinterpret_cast<const uint16_t*>(tensor_data(t) + static_cast<size_t>(slot) * t.row_stride);
+  // Cache row `slot` of a tensor, as bytes and as f16.
+  const auto raw_row = [](const Tensor& t, int32_t slot) {
+    return tensor_data(t) + static_cast<size_t>(slot) * t.row_stride;
   };
-  // f16 values are read in place where the level can (no staging): their rows, in order.
-  std::vector<const uint16_t*> v_rows;
-  if (op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr) {
-    v_rows.resize(static_cast<size_t>(n_stage));
-    for (int64_t j = 0; j < n_stage; ++j) v_rows[static_cast<size_t>(j)] = f16_row(op.src3, kv_slot[lo + j]);
+  const auto f16_row = [&](const Tensor& t, int32_t slot) {
+    return reinterpret_cast<const uint16_t*>(raw_row(t, slot));
+  };
+  // f16 and Q8_0 values are read in place where the level can (no staging): their rows, in
+  // order.
+  const bool v_f16 = op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr;
+  const bool v_q8 = op.src3.type == DType::Q8_0 && kern.weighted_sum_q8_0 != nullptr;
+  std::vector<const uint16_t*> v_rows_f16;
+  std::vector<const uint8_t*> v_rows_q8;
+  for (int64_t j = 0; j < (v_f16 || v_q8 ? n_stage : 0); ++j) {
+    if (v_f16) v_rows_f16.push_back(f16_row(op.src3, kv_slot[lo + j]));
+    if (v_q8) v_rows_q8.push_back(raw_row(op.src3, kv_slot[lo + j]));
   }
-  const size_t staged_rows = static_cast<size_t>(n_stage) * (v_rows.empty() ? 2 : 1);
+  const bool v_in_place = v_f16 || v_q8;
+  const size_t staged_rows = static_cast<size_t>(n_stage) * (v_in_place ? 1 : 2);
   float* staged = reinterpret_cast<float*>(ctx.scratch_bytes(staged_rows * kv_dim * sizeof(float)));
   float* k_f32 = staged;                     // row j at j * kv_dim, or (kern.k_transposed) column j of kv_dim rows
-  float* v_f32 = staged + n_stage * kv_dim;  // staged values (only when v_rows is empty)
+  float* v_f32 = staged + n_stage * kv_dim;  // staged values (only when not read in place)
   ctx.pool->run([&](int ith, int nth) {
     int64_t b, e;
     split_range(n_stage, ith, nth, &b, &e);
-    if (v_rows.empty())
+    if (!v_in_place)
       for (int64_t j = b; j < e; ++j) load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
     if (!kern.k_transposed) {
       for (int64_t j = b; j < e; ++j) load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
@@ -71,6 +80,15 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         const int64_t n_rows = std::min<int64_t>(16, e - j0);
         for (int64_t i = 0; i < n_rows; ++i) rows[i] = f16_row(op.src2, kv_slot[lo + j0 + i]);
         kern.transpose_f16_rows(rows, n_rows, kv_dim, k_f32 + j0, n_stage);
+      }
+      return;
+    }
+    if (op.src2.type == DType::Q8_0 && kern.transpose_q8_0_rows != nullptr) {
+      const uint8_t* rows[16];
+      for (int64_t j0 = b; j0 < e; j0 += 16) {
+        const int64_t n_rows = std::min<int64_t>(16, e - j0);
+        for (int64_t i = 0; i < n_rows; ++i) rows[i] = raw_row(op.src2, kv_slot[lo + j0 + i]);
+        kern.transpose_q8_0_rows(rows, n_rows, kv_dim, k_f32 + j0, n_stage);
       }
       return;
     }
@@ -133,10 +151,12 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         const double sum = kern.exp_sum(sc[h], n_j, max_s);
         kern.scale(sc[h], n_j, static_cast<float>(1.0 / sum));
       }
-      if (v_rows.empty()) {
-        kern.weighted_sum(out, sc, nh, v_f32 + (j_begin - lo) * kv_dim + kvh * head_dim, kv_dim, n_j, head_dim);
+      if (v_f16) {
+        kern.weighted_sum_f16(out, sc, nh, v_rows_f16.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim);
+      } else if (v_q8) {
+        kern.weighted_sum_q8_0(out, sc, nh, v_rows_q8.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim);
       } else {
-        kern.weighted_sum_f16(out, sc, nh, v_rows.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim);
+        kern.weighted_sum(out, sc, nh, v_f32 + (j_begin - lo) * kv_dim + kvh * head_dim, kv_dim, n_j, head_dim);
       }
     }
   });

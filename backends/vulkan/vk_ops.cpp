@@ -25,6 +25,12 @@ constexpr uint32_t kWg = 64;           // WG in shaders/common.glsl
 constexpr uint32_t kMatmulTokens = 8;  // TT in shaders/matmul.comp
 constexpr int64_t kMaxHeadDim = 512;   // MAX_HD in shaders/attention.comp
 
+// Units of the KV caches' offsets and strides in the shaders (kv.glsl): halves, floats, or
+// bytes for Q8_0's 34-byte blocks.
+size_t kv_unit(DType t) {
+  return t == DType::F16 ? 2 : t == DType::Q8_0 ? 1 : 4;
+}
+
 uint32_t div_up(int64_t a, int64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
@@ -312,13 +318,15 @@ Status OpPlanner::elementwise(const Op& op, std::vector<Dispatch>* out) {
 Status OpPlanner::store_kv(const Op& op, std::vector<Dispatch>* out) {
   const DType ct = op.src2.type;
   const int64_t n = op.ia.count, ne0 = op.src0.ne0;
+  const bool q8 = ct == DType::Q8_0;
   if (ne0 % 2 != 0) return make_error("the KV row length must be even (the shader stores pairs)");
+  if (q8 && ne0 % 64 != 0) return make_error("a Q8_0 KV row length must be a multiple of 64 (pairs of blocks)");
   if (n == 0) return {};
-  const size_t unit = ct == DType::F16 ? 2 : 4;
-  if (ct == DType::F16 && !ctx_.use_fp16 &&
+  const size_t unit = kv_unit(ct);
+  if (((ct == DType::F16 && !ctx_.use_fp16) || q8) &&
       ((op.src2.offset | op.src2.row_stride | op.src3.offset | op.src3.row_stride) % 4 != 0))
-    return make_error("F16 cache rows must start on 4-byte boundaries");
-  Result<VkPipeline> pipe = pipelines_.get("store_kv", ct == DType::F16 ? 1 : 0, ct == DType::F16);
+    return make_error(std::string(dtype_name(ct)) + " cache rows must start on 4-byte boundaries");
+  Result<VkPipeline> pipe = pipelines_.get("store_kv", static_cast<uint32_t>(ct), ct == DType::F16);
   if (!pipe) return pipe.error();
   HEARTH_TRY_VIEW(k, view(op.src0, 0, n, 4));
   HEARTH_TRY_VIEW(v, view(op.src1, 0, n, 4));
@@ -333,7 +341,7 @@ Status OpPlanner::store_kv(const Op& op, std::vector<Dispatch>* out) {
   d.pc.ne0 = static_cast<uint32_t>(ne0);
   d.pc.rows = static_cast<uint32_t>(n);
   d.pc.ia_off = op.ia.offset;
-  d.groups[0] = div_up(ne0 / 2, kWg);
+  d.groups[0] = div_up(q8 ? ne0 / 64 : ne0 / 2, kWg);
   d.groups[1] = static_cast<uint32_t>(n);
   d.reads[0] = k.range;
   d.reads[1] = v.range;
@@ -392,8 +400,8 @@ Status OpPlanner::attention(const Op& op, std::vector<Dispatch>* out) {
   if (head_dim > kMaxHeadDim) return make_error("head_dim must be at most 512 (the shader's limit)");
   const int64_t n_q = op.src0.rows;
   if (n_q == 0) return {};
-  const size_t unit = ct == DType::F16 ? 2 : 4;
-  Result<VkPipeline> pipe = pipelines_.get("attention", ct == DType::F16 ? 1 : 0, ct == DType::F16);
+  const size_t unit = kv_unit(ct);
+  Result<VkPipeline> pipe = pipelines_.get("attention", static_cast<uint32_t>(ct), ct == DType::F16);
   if (!pipe) return pipe.error();
   HEARTH_TRY_VIEW(q, view(op.src0, 0, n_q, 4));
   HEARTH_TRY_VIEW(dst, view(op.dst, 0, n_q, 4));
@@ -430,7 +438,7 @@ Status OpPlanner::attention(const Op& op, std::vector<Dispatch>* out) {
   // Split: partials into the scratch buffer, then one merge per (query row, head).
   const size_t part_bytes = split_scratch_bytes(op, splits);
   if (!scratch_.buffer || scratch_.bytes < part_bytes) return make_error("split attention scratch was not prepared");
-  Result<VkPipeline> split_pipe = pipelines_.get("attention", ct == DType::F16 ? 1 : 0, ct == DType::F16, 1);
+  Result<VkPipeline> split_pipe = pipelines_.get("attention", static_cast<uint32_t>(ct), ct == DType::F16, 1);
   if (!split_pipe) return split_pipe.error();
   Result<VkPipeline> merge_pipe = pipelines_.get("attention_combine", 0, false);
   if (!merge_pipe) return merge_pipe.error();

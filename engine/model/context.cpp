@@ -32,8 +32,21 @@ void bind(Tensor& t, Buffer* b) {
 
 }  // namespace
 
+Status check_kv_type(const ModelConfig& c, const Backend& backend, DType kv_type) {
+  if (kv_type != DType::F16 && kv_type != DType::F32 && kv_type != DType::Q8_0)
+    return make_error(std::string("KV cache type must be f16, f32 or q8_0, not ") + dtype_name(kv_type));
+  if (c.kv_dim() % dtype_info(kv_type).block_elems != 0)
+    return make_error("KV cache type " + std::string(dtype_name(kv_type)) + " needs a KV row length (" +
+                      std::to_string(c.kv_dim()) + ") that is a multiple of " +
+                      std::to_string(dtype_info(kv_type).block_elems));
+  if (!backend.caps().supports_kv(kv_type))
+    return make_error("the " + backend.info().kind + " backend cannot keep the KV cache in " + dtype_name(kv_type));
+  return {};
+}
+
 Result<ForwardBuffers> allocate_forward_buffers(const ModelConfig& c, Backend& backend, int64_t n_slots,
                                                 int64_t n_batch, int64_t n_logits, DType kv_type) {
+  if (Status s = check_kv_type(c, backend, kv_type); !s) return make_error("context: " + s.error().message);
   ForwardBuffers fb;
   Arena kv_arena;
   for (int il = 0; il < c.n_layer; ++il) {
@@ -71,8 +84,6 @@ Result<std::unique_ptr<InferenceContext>> InferenceContext::create(const Model& 
                                                                    const ContextOptions& options) {
   if (options.n_ctx < 1 || options.n_batch < 1 || options.n_logits_max < 1)
     return make_error("context: n_ctx, n_batch and n_logits_max must be positive");
-  if (options.kv_type != DType::F16 && options.kv_type != DType::F32)
-    return make_error("context: KV cache type must be f16 or f32");
   std::unique_ptr<InferenceContext> ctx(new InferenceContext(model, backend, options));
   Result<ForwardBuffers> fb = allocate_forward_buffers(model.config(), backend, options.n_ctx, options.n_batch,
                                                        options.n_logits_max, options.kv_type);

@@ -23,8 +23,12 @@ struct ContextOptions {
   int32_t n_ctx = 4096;        // tokens the sequence may hold
   int32_t n_batch = 512;       // tokens per forward pass (prefill chunk)
   int32_t n_logits_max = 32;   // logit rows per forward pass when every row is wanted
-  DType kv_type = DType::F16;  // F16 (default) or F32
+  DType kv_type = DType::F16;  // F16 (default), F32 or Q8_0
 };
+
+// Whether the KV cache of model `c` can be kept in `kv_type` on `backend`: F16, F32, or Q8_0
+// (blocks of 32 elements, so kv_dim must be a multiple of 32), and a type the backend runs.
+Status check_kv_type(const ModelConfig& c, const Backend& backend, DType kv_type);
 
 // Device memory for forward passes: a KV pool of n_slots token slots per layer and the
 // activations of one batch of up to n_batch tokens (n_logits logit rows). Shared by the

@@ -614,7 +614,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend
     return make_error("scheduler: step budget must be in [0, 1e7] ms");
   if (o.queue_max < 0) return make_error("scheduler: queue length must be >= 0");
   if (o.block_tokens < 1) return make_error("scheduler: block size must be positive");
-  if (o.kv_type != DType::F16 && o.kv_type != DType::F32) return make_error("scheduler: KV type must be f16 or f32");
+  if (Status s = check_kv_type(model.config(), backend, o.kv_type); !s)
+    return make_error("scheduler: " + s.error().message);
   if (store) {
     if (o.model_fingerprint.empty() ||
         !storage::same_format(store->format(), kv_format(model.config(), o.kv_type, o.model_fingerprint)))

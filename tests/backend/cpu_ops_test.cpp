@@ -642,3 +642,82 @@ TEST_CASE("MatMul: a row's result is bitwise the same whatever the batch size") 
     }
   }
 }
+
+TEST_CASE("StoreKv quantizes rows to Q8_0 as ggml's reference quantizer, in the given slots") {
+  Fixture f;
+  const int64_t d = 64;
+  std::vector<float> k = f.random(2 * d), v = f.random(2 * d, 3.0f);
+  k[7] = 0.0f;
+  std::fill(v.begin() + d, v.begin() + d + 32, 0.0f);  // an all-zero block: d = 0, q = 0
+  Op op{OpKind::StoreKv};
+  op.src0 = f.make_f32(d, 2, k);
+  op.src1 = f.make_f32(d, 2, v);
+  op.src2 = f.make(DType::Q8_0, d, 4);
+  op.src3 = f.make(DType::Q8_0, d, 4);
+  f.run(op, {3, 0});
+  const size_t rb = row_bytes(DType::Q8_0, d);
+  std::vector<uint8_t> kb(4 * rb), vb(4 * rb), want(rb);
+  REQUIRE(f.be->read(*op.src2.buffer, 0, kb.data(), kb.size()).ok());
+  REQUIRE(f.be->read(*op.src3.buffer, 0, vb.data(), vb.size()).ok());
+  cpu::quantize_row(DType::Q8_0, k.data(), want.data(), d);
+  CHECK(std::equal(want.begin(), want.end(), kb.begin() + 3 * rb));
+  cpu::quantize_row(DType::Q8_0, v.data() + d, want.data(), d);
+  CHECK(std::equal(want.begin(), want.end(), vb.begin()));
+  // Element by element: within half a step (d / 2) of the value.
+  for (int64_t b = 0; b < d / 32; ++b) {
+    cpu::BlockQ8_0 blk;
+    std::memcpy(&blk, kb.data() + 3 * rb + b * sizeof blk, sizeof blk);
+    const float step = fp16_to_fp32(blk.d);
+    for (int i = 0; i < 32; ++i) REQUIRE(std::abs(step * blk.qs[i] - k[b * 32 + i]) <= 0.5f * step * 1.001f + 1e-6f);
+  }
+}
+
+TEST_CASE("Attention over a Q8_0 cache equals attention over its dequantized values in f32, bit for bit") {
+  // The CPU dequantizes Q8_0 rows exactly (d * q is exact in f32) before the same loops an
+  // F32 cache goes through, so the two outputs are identical at every SIMD level; what q8_0
+  // changes is only the values stored, whose drift the model-level test bounds.
+  // Heads of 64 start on 16-element boundaries, inside one block; 4 KV heads of 24 (rows of
+  // 3 blocks) start off them and cross block boundaries (the element-wise path).
+  const auto [hd, n_kv_heads] = GENERATE(std::pair<int64_t, int64_t>{64, 2}, std::pair<int64_t, int64_t>{24, 4});
+  LevelGuard guard;
+  Fixture f;
+  const int64_t n_heads = 2 * n_kv_heads, n_kv = 37, kv_dim = n_kv_heads * hd;
+  std::vector<int32_t> perm(n_kv);
+  for (int64_t j = 0; j < n_kv; ++j) perm[j] = static_cast<int32_t>((j * 11) % n_kv);
+  Tensor kq = f.make(DType::Q8_0, kv_dim, n_kv), vq = f.make(DType::Q8_0, kv_dim, n_kv);
+  Tensor kf = f.make(DType::F32, kv_dim, n_kv), vf = f.make(DType::F32, kv_dim, n_kv);
+  const size_t rb = row_bytes(DType::Q8_0, kv_dim);
+  for (auto [q, fl] : {std::pair{&kq, &kf}, std::pair{&vq, &vf}}) {
+    const std::vector<float> x = f.random(n_kv * kv_dim);
+    std::vector<uint8_t> bytes(rb);
+    std::vector<float> back(kv_dim);
+    for (int64_t j = 0; j < n_kv; ++j) {
+      cpu::quantize_row(DType::Q8_0, x.data() + j * kv_dim, bytes.data(), kv_dim);
+      cpu::dequantize_row(DType::Q8_0, bytes.data(), back.data(), kv_dim);
+      REQUIRE(f.be->write(*q->buffer, perm[j] * rb, bytes.data(), rb).ok());
+      REQUIRE(f.be->write(*fl->buffer, perm[j] * kv_dim * 4, back.data(), kv_dim * 4).ok());
+    }
+  }
+  const std::vector<int32_t> pos{0, 5, 17, 36};
+  const std::vector<float> q = f.random(pos.size() * n_heads * hd);
+  for (cpu::SimdLevel level : levels()) {
+    cpu::set_simd_level(level);
+    for (int32_t window : {0, 8}) {
+      auto run = [&](const Tensor& k, const Tensor& v) {
+        Op op{OpKind::Attention};
+        op.src0 = f.make_f32(n_heads * hd, static_cast<int64_t>(pos.size()), q);
+        op.src2 = k;
+        op.src3 = v;
+        op.dst = f.make(DType::F32, n_heads * hd, static_cast<int64_t>(pos.size()));
+        op.i0 = n_heads;
+        op.i1 = n_kv_heads;
+        op.i2 = hd;
+        op.i3 = window;
+        op.f0 = 0.125f;
+        f.run(op, pos, perm);
+        return f.read(op.dst);
+      };
+      CHECK(run(kq, vq) == run(kf, vf));
+    }
+  }
+}

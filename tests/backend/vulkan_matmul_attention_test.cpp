@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backends/cpu/quant_ref.h"
 #include "common/fp16.h"
 #include "vulkan_pair.h"
 
@@ -137,6 +138,10 @@ void check_attention(VkPair& f, const AttnCase& c) {
       if (c.kv_type == DType::F16) {
         for (int64_t i = 0; i < kv_width; ++i) half[i] = fp32_to_fp16(row[i]);
         f.write_row(cache, slots[j], half.data());
+      } else if (c.kv_type == DType::Q8_0) {
+        std::vector<uint8_t> q8(row_bytes(DType::Q8_0, kv_width));
+        cpu::quantize_row(DType::Q8_0, row.data(), q8.data(), kv_width);
+        f.write_row(cache, slots[j], q8.data());
       } else {
         f.write_row(cache, slots[j], row.data());
       }
@@ -162,7 +167,8 @@ void check_attention(VkPair& f, const AttnCase& c) {
 
 }  // namespace
 
-TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/F32 KV, shuffled slots", "[vulkan]") {
+TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/F32/Q8_0 KV, shuffled slots",
+          "[vulkan]") {
   NEED_VULKAN(f);
   // clang-format off
   const AttnCase cases[] = {
@@ -175,6 +181,10 @@ TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/
       {"softcap + window, f16",  6, 3,  64,   50,  9,  16, 30.0f, DType::F16, true},
       {"long cache, f16",        4, 1, 256, 3000,  2,   0,  0.0f, DType::F16, true},
       {"long cache window 512",  4, 2, 128, 3000,  3, 512,  0.0f, DType::F32, true},
+      // Q8_0 (byte-addressed 34-byte blocks): both sides read the same dequantized values.
+      {"gemma prefill, q8_0",    4, 1, 256,   64, 64,   0,  0.0f, DType::Q8_0, true},
+      {"GQA 8/2, q8_0, window",  8, 2,  64,   45,  6,  16, 30.0f, DType::Q8_0, true},
+      {"long cache, q8_0",       4, 1, 256, 3000,  2,   0,  0.0f, DType::Q8_0, true},
   };
   // clang-format on
   for (const AttnCase& c : cases) check_attention(f, c);

@@ -4,6 +4,7 @@
 // Vulkan device can run hearth.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "common/fp16.h"
@@ -251,6 +252,41 @@ TEST_CASE("Vulkan StoreKv writes the same F32 and F16 cache rows as the CPU", "[
       INFO("F16 cache elements more than one f16 step from the CPU's: " << bad);
       CHECK(bad == 0);
     }
+  }
+  f.finish();
+}
+
+TEST_CASE("Vulkan StoreKv quantizes Q8_0 cache rows as the CPU does", "[vulkan]") {
+  NEED_VULKAN(f);
+  const int64_t width = 256, n_slots = 24;
+  const std::vector<int32_t> slots{9, 0, 23, 4, 5};
+  const int64_t n_tok = static_cast<int64_t>(slots.size());
+  std::vector<float> k = f.random(n_tok * width, 2.0f), v = f.random(n_tok * width, 0.5f);
+  std::fill(k.begin() + 32, k.begin() + 64, 0.0f);  // an all-zero block
+  k[100] = 7.5f;                                    // a block whose maximum is one element
+  Op op{OpKind::StoreKv};
+  op.src0 = f.f32(width, n_tok, k);
+  op.src1 = f.f32(width, n_tok, v);
+  op.src2 = f.tensor(DType::Q8_0, width, n_slots, BufferKind::KvCache);
+  op.src3 = f.tensor(DType::Q8_0, width, n_slots, BufferKind::KvCache, 0, 128);
+  f.run(op, slots);
+  for (const Tensor& cache : {op.src2, op.src3}) {
+    const std::vector<uint8_t> cb = f.bytes_cpu(cache), vb = f.bytes_vk(cache);
+    REQUIRE(cb.size() == vb.size());
+    // Blocks of 34 bytes: the f16 scale within one f16 step (the GPU's f32 -> f16 may round
+    // toward zero), each q within one step (its 1 / d may be off by an ulp, which moves a
+    // value sitting on a rounding boundary). Untouched slots (the fill pattern) are equal.
+    size_t bad = 0;
+    for (size_t b = cache.offset; b + 34 <= cb.size(); b += 34) {
+      uint16_t dc, dv;
+      std::memcpy(&dc, &cb[b], 2);
+      std::memcpy(&dv, &vb[b], 2);
+      if (std::abs(int(dc) - int(dv)) > 1) ++bad;
+      for (size_t i = 2; i < 34; ++i)
+        if (std::abs(int(int8_t(cb[b + i])) - int(int8_t(vb[b + i]))) > 1) ++bad;
+    }
+    INFO("Q8_0 scales or values more than one step from the CPU's: " << bad);
+    CHECK(bad == 0);
   }
   f.finish();
 }

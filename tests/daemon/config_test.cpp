@@ -130,6 +130,13 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
   CHECK(r->kv_type == DType::F32);
 }
 
+TEST_CASE("the KV type q8_0 comes from --kv-type and from kv_type in the config file", "[daemon][config]") {
+  CHECK(load({"--kv-type", "q8_0"})->kv_type == DType::Q8_0);
+  TomlFile f("kv_type = \"q8_0\"\n");
+  CHECK(load({"--config", f.path})->kv_type == DType::Q8_0);
+  CHECK_FALSE(load({"--kv-type", "q4_0"}).ok());
+}
+
 TEST_CASE("the chat template override comes from a flag, HEARTH_CHAT_TEMPLATE or chat_template", "[daemon][config]") {
   CHECK(load({"--chat-template", "llama3"})->chat_template == "llama3");
   Env env;
@@ -229,7 +236,7 @@ TEST_CASE("bad flags are errors naming the option", "[daemon][config]") {
   CHECK_THAT(error_of(load({"--threads", "-1"})), Catch::Contains("--threads") && Catch::Contains("out of range"));
   CHECK_THAT(error_of(load({"--ctx", "12x"})), Catch::Contains("--ctx") && Catch::Contains("not an integer"));
   CHECK_THAT(error_of(load({"--log-level", "loud"})), Catch::Contains("--log-level"));
-  CHECK_THAT(error_of(load({"--kv-type", "q8_0"})), Catch::Contains("--kv-type"));
+  CHECK_THAT(error_of(load({"--kv-type", "q4_0"})), Catch::Contains("--kv-type"));
   CHECK_THAT(error_of(load({"--listen-tcp", "localhost"})),
              Catch::Contains("--listen-tcp") && Catch::Contains("HOST:PORT"));
   CHECK_THAT(error_of(load({"--listen-tcp", "127.0.0.1:70000"})), Catch::Contains("HOST:PORT"));

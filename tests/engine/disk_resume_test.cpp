@@ -28,8 +28,14 @@ GenerationRequest prefix_plus(const std::vector<int32_t>& prompt, int32_t k) {
   return greedy(std::move(p), 8);
 }
 
-void warm_to_disk(Fixture& f, const std::vector<int32_t>& prompt, const TempDir& dir) {
-  auto sched = with_store(*f.model, *f.backend, *f.tok, options("fp-a"), dir.path());
+SchedulerOptions options_kv(DType kv_type) {
+  SchedulerOptions so = options("fp-a");
+  so.kv_type = kv_type;
+  return so;
+}
+
+void warm_to_disk(Fixture& f, const std::vector<int32_t>& prompt, const TempDir& dir, DType kv_type = DType::F16) {
+  auto sched = with_store(*f.model, *f.backend, *f.tok, options_kv(kv_type), dir.path());
   GenerationRequest warm = greedy(prompt, 1);
   warm.warm = true;
   REQUIRE(run_one(*sched, warm).finish_reason == "warmed");
@@ -40,9 +46,9 @@ void warm_to_disk(Fixture& f, const std::vector<int32_t>& prompt, const TempDir&
 struct TokenBytes {
   uint64_t all = 0, global = 0;
 };
-TokenBytes token_bytes(const Fixture& f) {
+TokenBytes token_bytes(const Fixture& f, DType kv_type = DType::F16) {
   const ModelConfig& c = f.model->config();
-  const uint64_t layer = 2 * row_bytes(DType::F16, c.kv_dim());
+  const uint64_t layer = 2 * row_bytes(kv_type, c.kv_dim());
   const auto n_sliding = c.sliding_window > 0 ? std::count(c.layer_swa.begin(), c.layer_swa.end(), true) : 0;
   return {layer * static_cast<uint64_t>(c.n_layer), layer * static_cast<uint64_t>(c.n_layer - n_sliding)};
 }
@@ -111,7 +117,7 @@ TEST_CASE("a prefix of a restored prompt completes its window from disk, or comp
   // What it computed took the blocks' names: the same prefix is a whole memory hit now.
   const Run again = run_one(*sched, r);
   CHECK(again.text == cold);
-  CHECK(again.usage.cached_memory_tokens == r.prompt.size() - 1);
+  CHECK(again.usage.cached_memory_tokens + 1 == static_cast<int64_t>(r.prompt.size()));
 }
 
 TEST_CASE("a restore from disk while another sequence decodes leaves both answers cold") {
@@ -231,4 +237,39 @@ TEST_CASE("a restore beside a stream that is cancelled while its chunks are read
   CHECK(sched.stats().kv_blocks_used == 0);
   const Run h = run_one(sched, hit);
   CHECK(h.text == hit_cold);
+}
+
+TEST_CASE(
+    "with q8_0 KV a prefix resumes from disk with q8_0's cold answer, and a cache of one KV type is never read as "
+    "another") {
+  TempDir dir;
+  Fixture f("gemma3");
+  const std::vector<int32_t> prompt = random_prompt(200, 13);
+  warm_to_disk(f, prompt, dir, DType::Q8_0);
+  const TokenBytes q8 = token_bytes(f, DType::Q8_0), f16 = token_bytes(f);
+  REQUIRE(q8.all * 64 == f16.all * 34);  // 34 bytes per 32 elements against 64
+  for (int32_t k : {1, 7, 12}) {
+    INFO("blocks " << k);
+    const GenerationRequest r = prefix_plus(prompt, k);
+    auto sched = with_store(*f.model, *f.backend, *f.tok, options_kv(DType::Q8_0), dir.path());
+    const Run hit = run_one(*sched, r);
+    CHECK(hit.text == alone(f, r, DType::Q8_0));
+    CHECK(hit.usage.cached_disk_tokens == k * kBlock);
+    CHECK(hit.timings.cache_restore_bytes == kBlock * (q8.all + static_cast<uint64_t>(k - 1) * q8.global));
+  }
+  // The same directory with f16 KV: nothing of the q8_0 chains is a hit, and they stay for
+  // a q8_0 daemon; an f16 chain written now is not read by q8_0 either.
+  const GenerationRequest r = prefix_plus(prompt, 12);
+  {
+    auto sched = with_store(*f.model, *f.backend, *f.tok, options_kv(DType::F16), dir.path());
+    const Run miss = run_one(*sched, r);
+    CHECK(miss.usage.cached_tokens == 0);
+    CHECK(miss.text == alone(f, r));
+    REQUIRE(sched->close_cache(kHangGuard) == 0);
+  }
+  const std::vector<int32_t> other = random_prompt(100, 14);
+  warm_to_disk(f, other, dir, DType::F16);
+  auto sched = with_store(*f.model, *f.backend, *f.tok, options_kv(DType::Q8_0), dir.path());
+  CHECK(run_one(*sched, r).usage.cached_disk_tokens == 12 * kBlock);
+  CHECK(run_one(*sched, greedy(other, 2)).usage.cached_tokens == 0);
 }

@@ -113,9 +113,11 @@ inline std::vector<int32_t> prompt_of(const Tokenizer& tok, int i, int words) {
 }
 
 // The single-sequence reference: generate() on a fresh context.
-inline GenerateResult alone_result(Fixture& f, const GenerationRequest& r, int32_t n_ctx = 512) {
+inline GenerateResult alone_result(Fixture& f, const GenerationRequest& r, int32_t n_ctx = 512,
+                                   DType kv_type = DType::F16) {
   ContextOptions co;
   co.n_ctx = n_ctx;
+  co.kv_type = kv_type;
   auto ctx = std::move(*InferenceContext::create(*f.model, *f.backend, co));
   GenerateOptions go;
   go.max_tokens = r.max_tokens;
@@ -124,8 +126,8 @@ inline GenerateResult alone_result(Fixture& f, const GenerationRequest& r, int32
   if (!g) FAIL(g.error().message);
   return std::move(*g);
 }
-inline std::string alone(Fixture& f, const GenerationRequest& r) {
-  return alone_result(f, r).text;
+inline std::string alone(Fixture& f, const GenerationRequest& r, DType kv_type = DType::F16) {
+  return alone_result(f, r, 512, kv_type).text;
 }
 
 // What one finished request gave.

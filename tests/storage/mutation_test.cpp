@@ -48,6 +48,7 @@ struct Fixture {
     f.n_layer = 2;
     f.n_sliding = 1;
     f.kv_dim = 4;
+    f.row_bytes = 8;
     chunk = make_chunk(0x0123456789abcdefull, 0x42, f, 4);
     auto s = open_store(tmp.path(), f);
     REQUIRE(s);

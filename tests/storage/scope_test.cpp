@@ -83,9 +83,9 @@ TEST_CASE("Chunk files of an older format version are deleted at open, not misre
   // Rewrite the file as version 2 wrote it: a 128-byte header (no sections: offset 104 is
   // the whole payload's checksum, 120 the header's), then the same token ids and payload.
   const std::string path = chunk_path(tmp.path(), a.hash);
-  const std::vector<uint8_t> v3 = read_bytes(path);
-  std::vector<uint8_t> bytes(v3.begin(), v3.begin() + 128);
-  bytes.insert(bytes.end(), v3.begin() + kChunkHeaderBytes, v3.end());
+  const std::vector<uint8_t> now = read_bytes(path);
+  std::vector<uint8_t> bytes(now.begin(), now.begin() + 128);
+  bytes.insert(bytes.end(), now.begin() + kChunkHeaderBytes, now.end());
   const uint32_t version = 2, header_bytes = 128;
   std::memcpy(bytes.data() + 8, &version, 4);
   std::memcpy(bytes.data() + 12, &header_bytes, 4);
@@ -105,4 +105,35 @@ TEST_CASE("Chunk files of an older format version are deleted at open, not misre
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK(s->stats().entries == 0);
   CHECK(s->check_consistency());
+}
+
+TEST_CASE("Chunk files of format version 3 (bytes per element at offset 60) are deleted at open", "[storage][scope]") {
+  TempDir tmp;
+  const KvFormat f = small_format();
+  const ChunkWrite a = scoped_chunk(0x2222, f, 0xB0B0, 40002);
+  {
+    auto s = open_store(tmp.path(), f);
+    REQUIRE(s);
+    REQUIRE(s->enqueue(a));
+    REQUIRE(s->close(kHangGuard) == 0);
+  }
+  // The same file as version 3 wrote it: the same 144-byte layout, but offset 60 held the
+  // bytes of one element (2 for f16) where version 4 holds the bytes of a row.
+  const std::string path = chunk_path(tmp.path(), a.hash);
+  std::vector<uint8_t> bytes = read_bytes(path);
+  const uint32_t version = 3, elem_bytes = 2;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  std::memcpy(bytes.data() + 60, &elem_bytes, 4);
+  const uint64_t sum = checksum64(bytes.data(), kChunkHeaderBytes - 8);
+  std::memcpy(bytes.data() + kChunkHeaderBytes - 8, &sum, 8);
+  write_bytes(path, bytes);
+  CHECK_FALSE(decode_chunk_header(bytes).ok());
+  for (const char* suffix : {"", "-wal", "-shm"})
+    std::filesystem::remove(tmp.path() / (std::string("index.sqlite") + suffix));
+
+  auto s = open_store(tmp.path(), f);
+  REQUIRE(s);
+  CHECK_FALSE(s->contains(a.hash));
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK(s->stats().entries == 0);
 }

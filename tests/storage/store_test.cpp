@@ -169,8 +169,8 @@ TEST_CASE("prompt cache: a damaged or foreign chunk is never returned, and is de
       write_bytes(path, other);
     });
   }
-  SECTION("a chunk of another KV dtype (same element size) copied over it") {
-    const auto other = foreign_file(small_format(kFingerprintA, 7));
+  SECTION("a chunk of another KV dtype (same row size: BF16) copied over it") {
+    const auto other = foreign_file(small_format(kFingerprintA, 30));
     check_damage_detected(f, [&](const std::string& path, TempDir&) {
       REQUIRE(other.size() == fs::file_size(path));
       write_bytes(path, other);
@@ -338,6 +338,13 @@ TEST_CASE("prompt cache: malformed chunks and formats are refused", "[storage]")
   CHECK_FALSE(open_store(tmp.path(), bad));
   bad = small_format();
   bad.kv_dim = 0;
+  bad.row_bytes = 0;
+  CHECK_FALSE(open_store(tmp.path(), bad));
+  bad = small_format();
+  bad.row_bytes = 8;  // 8 f16 elements take 16 bytes
+  CHECK_FALSE(open_store(tmp.path(), bad));
+  bad = small_format();
+  bad.kv_dtype = 8;  // Q8_0: blocks of 32 elements, not 8
   CHECK_FALSE(open_store(tmp.path(), bad));
   const KvFormat f = small_format();
   auto s = open_store(tmp.path(), f);
@@ -362,6 +369,7 @@ TEST_CASE("prompt cache: load time of a 1 MiB chunk", "[.bench]") {
   KvFormat f = small_format();
   f.n_layer = 18;
   f.kv_dim = 256;  // 18 x 2 x 256 x 2 bytes = 18 KiB a token
+  f.row_bytes = 512;
   const size_t n_tokens = 57;
   auto s = open_store(tmp.path(), f);
   REQUIRE(s);

@@ -38,7 +38,7 @@ inline KvFormat small_format(const char* fingerprint = kFingerprintA, uint32_t d
   f.kv_dtype = dtype;
   f.n_layer = 2;
   f.kv_dim = 8;
-  f.elem_bytes = 2;
+  f.row_bytes = 16;  // 8 elements x 2 bytes
   return f;
 }
 

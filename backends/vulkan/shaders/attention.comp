@@ -53,9 +53,9 @@ void main() {
     uint slot = 0u;
     if (j < je) {
       slot = uint(ints[pc.ib_off + uint(j)]);
-      const uint kb = pc.s2_off + slot * pc.s2_stride + kvh * hd;
+      const uint kr = pc.s2_off + slot * pc.s2_stride, ke = kvh * hd;
       float dot_qk = 0.0;
-      for (uint i = 0u; i < hd; ++i) dot_qk += q_sh[i] * load_k(kb + i);
+      for (uint i = 0u; i < hd; ++i) dot_qk += q_sh[i] * load_k(kr, ke + i);
       s = pc.f0 * dot_qk;
       if (pc.f1 > 0.0) s = pc.f1 * safe_tanh(s / pc.f1);
     }
@@ -71,7 +71,7 @@ void main() {
       const uint dim = tid + i * WG;
       if (dim < hd) {
         float a = acc[i] * alpha;
-        for (uint jj = 0u; jj < nj; ++jj) a += p_sh[jj] * load_v(pc.s3_off + slot_sh[jj] * pc.s3_stride + kvh * hd + dim);
+        for (uint jj = 0u; jj < nj; ++jj) a += p_sh[jj] * load_v(pc.s3_off + slot_sh[jj] * pc.s3_stride, kvh * hd + dim);
         acc[i] = a;
       }
     }
