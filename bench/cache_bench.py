@@ -10,6 +10,11 @@ Page cache: before the disk hit (and before the plain read) the chunk files are 
 from the page cache with posix_fadvise(DONTNEED), so both read from the disk; the model's
 weights stay cached (a short unrelated request runs first after the restart), as they
 would on a machine whose daemon restarted. --warm-chunks skips the eviction.
+
+--beside-stream N: after the rest, restarts once more and sends the disk hit while another
+client's stream decodes (a short prompt, 200 tokens); prints the stream's inter-token gaps
+as its client sees them (median, and the largest one that overlaps the hit) and the hit's
+TTFT, N times.
 """
 import argparse
 import glob
@@ -20,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e"))
@@ -91,6 +97,46 @@ def evict(files):
     return ok
 
 
+def stream_times(sock, times):
+    """Streams 200 tokens of a short prompt; appends each event's arrival time to times."""
+    c = UnixHTTPConnection(sock, 600)
+    body = {"prompt": "Once upon a time", "max_tokens": 200, "temperature": 0, "stream": True, "ignore_eos": True}
+    c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        if line.startswith(b"data:"):
+            times.append(time.time())
+    c.close()
+
+
+def beside_stream(args, sock, cache, prompt, files):
+    """A disk hit after a restart while another client's stream decodes."""
+    p = start(args, sock, cache)
+    try:
+        post(sock, "/v1/completions", {"prompt": "Warm-up: the weights are read once.", "max_tokens": 2})
+        if not args.warm_chunks:
+            evict(files)
+        times = []
+        t = threading.Thread(target=stream_times, args=(sock, times))
+        t.start()
+        time.sleep(0.6)  # the stream is decoding
+        t0 = time.time()
+        hit, _ = ask(sock, prompt)
+        t1 = time.time()
+        t.join()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+    gaps = sorted((times[i] - times[i - 1]) * 1000 for i in range(1, len(times)))
+    during = [(times[i] - times[i - 1]) * 1000 for i in range(1, len(times)) if times[i] >= t0 and times[i - 1] <= t1]
+    print("| %.1f | %.1f | %.1f | %.1f | %d |" % (hit["timings"]["ttft_ms"], hit["timings"].get("cache_restore_ms", 0),
+                                             gaps[len(gaps) // 2], max(during) if during else float("nan"),
+                                             hit["timings"].get("cached_tokens", {}).get("disk", 0)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hearthd", required=True)
@@ -98,6 +144,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--model", help="hearthd's --model (default: hearthd's own default)")
     ap.add_argument("--kv-type", help="hearthd's --kv-type (default: hearthd's own default, f16)")
+    ap.add_argument("--beside-stream", type=int, default=0, metavar="N",
+                    help="N more restarts, each with the disk hit sent while another stream decodes")
     ap.add_argument("--warm-chunks", action="store_true", help="leave the chunk files in the page cache")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="hearth-cache-bench-")
@@ -149,6 +197,12 @@ def main():
         print("sequential read of the same files%s: %.2f GB/s (%.1f ms)" %
               (" (not in the page cache)" if dropped_read else " (in the page cache)", n / read_s / 1e9, read_s * 1000))
         print("disk hit TTFT / cold TTFT = 1/%.0f" % (cold["timings"]["ttft_ms"] / disk["timings"]["ttft_ms"]))
+        if args.beside_stream:
+            print("\ndisk hit beside a decoding stream%s:" % ("" if args.warm_chunks else " (chunk files evicted)"))
+            print("| hit TTFT ms | restore ms | stream median gap ms | stream largest gap during the hit ms | disk tokens |")
+            print("|---|---|---|---|---|")
+            for _ in range(args.beside_stream):
+                beside_stream(args, sock, cache, prompt, files)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

@@ -140,10 +140,14 @@ def check_damaged_chunks(args, model, cache_dir, prompt, expected, restored):
     files = chunk_files(cache_dir)
     rng = random.Random(7)
     picked = rng.sample(files, 4)
-    with open(picked[0], "r+b") as f:  # one payload byte flipped
-        f.seek(-100, os.SEEK_END)
+    # One payload byte flipped, in the first section (full-attention layers), which every
+    # restore reads: the second (sliding-window layers) is read only for chunks in the
+    # window of the prompt's end, so damage there may rightly go unread.
+    first_payload_byte = 144 + 4 * CHUNK_TOKENS + 100
+    with open(picked[0], "r+b") as f:
+        f.seek(first_payload_byte)
         b = f.read(1)
-        f.seek(-100, os.SEEK_END)
+        f.seek(first_payload_byte)
         f.write(bytes([b[0] ^ 0x40]))
     with open(picked[1], "r+b") as f:  # truncated
         f.truncate(os.path.getsize(picked[1]) // 2)
