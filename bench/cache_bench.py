@@ -11,10 +11,11 @@ from the page cache with posix_fadvise(DONTNEED), so both read from the disk; th
 weights stay cached (a short unrelated request runs first after the restart), as they
 would on a machine whose daemon restarted. --warm-chunks skips the eviction.
 
---beside-stream N: after the rest, restarts once more and sends the disk hit while another
-client's stream decodes (a short prompt, 200 tokens); prints the stream's inter-token gaps
-as its client sees them (median, and the largest one that overlaps the hit) and the hit's
-TTFT, N times.
+--beside-stream N: after the rest, restarts N more times and sends the disk hit while
+another client's stream decodes (a short prompt, 200 tokens), then the same prompt again
+(a memory hit, the same first step without a restore); prints the stream's inter-token gaps
+as its client sees them (median, and the largest one that overlaps each hit) and the hits'
+TTFT.
 """
 import argparse
 import glob
@@ -126,15 +127,28 @@ def beside_stream(args, sock, cache, prompt, files):
         t0 = time.time()
         hit, _ = ask(sock, prompt)
         t1 = time.time()
+        # The same prompt again, now a memory hit: what a new sequence's first step beside
+        # the stream costs without any restore, for comparison.
+        time.sleep(0.3)
+        t2 = time.time()
+        mem, _ = ask(sock, prompt)
+        t3 = time.time()
         t.join()
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(60)
+    if times[-1] < t3:
+        print("(the stream ended before the memory hit did; the last column is not comparable)")
+
+    def largest_gap(a, b):
+        during = [(times[i] - times[i - 1]) * 1000 for i in range(1, len(times)) if times[i] >= a and times[i - 1] <= b]
+        return max(during) if during else float("nan")
+
     gaps = sorted((times[i] - times[i - 1]) * 1000 for i in range(1, len(times)))
-    during = [(times[i] - times[i - 1]) * 1000 for i in range(1, len(times)) if times[i] >= t0 and times[i - 1] <= t1]
-    print("| %.1f | %.1f | %.1f | %.1f | %d |" % (hit["timings"]["ttft_ms"], hit["timings"].get("cache_restore_ms", 0),
-                                             gaps[len(gaps) // 2], max(during) if during else float("nan"),
-                                             hit["timings"].get("cached_tokens", {}).get("disk", 0)))
+    print("| %.1f | %.1f | %d | %.1f | %.1f | %.1f | %.1f |" % (
+        hit["timings"]["ttft_ms"], hit["timings"].get("cache_restore_ms", 0),
+        hit["timings"].get("cached_tokens", {}).get("disk", 0), gaps[len(gaps) // 2], largest_gap(t0, t1),
+        mem["timings"]["ttft_ms"], largest_gap(t2, t3)))
 
 
 def main():
@@ -199,8 +213,9 @@ def main():
         print("disk hit TTFT / cold TTFT = 1/%.0f" % (cold["timings"]["ttft_ms"] / disk["timings"]["ttft_ms"]))
         if args.beside_stream:
             print("\ndisk hit beside a decoding stream%s:" % ("" if args.warm_chunks else " (chunk files evicted)"))
-            print("| hit TTFT ms | restore ms | stream median gap ms | stream largest gap during the hit ms | disk tokens |")
-            print("|---|---|---|---|---|")
+            print("| disk hit TTFT ms | restore ms | disk tokens | stream median gap ms | stream largest gap during "
+                  "the disk hit ms | memory hit TTFT ms | stream largest gap during the memory hit ms |")
+            print("|---|---|---|---|---|---|---|")
             for _ in range(args.beside_stream):
                 beside_stream(args, sock, cache, prompt, files)
     finally:

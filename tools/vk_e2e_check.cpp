@@ -1,6 +1,7 @@
 // A manual check (not a CI test): the default model on the CPU and on the Vulkan backend,
 // greedy tokens compared, with prefill and decode timings.
-//   hearth_vk_e2e_check [model] [n_prompt] [n_gen]
+//   hearth_vk_e2e_check [model] [n_prompt] [n_gen] [debug]
+// HEARTH_KV_TYPE=q8_0 (or f32) keeps the KV cache in that type on both backends.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -38,6 +39,9 @@ static Run run(Backend& be, std::shared_ptr<const gguf::File> file, const std::v
   }
   ContextOptions o;
   o.n_ctx = 1024;
+  const char* kv = std::getenv("HEARTH_KV_TYPE");
+  if (kv && std::string(kv) == "q8_0") o.kv_type = DType::Q8_0;
+  if (kv && std::string(kv) == "f32") o.kv_type = DType::F32;
   auto ctx = InferenceContext::create(**m, be, o);
   if (!ctx) {
     printf("ctx: %s\n", ctx.error().message.c_str());
