@@ -134,7 +134,9 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       parser.body_limit(opt.body_limit_bytes);
       beast::error_code ec;
       // A new connection has header_timeout from accept for its whole header; between
-      // keep-alive requests the client has idle_timeout to start the next one.
+      // keep-alive requests the client has idle_timeout to start the next one. Until the
+      // header is whole the connection is idle: the first to go at the connection limit.
+      state_.set_idle(id_, true);
       if (buffer_.size() == 0) {
         if (first) {
           stream_.expires_at(accepted_ + opt.header_timeout);
@@ -155,6 +157,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         co_await answer_read_error(ec);
         co_return;
       }
+      state_.set_idle(id_, false);
       if (!parser.is_done()) {
         if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
           static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";

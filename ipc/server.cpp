@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -20,6 +21,7 @@
 
 #include "common/log.h"
 #include "ipc/connection.h"
+#include "ipc/errors.h"
 #include "ipc/socket_path.h"
 #include "ipc/state.h"
 
@@ -181,6 +183,7 @@ class Server::Impl {
   }
 
   int64_t open_connections() const { return state_.open_connections.load(); }
+  int64_t idle_connections() const { return state_.idle_connections(); }
 
  private:
   void run_io() {
@@ -228,13 +231,38 @@ class Server::Impl {
         co_await retry.async_wait(net::redirect_error(net::use_awaitable, ec));
         continue;
       }
-      if (state_.open_connections.load() >= static_cast<int64_t>(state_.options.max_connections)) {
-        LOG_WARN("ipc: too many connections; closing a new one");
-        socket.close(ec);
+      if (state_.open_connections.load() >= static_cast<int64_t>(state_.options.max_connections) &&
+          !state_.close_longest_idle()) {
+        refuse_busy(socket);
         continue;
       }
       start_connection<Protocol>(state_, std::move(socket), check_host);
     }
+  }
+
+  // Every place is taken by a connection that is serving a request: one 503 with
+  // Retry-After, written without waiting (a new socket's send buffer holds it), then close.
+  template <class Socket>
+  void refuse_busy(Socket& socket) {
+    static const std::string kResponse = [] {
+      const std::string body =
+          error_body(unavailable("too many connections are serving requests; retry shortly", "too_many_connections"));
+      return "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+             "Connection: close\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    LOG_WARN("ipc: " + std::to_string(state_.options.max_connections) +
+             " connections are all serving requests; a new one gets 503");
+    boost::system::error_code ec;
+    socket.non_blocking(true, ec);
+    if (!ec) socket.send(net::buffer(kResponse), 0, ec);
+    state_.responses.count(503);
+    // What the client already sent is read and dropped: closing with unread bytes would
+    // make TCP reset the connection, and the client could lose the 503 before reading it.
+    std::array<char, 4096> sink;
+    for (int i = 0; i < 16 && !ec; ++i) socket.receive(net::buffer(sink), 0, ec);
+    socket.shutdown(net::socket_base::shutdown_send, ec);
+    socket.close(ec);
   }
 
   void close_acceptors() {
@@ -297,6 +325,10 @@ void Server::stop() {
 }
 int64_t Server::open_connections() const {
   return impl_->open_connections();
+}
+
+int64_t Server::idle_connections() const {
+  return impl_->idle_connections();
 }
 
 }  // namespace hearth::ipc

@@ -54,7 +54,9 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{10'000};  // request line + headers must arrive within this
   std::chrono::milliseconds body_timeout{60'000};    // the body, after the headers
   std::chrono::milliseconds idle_timeout{120'000};   // keep-alive: between requests
-  size_t max_connections = 256;                      // more are accepted and closed at once
+  // At the limit a new connection replaces the one that has waited longest for a request;
+  // when every connection is serving one, the new one gets 503 with Retry-After.
+  size_t max_connections = 256;
   int io_threads = 1;
   CacheScopeMode cache_scope = CacheScopeMode::User;
   // Origins (scheme://host[:port]) whose browser requests the TCP listener serves, with
@@ -93,6 +95,8 @@ class Server {
 
   // Counters the daemon's own logic may want (also on /metrics).
   int64_t open_connections() const;
+  // Of those, how many wait for a request (a keep-alive pause or a header not yet whole).
+  int64_t idle_connections() const;
 
   class Impl;
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -53,12 +54,47 @@ class ServerState {
     return next_id_;
   }
 
+  // A connection waits for a request (idle: a keep-alive pause or a header not yet whole)
+  // or is serving one. Only idle connections are given up when the limit is reached.
+  void set_idle(uint64_t id, bool idle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle) {
+      idle_since_.erase(id);
+    } else if (closers_.count(id)) {
+      idle_since_.emplace(id, std::chrono::steady_clock::now());
+    }
+  }
+
+  int64_t idle_connections() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int64_t>(idle_since_.size());
+  }
+
+  // At the connection limit: closes the connection that has waited for a request longest,
+  // so that a new client (a /health probe, a request) is served instead of refused while
+  // idle or half-open connections fill every place. False when every connection is busy.
+  bool close_longest_idle() {
+    std::function<void()> close;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto oldest = idle_since_.end();
+      for (auto it = idle_since_.begin(); it != idle_since_.end(); ++it)
+        if (oldest == idle_since_.end() || it->second < oldest->second) oldest = it;
+      if (oldest == idle_since_.end()) return false;
+      close = closers_.at(oldest->first);
+      idle_since_.erase(oldest);
+    }
+    close();
+    return true;
+  }
+
   // A connection ended. The last one to end after stop() calls on_idle.
   void remove_connection(uint64_t id) {
     std::function<void()> idle;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       closers_.erase(id);
+      idle_since_.erase(id);
       if (open_connections.fetch_sub(1) == 1 && stopping.load()) idle = on_idle_;
     }
     if (idle) idle();
@@ -83,6 +119,7 @@ class ServerState {
   mutable std::mutex mutex_;
   std::shared_ptr<const EngineRef> engine_;
   std::map<uint64_t, std::function<void()>> closers_;
+  std::map<uint64_t, std::chrono::steady_clock::time_point> idle_since_;  // connections waiting for a request
   uint64_t next_id_ = 0;
   std::function<void()> on_idle_;
 };

@@ -262,24 +262,71 @@ TEST_CASE("listen_tcp takes loopback addresses unless allow_remote and rejects m
   REQUIRE(s.listen_tcp("0.0.0.0:0", true).ok());
 }
 
-TEST_CASE("More connections than max_connections are closed at once") {
+TEST_CASE("At the connection limit a new connection replaces the one that waited longest for a request") {
   TestServerOptions o;
   o.server.max_connections = 2;
-  o.server.header_timeout = kHangGuard;  // only the limit can close the third connection
+  o.server.header_timeout = kHangGuard;  // only the limit can close a connection here
   TestServer s(o);
   HttpConn a = HttpConn::unix_socket(s.socket_path());
-  HttpConn b = HttpConn::unix_socket(s.socket_path());
   REQUIRE(a.send(http_request("GET", "/health")));
-  REQUIRE(b.send(http_request("GET", "/health")));
   REQUIRE(a.read_reply()->status == 200);
+  HttpConn b = HttpConn::unix_socket(s.socket_path());  // idle since after a
+  REQUIRE(b.send(http_request("GET", "/health")));
   REQUIRE(b.read_reply()->status == 200);
   HttpConn c = HttpConn::unix_socket(s.socket_path());
-  REQUIRE(c.wait_closed());
+  REQUIRE(c.send(http_request("GET", "/health")));
+  REQUIRE(c.read_reply()->status == 200);
+  REQUIRE(a.wait_closed());
+  REQUIRE(b.send(http_request("GET", "/health")));  // b is still served
+  REQUIRE(b.read_reply()->status == 200);
+}
+
+TEST_CASE("When every connection is serving a request, a new one gets 503 with Retry-After") {
+  TestServerOptions o;
+  o.server.max_connections = 2;
+  o.server.header_timeout = kHangGuard;
+  o.server.body_timeout = kHangGuard;
+  TestServer s(o);
+  // Two requests whose bodies are still arriving: busy, not idle.
+  const std::string partial =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 1000\r\n\r\n{\"prompt\":";
+  HttpConn a = HttpConn::unix_socket(s.socket_path());
+  HttpConn b = HttpConn::unix_socket(s.socket_path());
+  REQUIRE(a.send(partial));
+  REQUIRE(b.send(partial));
+  // Both headers read: nothing idle is left to give up.
+  REQUIRE(eventually([&] { return s.server().open_connections() == 2 && s.server().idle_connections() == 0; }));
+  HttpConn c = HttpConn::unix_socket(s.socket_path());
+  REQUIRE(c.send(http_request("GET", "/health")));
+  const std::optional<HttpReply> r = c.read_reply();
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  CHECK(r->header("retry-after") == "1");
+  CHECK(r->body.find("too_many_connections") != std::string::npos);
   a.close();
   REQUIRE(eventually([&] { return s.server().open_connections() == 1; }));
-  auto r = http_call(s.socket_path(), "GET", "/health");
-  REQUIRE(r);
-  REQUIRE(r->status == 200);
+  auto ok = http_call(s.socket_path(), "GET", "/health");
+  REQUIRE(ok);
+  REQUIRE(ok->status == 200);
+}
+
+TEST_CASE("500 connections that never send a request do not keep /health or a request out") {
+  TestServerOptions o;
+  o.server.header_timeout = kHangGuard;  // they would stay until then
+  TestServer s(o);
+  std::vector<HttpConn> idle;
+  for (int i = 0; i < 500; ++i) {
+    idle.push_back(HttpConn::unix_socket(s.socket_path()));
+    REQUIRE(idle.back().connected());
+    if (i % 2 == 0) REQUIRE(idle.back().send("GET /health HTTP/1.1\r\nHo"));  // half a header
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto r = http_call(s.socket_path(), "GET", "/health");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  CHECK(s.server().open_connections() <= static_cast<int64_t>(o.server.max_connections) + 1);
 }
 
 TEST_CASE("An idle keep-alive connection is closed after idle_timeout") {
