@@ -43,9 +43,10 @@ Stat stats(const std::vector<double>& v) {
 }
 
 // Seconds for one run of a test; -1 on error (printed).
-double run_once(Loaded& l, bool prefill, int n, int ubatch, std::mt19937& rng) {
+double run_once(Loaded& l, bool prefill, int n, int ubatch, DType kv_type, std::mt19937& rng) {
   ContextOptions co;
   co.n_ctx = n + 1;
+  co.kv_type = kv_type;
   if (ubatch > 0) co.n_batch = ubatch;  // else the default chunk (512), as the daemon's largest
   Result<std::unique_ptr<InferenceContext>> ctx = InferenceContext::create(*l.model, *l.backend, co);
   if (!ctx) {
@@ -83,10 +84,10 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
     const bool prefill = pass == 0;
     const int n = prefill ? o.pp : o.tg;
     if (n <= 0) continue;
-    if (run_once(l, prefill, n, o.ubatch, rng) < 0) return 1;  // warm-up: page in weights, size buffers
+    if (run_once(l, prefill, n, o.ubatch, o.kv_type, rng) < 0) return 1;  // warm-up: page in weights, size buffers
     std::vector<double> tok_s;
     for (int r = 0; r < o.reps; ++r) {
-      const double sec = run_once(l, prefill, n, o.ubatch, rng);
+      const double sec = run_once(l, prefill, n, o.ubatch, o.kv_type, rng);
       if (sec < 0) return 1;
       tok_s.push_back(n / sec);
     }

@@ -24,10 +24,14 @@ int fail(const std::string& msg, int code = 1) {
   return code;
 }
 
+DType kv_type_of(const std::string& name) {
+  return name == "f32" ? DType::F32 : name == "q8_0" ? DType::Q8_0 : DType::F16;
+}
+
 constexpr int kExitUsage = 2;  // a backend or device this build or machine cannot serve
 
 struct Args {
-  std::string model, prompt, system_prompt, simd, log_level = "warn", backend = "auto", chat_template;
+  std::string model, prompt, system_prompt, simd, log_level = "warn", backend = "auto", chat_template, kv_type = "f16";
   int n_predict = 128, threads = 0, n_ctx = 0, vk_device = -1;
   GenerateOptions gen;
   uint64_t seed = kRandomSeed;
@@ -67,6 +71,8 @@ void add_options(CLI::App& app, Args& a) {
                  "turn format when the model's own template is not one hearth recognises (default: the model's)")
       ->check(CLI::IsMember({"chatml", "gemma", "llama3"}))
       ->envname("HEARTH_CHAT_TEMPLATE");
+  app.add_option("--kv-type", a.kv_type, "KV cache element type (default f16), as hearthd's --kv-type")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   app.add_flag("--json", a.json, "print one JSON object: text, tokens, timings");
   app.add_flag("--bench", a.bench, "benchmark prefill and decode throughput");
   app.add_option("--pp", a.bo.pp, "bench: prompt tokens")->check(CLI::Range(0, 1 << 20));
@@ -147,6 +153,7 @@ int run_generate(const Args& a, Loaded& l, const std::string& path) {
   if (!ids) return fail(ids.error().message);
 
   ContextOptions co;
+  co.kv_type = kv_type_of(a.kv_type);
   co.n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int32_t>(ids->size()) + a.n_predict;
   if (co.n_ctx > l.model->config().n_ctx_train) co.n_ctx = l.model->config().n_ctx_train;
   if (auto problem = check_prompt(*ids, co.n_ctx)) return fail(problem->message);
@@ -205,6 +212,7 @@ int main(int argc, char** argv) {
   if (!l) return fail(l.error().message);
   if (!a.bench) return run_generate(a, *l, *path);
   BenchOptions bo = a.bo;
+  bo.kv_type = kv_type_of(a.kv_type);
   bo.json = a.json;
   bo.threads = a.threads;
   return run_bench(*l, *path, bo);

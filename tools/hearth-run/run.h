@@ -26,6 +26,7 @@ struct BenchOptions {
   bool json = false;
   bool reprobe = false;  // measure this machine's peaks again (else the cached ones)
   int threads = 0;       // CPU threads the backend runs (0: every core), for the probes
+  DType kv_type = DType::F16;
 };
 
 int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o);
