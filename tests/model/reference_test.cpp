@@ -350,59 +350,22 @@ TEST_CASE("a token's logits do not depend on how the prompt was chunked", "[mode
 // half a step of max|row| / 127, where f16 keeps 11 bits), and the greedy choice there.
 TEST_CASE("a q8_0 KV cache keeps the logits and greedy tokens of f16 within its bound", "[model][reference]") {
   NEED_MODEL(m);
-  double worst_max = 0, worst_rms = 0;
-  int compared = 0, differ = 0, differ_llama = 0;
+  hearth::test::KvDrift drift;
   const size_t n_gen = hearth::test::kSanitized ? 8 : 64;
   for (const json& p : fixture()["prompts"]) {
     const std::string name = p["name"];
     INFO(name);
-    const Ids prompt = ids_of(p["tokens"]);
     Ids gen = ids_of(p["generated"]);
     gen.resize(std::min(gen.size(), n_gen));
-    std::vector<std::vector<float>> rows[2];
-    for (int which = 0; which < 2; ++which) {
-      auto ctx = new_context(*m, 1024, which == 0 ? hearth::DType::F16 : hearth::DType::Q8_0);
-      eval_ok(*ctx, prompt);
-      auto first = ctx->logits_row(0);
-      rows[which].emplace_back(first.begin(), first.end());
-      eval_ok(*ctx, Ids(gen.begin(), gen.end() - 1), true);
-      for (size_t i = 0; i + 1 < gen.size(); ++i) {
-        auto r = ctx->logits_row(static_cast<int64_t>(i));
-        rows[which].emplace_back(r.begin(), r.end());
-      }
-    }
-    double p_max = 0, p_rms = 0;
-    for (size_t i = 0; i < gen.size(); ++i) {
-      const std::vector<float>&f16 = rows[0][i], &q8 = rows[1][i];
-      const double sd = stddev(f16);
-      double max_d = 0, sum_sq = 0;
-      for (size_t v = 0; v < f16.size(); ++v) {
-        const double d = double(q8[v]) - f16[v];
-        max_d = std::max(max_d, std::abs(d));
-        sum_sq += d * d;
-      }
-      p_max = std::max(p_max, max_d / sd);
-      p_rms = std::max(p_rms, std::sqrt(sum_sq / static_cast<double>(f16.size())) / sd);
-      ++compared;
-      std::vector<float> sorted = f16;
-      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      const int32_t a = argmax(f16), b = argmax(q8);
-      if (a != b) {
-        ++differ;
-        INFO("position " << i << ": f16 " << a << ", q8_0 " << b << ", f16's top-2 gap " << sorted[0] - sorted[1]);
-        CHECK(sorted[0] - sorted[1] < kQ8NearTie);
-      }
-      if (b != gen[i]) ++differ_llama;
-    }
-    if (report()) std::printf("q8_0 vs f16 %-18s max|diff|/std = %.4f  rms/std = %.4f\n", name.c_str(), p_max, p_rms);
-    worst_max = std::max(worst_max, p_max);
-    worst_rms = std::max(worst_rms, p_rms);
+    auto f16 = new_context(*m, 1024, hearth::DType::F16), q8 = new_context(*m, 1024, hearth::DType::Q8_0);
+    hearth::test::add_drift(hearth::test::teacher_forced_rows(*f16, ids_of(p["tokens"]), gen),
+                            hearth::test::teacher_forced_rows(*q8, ids_of(p["tokens"]), gen), &drift);
   }
   if (report())
-    std::printf(
-        "q8_0 vs f16: worst max %.4f rms %.4f; greedy differs at %d of %d positions (from llama.cpp's f16: %d)\n",
-        worst_max, worst_rms, differ, compared, differ_llama);
-  CHECK(worst_max <= kQ8LogitMaxTolStd);
-  CHECK(worst_rms <= kQ8LogitRmsTolStd);
-  CHECK(differ <= kQ8MaxDifferFraction * compared);
+    std::printf("q8_0 vs f16: worst max %.4f rms %.4f; greedy differs at %d of %d positions, f16's gap there <= %.4f\n",
+                drift.max_std, drift.rms_std, drift.differ, drift.compared, drift.max_differ_gap);
+  CHECK(drift.max_std <= kQ8LogitMaxTolStd);
+  CHECK(drift.rms_std <= kQ8LogitRmsTolStd);
+  CHECK(drift.max_differ_gap < kQ8NearTie);
+  CHECK(drift.differ <= kQ8MaxDifferFraction * drift.compared);
 }
