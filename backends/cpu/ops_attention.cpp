@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/attention_kernels.h"
@@ -72,25 +73,21 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
       for (int64_t j = b; j < e; ++j) load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
       return;
     }
-    // Keys as columns, 16 rows at a time: f16 rows converted and transposed in one pass;
-    // other types converted into this thread's scratch, then written out transposed.
-    if (op.src2.type == DType::F16 && kern.transpose_f16_rows != nullptr) {
-      const uint16_t* rows[16];
+    // Keys as columns, 16 rows at a time: f16 and Q8_0 rows converted and transposed in one
+    // pass; other types converted into this thread's scratch, then written out transposed.
+    const auto transpose_in_place = [&](auto row_of, auto transpose) {
+      std::remove_cvref_t<decltype(row_of(0))> rows[16];
       for (int64_t j0 = b; j0 < e; j0 += 16) {
         const int64_t n_rows = std::min<int64_t>(16, e - j0);
-        for (int64_t i = 0; i < n_rows; ++i) rows[i] = f16_row(op.src2, kv_slot[lo + j0 + i]);
-        kern.transpose_f16_rows(rows, n_rows, kv_dim, k_f32 + j0, n_stage);
+        for (int64_t i = 0; i < n_rows; ++i) rows[i] = row_of(kv_slot[lo + j0 + i]);
+        transpose(rows, n_rows, kv_dim, k_f32 + j0, n_stage);
       }
-      return;
+    };
+    if (op.src2.type == DType::F16 && kern.transpose_f16_rows != nullptr) {
+      return transpose_in_place([&](int32_t slot) { return f16_row(op.src2, slot); }, kern.transpose_f16_rows);
     }
     if (op.src2.type == DType::Q8_0 && kern.transpose_q8_0_rows != nullptr) {
-      const uint8_t* rows[16];
-      for (int64_t j0 = b; j0 < e; j0 += 16) {
-        const int64_t n_rows = std::min<int64_t>(16, e - j0);
-        for (int64_t i = 0; i < n_rows; ++i) rows[i] = raw_row(op.src2, kv_slot[lo + j0 + i]);
-        kern.transpose_q8_0_rows(rows, n_rows, kv_dim, k_f32 + j0, n_stage);
-      }
-      return;
+      return transpose_in_place([&](int32_t slot) { return raw_row(op.src2, slot); }, kern.transpose_q8_0_rows);
     }
     std::vector<float>& block = ctx.thread_scratch[ThreadPool::current_worker()];
     if (static_cast<int64_t>(block.size()) < 16 * kv_dim) block.resize(16 * kv_dim);

@@ -70,20 +70,43 @@ TEST_CASE("Clearing one owner's chunks leaves every other owner's", "[storage][s
   CHECK(s->check_consistency());
 }
 
+namespace {
+
+// Writes chunk `a` through a store of format f; returns its file's path.
+std::string write_one(const TempDir& tmp, const KvFormat& f, const ChunkWrite& a) {
+  auto s = open_store(tmp.path(), f);
+  REQUIRE(s);
+  REQUIRE(s->enqueue(a));
+  REQUIRE(s->close(kHangGuard) == 0);
+  return chunk_path(tmp.path(), a.hash);
+}
+
+// `bytes`, an older version's file, replaces chunk a's file and the index goes (an index of
+// an older schema loses its rows at open: PRAGMA user_version): opening deletes the file.
+void check_deleted_at_open(const TempDir& tmp, const KvFormat& f, const ChunkWrite& a,
+                           const std::vector<uint8_t>& bytes) {
+  const std::string path = chunk_path(tmp.path(), a.hash);
+  write_bytes(path, bytes);
+  CHECK_FALSE(decode_chunk_header(bytes).ok());
+  for (const char* suffix : {"", "-wal", "-shm"})
+    std::filesystem::remove(tmp.path() / (std::string("index.sqlite") + suffix));
+  auto s = open_store(tmp.path(), f);
+  REQUIRE(s);
+  CHECK_FALSE(s->contains(a.hash));
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK(s->stats().entries == 0);
+  CHECK(s->check_consistency());
+}
+
+}  // namespace
+
 TEST_CASE("Chunk files of an older format version are deleted at open, not misread", "[storage][scope]") {
   TempDir tmp;
   const KvFormat f = small_format();
   const ChunkWrite a = scoped_chunk(0x1111, f, 0xA0A0, 40001);
-  {
-    auto s = open_store(tmp.path(), f);
-    REQUIRE(s);
-    REQUIRE(s->enqueue(a));
-    REQUIRE(s->close(kHangGuard) == 0);
-  }
-  // Rewrite the file as version 2 wrote it: a 128-byte header (no sections: offset 104 is
-  // the whole payload's checksum, 120 the header's), then the same token ids and payload.
-  const std::string path = chunk_path(tmp.path(), a.hash);
-  const std::vector<uint8_t> now = read_bytes(path);
+  // The file as version 2 wrote it: a 128-byte header (no sections: offset 104 is the whole
+  // payload's checksum, 120 the header's), then the same token ids and payload.
+  const std::vector<uint8_t> now = read_bytes(write_one(tmp, f, a));
   std::vector<uint8_t> bytes(now.begin(), now.begin() + 128);
   bytes.insert(bytes.end(), now.begin() + kChunkHeaderBytes, now.end());
   const uint32_t version = 2, header_bytes = 128;
@@ -93,47 +116,20 @@ TEST_CASE("Chunk files of an older format version are deleted at open, not misre
   std::memcpy(bytes.data() + 104, &payload_sum, 8);
   const uint64_t sum = checksum64(bytes.data(), 120);
   std::memcpy(bytes.data() + 120, &sum, 8);
-  write_bytes(path, bytes);
-  CHECK_FALSE(decode_chunk_header(bytes).ok());
-  // An index of the old schema loses its rows at open (PRAGMA user_version); so does this.
-  for (const char* suffix : {"", "-wal", "-shm"})
-    std::filesystem::remove(tmp.path() / (std::string("index.sqlite") + suffix));
-
-  auto s = open_store(tmp.path(), f);
-  REQUIRE(s);
-  CHECK_FALSE(s->contains(a.hash));
-  CHECK_FALSE(std::filesystem::exists(path));
-  CHECK(s->stats().entries == 0);
-  CHECK(s->check_consistency());
+  check_deleted_at_open(tmp, f, a, bytes);
 }
 
 TEST_CASE("Chunk files of format version 3 (bytes per element at offset 60) are deleted at open", "[storage][scope]") {
   TempDir tmp;
   const KvFormat f = small_format();
   const ChunkWrite a = scoped_chunk(0x2222, f, 0xB0B0, 40002);
-  {
-    auto s = open_store(tmp.path(), f);
-    REQUIRE(s);
-    REQUIRE(s->enqueue(a));
-    REQUIRE(s->close(kHangGuard) == 0);
-  }
   // The same file as version 3 wrote it: the same 144-byte layout, but offset 60 held the
   // bytes of one element (2 for f16) where version 4 holds the bytes of a row.
-  const std::string path = chunk_path(tmp.path(), a.hash);
-  std::vector<uint8_t> bytes = read_bytes(path);
+  std::vector<uint8_t> bytes = read_bytes(write_one(tmp, f, a));
   const uint32_t version = 3, elem_bytes = 2;
   std::memcpy(bytes.data() + 8, &version, 4);
   std::memcpy(bytes.data() + 60, &elem_bytes, 4);
   const uint64_t sum = checksum64(bytes.data(), kChunkHeaderBytes - 8);
   std::memcpy(bytes.data() + kChunkHeaderBytes - 8, &sum, 8);
-  write_bytes(path, bytes);
-  CHECK_FALSE(decode_chunk_header(bytes).ok());
-  for (const char* suffix : {"", "-wal", "-shm"})
-    std::filesystem::remove(tmp.path() / (std::string("index.sqlite") + suffix));
-
-  auto s = open_store(tmp.path(), f);
-  REQUIRE(s);
-  CHECK_FALSE(s->contains(a.hash));
-  CHECK_FALSE(std::filesystem::exists(path));
-  CHECK(s->stats().entries == 0);
+  check_deleted_at_open(tmp, f, a, bytes);
 }

@@ -24,21 +24,17 @@ float q8_0_element(uint scale_word, uint b, uint q_word, uint q_byte) {
   const float d = unpackHalf2x16(scale_word >> (8u * (b & 2u))).x;
   return d * float(int(q_word << (24u - 8u * (q_byte & 3u))) >> 24);
 }
-float load_k(uint row, uint e) {
-  if (KV_TYPE == 8u) {
-    const uint b = row + (e >> 5) * 34u, q = b + 2u + (e & 31u);
-    return q8_0_element(kc[b >> 2], b, kc[q >> 2], q);
+// load_k reads kc, load_v vc (a buffer cannot be a function argument).
+#define KV_LOAD(NAME, BUF)                                                  \
+  float NAME(uint row, uint e) {                                            \
+    if (KV_TYPE == 8u) {                                                    \
+      const uint b = row + (e >> 5) * 34u, q = b + 2u + (e & 31u);          \
+      return q8_0_element(BUF[b >> 2], b, BUF[q >> 2], q);                  \
+    }                                                                       \
+    const uint i = row + e;                                                 \
+    return KV_TYPE == 1u ? unpackHalf2x16(BUF[i >> 1])[i & 1u] : uintBitsToFloat(BUF[i]); \
   }
-  const uint i = row + e;
-  return KV_TYPE == 1u ? unpackHalf2x16(kc[i >> 1])[i & 1u] : uintBitsToFloat(kc[i]);
-}
-float load_v(uint row, uint e) {
-  if (KV_TYPE == 8u) {
-    const uint b = row + (e >> 5) * 34u, q = b + 2u + (e & 31u);
-    return q8_0_element(vc[b >> 2], b, vc[q >> 2], q);
-  }
-  const uint i = row + e;
-  return KV_TYPE == 1u ? unpackHalf2x16(vc[i >> 1])[i & 1u] : uintBitsToFloat(vc[i]);
-}
+KV_LOAD(load_k, kc)
+KV_LOAD(load_v, vc)
 #endif
 #endif
