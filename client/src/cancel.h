@@ -3,9 +3,13 @@
 // The thread running a request registers its connected socket's descriptor; cancel() marks
 // the request cancelled and shutdown(2)s that descriptor, so the blocking read or write
 // returns at once. Only lock-free atomics and shutdown(2) are used, so cancel() is
-// async-signal-safe. Before the running thread closes the descriptor it unregisters it and
-// waits until no cancel() is between loading the descriptor and shutting it down, so a
-// cancel can never shut down a descriptor number the process has reused for something else.
+// async-signal-safe. When the request ends, the running thread unregisters the descriptor
+// and waits until no cancel() is between loading the descriptor and shutting it down, so a
+// cancel can never shut down a descriptor number the process has reused for something else,
+// nor the kept-alive connection of a later request. A cancel that loaded the descriptor just
+// before it was withdrawn may still have shut it down: requested() is then true, and the
+// connection must be closed rather than kept. Waits that have no descriptor yet (the connect
+// retry's) poll requested().
 #pragma once
 
 #include <sys/socket.h>
@@ -32,7 +36,7 @@ class CancelState {
   void begin() noexcept { requested_.store(false); }
   bool requested() const noexcept { return requested_.load(); }
 
-  // The requesting thread: the connected socket, and its withdrawal before close(2).
+  // The requesting thread: the connected socket, and its withdrawal when the request ends.
   void register_fd(int fd) noexcept { fd_.store(fd); }
   void unregister_fd() noexcept {
     fd_.store(-1);

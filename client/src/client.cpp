@@ -264,6 +264,8 @@ const char* hearth_strerror(int code) {
       return "the daemon failed to complete the request";
     case HEARTH_ERR_INTERNAL:
       return "internal error in libhearth-client";
+    case HEARTH_ERR_TIMEOUT:
+      return "the daemon did not answer in time (read timeout)";
     default:
       return "unknown error";
   }
@@ -332,6 +334,18 @@ int hearth_client_http_status(const hearth_client* client) {
 
 void hearth_client_cancel(hearth_client* client) {
   if (client != nullptr) client->cancel.cancel();
+}
+
+int hearth_client_set_timeout(hearth_client* client, int timeout_ms) {
+  if (client == nullptr || timeout_ms < 0) return HEARTH_ERR_INVALID_ARGUMENT;
+  client->transport.set_timeout_ms(timeout_ms);
+  return HEARTH_OK;
+}
+
+int hearth_client_set_connect_retry(hearth_client* client, int retry_ms) {
+  if (client == nullptr || retry_ms < 0) return HEARTH_ERR_INVALID_ARGUMENT;
+  client->transport.set_connect_retry_ms(retry_ms);
+  return HEARTH_OK;
 }
 
 int hearth_client_chat(hearth_client* client, const hearth_message* messages, size_t n_messages,

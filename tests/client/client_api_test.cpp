@@ -1,5 +1,6 @@
-// libhearth-client without a daemon: discovery, failing fast when nothing listens, status
-// strings, versions, argument checks, and the header as C99.
+// libhearth-client without a daemon: discovery, failing fast when nothing listens or trying
+// again while the socket appears, status strings, versions, argument checks, and the header
+// as C99.
 #include <dlfcn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "fake_daemon.h"
 #include "header_c99.h"
@@ -33,7 +35,11 @@ extern "C" int connect(int fd, const sockaddr* address, socklen_t length) {
 
 namespace {
 
+using hearth::test::eventually;
+using hearth::test::FakeRequest;
 using hearth::test::TempDir;
+using hearth::test::UnixListener;
+using Clock = std::chrono::steady_clock;
 
 // Sets (or unsets, with nullptr) an environment variable for the scope.
 class EnvGuard {
@@ -73,10 +79,23 @@ void touch(const std::string& path) {
 
 // Every code the header defines, in order.
 constexpr int kAllCodes[] = {
-    HEARTH_OK,          HEARTH_ERR_INVALID_ARGUMENT, HEARTH_ERR_NOMEM,       HEARTH_ERR_NO_DAEMON,
-    HEARTH_ERR_IO,      HEARTH_ERR_PROTOCOL,         HEARTH_ERR_HTTP,        HEARTH_ERR_CANCELLED,
-    HEARTH_ERR_BUSY,    HEARTH_ERR_UNAVAILABLE,      HEARTH_ERR_BAD_REQUEST, HEARTH_ERR_SERVER,
-    HEARTH_ERR_INTERNAL};
+    HEARTH_OK,           HEARTH_ERR_INVALID_ARGUMENT, HEARTH_ERR_NOMEM,       HEARTH_ERR_NO_DAEMON,
+    HEARTH_ERR_IO,       HEARTH_ERR_PROTOCOL,         HEARTH_ERR_HTTP,        HEARTH_ERR_CANCELLED,
+    HEARTH_ERR_BUSY,     HEARTH_ERR_UNAVAILABLE,      HEARTH_ERR_BAD_REQUEST, HEARTH_ERR_SERVER,
+    HEARTH_ERR_INTERNAL, HEARTH_ERR_TIMEOUT};
+
+// Answers one health request on the next connection to listener (then waits for the client
+// to close it); false when none came or it could not be read.
+bool answer_health(UnixListener& listener) {
+  const int fd = listener.accept();
+  if (fd < 0) return false;
+  FakeRequest r;
+  const bool ok =
+      hearth::test::read_http_request(fd, &r) &&
+      hearth::test::write_all(fd, hearth::test::http_response(200, "application/json", R"({"status":"ok"})"));
+  ::close(fd);
+  return ok;
+}
 
 }  // namespace
 
@@ -120,10 +139,11 @@ TEST_CASE("open rejects a NULL out pointer and a path too long for a Unix socket
   hearth_client_close(nullptr);  // allowed
 }
 
-TEST_CASE("a missing socket file gives HEARTH_ERR_NO_DAEMON at once", "[client]") {
+TEST_CASE("with the connect retry off, a missing socket file gives HEARTH_ERR_NO_DAEMON at once", "[client]") {
   TempDir dir;
   hearth_client* client = nullptr;
   REQUIRE(hearth_client_open(dir.file("none.sock").c_str(), &client) == HEARTH_OK);
+  REQUIRE(hearth_client_set_connect_retry(client, 0) == HEARTH_OK);
   // One connect attempt per call, no retry: the answer comes at once.
   const int connects_before = g_connect_calls;
   CHECK(hearth_client_health(client) == HEARTH_ERR_NO_DAEMON);
@@ -142,7 +162,7 @@ TEST_CASE("a missing socket file gives HEARTH_ERR_NO_DAEMON at once", "[client]"
   hearth_client_close(client);
 }
 
-TEST_CASE("a socket nobody listens on (a crashed daemon's leftover) gives HEARTH_ERR_NO_DAEMON at once", "[client]") {
+TEST_CASE("with the connect retry off, a socket nobody listens on gives HEARTH_ERR_NO_DAEMON at once", "[client]") {
   TempDir dir;
   std::string path = dir.file("stale.sock");
   int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
@@ -154,6 +174,7 @@ TEST_CASE("a socket nobody listens on (a crashed daemon's leftover) gives HEARTH
 
   hearth_client* client = nullptr;
   REQUIRE(hearth_client_open(path.c_str(), &client) == HEARTH_OK);
+  REQUIRE(hearth_client_set_connect_retry(client, 0) == HEARTH_OK);
   const int connects_before = g_connect_calls;
   hearth_stats stats;
   hearth_stats_init(&stats);
@@ -166,8 +187,106 @@ TEST_CASE("a socket nobody listens on (a crashed daemon's leftover) gives HEARTH
   touch(file);
   hearth_client* client2 = nullptr;
   REQUIRE(hearth_client_open(file.c_str(), &client2) == HEARTH_OK);
+  REQUIRE(hearth_client_set_connect_retry(client2, 0) == HEARTH_OK);
   CHECK(hearth_client_health(client2) == HEARTH_ERR_NO_DAEMON);
   hearth_client_close(client2);
+  hearth_client_close(client);
+}
+
+TEST_CASE("by default a missing socket is tried again for HEARTH_CONNECT_RETRY_DEFAULT_MS, then NO_DAEMON",
+          "[client]") {
+  TempDir dir;
+  hearth_client* client = nullptr;
+  REQUIRE(hearth_client_open(dir.file("none.sock").c_str(), &client) == HEARTH_OK);
+  const int connects_before = g_connect_calls;
+  const auto start = Clock::now();
+  CHECK(hearth_client_health(client) == HEARTH_ERR_NO_DAEMON);
+  CHECK(Clock::now() - start >= std::chrono::milliseconds(HEARTH_CONNECT_RETRY_DEFAULT_MS));
+  CHECK(g_connect_calls - connects_before > 1);
+  CHECK(std::string(hearth_client_last_error(client)).find("tried") != std::string::npos);
+  hearth_client_close(client);
+}
+
+TEST_CASE("a socket that appears 300 ms into a request is connected to by the retry", "[client]") {
+  // The socket file appears 300 ms after the client's first attempt failed (counted, not
+  // timed); the retry window is far longer than a busy machine needs for that.
+  TempDir dir;
+  UnixListener listener(dir.file("late.sock"), false);
+  hearth_client* client = nullptr;
+  REQUIRE(hearth_client_open(listener.path().c_str(), &client) == HEARTH_OK);
+  const int connects_before = g_connect_calls;
+  std::atomic<bool> served{false};
+  auto appear_later = [&] {
+    if (!eventually([&] { return g_connect_calls - connects_before >= 1; })) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (listener.bind() && listener.listen()) served = answer_health(listener);
+  };
+  SECTION("with the retry: the request succeeds") {
+    REQUIRE(hearth_client_set_connect_retry(client, 60000) == HEARTH_OK);
+    std::thread daemon(appear_later);
+    CHECK(hearth_client_health(client) == HEARTH_OK);
+    daemon.join();
+    CHECK(served);
+    CHECK(g_connect_calls - connects_before > 1);
+  }
+  SECTION("without it: HEARTH_ERR_NO_DAEMON from the one attempt") {
+    REQUIRE(hearth_client_set_connect_retry(client, 0) == HEARTH_OK);
+    std::thread daemon([&] {
+      if (!eventually([&] { return g_connect_calls - connects_before >= 1; })) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      listener.bind();
+    });
+    CHECK(hearth_client_health(client) == HEARTH_ERR_NO_DAEMON);
+    CHECK(g_connect_calls - connects_before == 1);
+    daemon.join();
+  }
+  hearth_client_close(client);
+}
+
+TEST_CASE("a socket refused while its daemon restarts is connected to once it listens again", "[client]") {
+  // The file stays (bound, not listening: ECONNREFUSED) until 300 ms after the first attempt.
+  TempDir dir;
+  UnixListener listener(dir.file("restart.sock"), false);
+  REQUIRE(listener.bind());
+  hearth_client* client = nullptr;
+  REQUIRE(hearth_client_open(listener.path().c_str(), &client) == HEARTH_OK);
+  REQUIRE(hearth_client_set_connect_retry(client, 60000) == HEARTH_OK);
+  const int connects_before = g_connect_calls;
+  std::atomic<bool> served{false};
+  std::thread daemon([&] {
+    if (!eventually([&] { return g_connect_calls - connects_before >= 1; })) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (listener.listen()) served = answer_health(listener);
+  });
+  CHECK(hearth_client_health(client) == HEARTH_OK);
+  daemon.join();
+  CHECK(served);
+  CHECK(g_connect_calls - connects_before > 1);
+  hearth_client_close(client);
+}
+
+TEST_CASE("hearth_client_cancel ends the wait for a missing socket promptly", "[client]") {
+  // A minute of retry; the cancel comes once the client is retrying (a second attempt was
+  // made). It must return long before the minute: 10 s is the loose bound.
+  TempDir dir;
+  hearth_client* client = nullptr;
+  REQUIRE(hearth_client_open(dir.file("none.sock").c_str(), &client) == HEARTH_OK);
+  REQUIRE(hearth_client_set_connect_retry(client, 60000) == HEARTH_OK);
+  const int connects_before = g_connect_calls;
+  std::atomic<bool> retrying{false};
+  Clock::time_point cancelled_at;
+  std::thread canceller([&] {
+    retrying = eventually([&] { return g_connect_calls - connects_before >= 2; });
+    cancelled_at = Clock::now();
+    hearth_client_cancel(client);
+  });
+  const auto start = Clock::now();
+  CHECK(hearth_client_health(client) == HEARTH_ERR_CANCELLED);
+  const auto returned_at = Clock::now();
+  canceller.join();
+  CHECK(retrying);
+  CHECK(returned_at - start < std::chrono::seconds(10));
+  CHECK(returned_at >= cancelled_at);
   hearth_client_close(client);
 }
 
@@ -238,6 +357,12 @@ TEST_CASE("bad arguments are HEARTH_ERR_INVALID_ARGUMENT, not crashes", "[client
         HEARTH_ERR_INVALID_ARGUMENT);
   CHECK(hearth_client_health(nullptr) == HEARTH_ERR_INVALID_ARGUMENT);
   CHECK(hearth_client_list_models(client, nullptr, nullptr) == HEARTH_ERR_INVALID_ARGUMENT);
+  CHECK(hearth_client_set_timeout(nullptr, 100) == HEARTH_ERR_INVALID_ARGUMENT);
+  CHECK(hearth_client_set_timeout(client, -1) == HEARTH_ERR_INVALID_ARGUMENT);
+  CHECK(hearth_client_set_timeout(client, 0) == HEARTH_OK);
+  CHECK(hearth_client_set_connect_retry(nullptr, 100) == HEARTH_ERR_INVALID_ARGUMENT);
+  CHECK(hearth_client_set_connect_retry(client, -1) == HEARTH_ERR_INVALID_ARGUMENT);
+  CHECK(hearth_client_set_connect_retry(client, 0) == HEARTH_OK);
   hearth_client_cancel(nullptr);  // allowed
   hearth_client_cancel(client);   // no request running: no effect
   CHECK(std::string(hearth_client_last_error(nullptr)).empty());

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -36,14 +38,19 @@ inline bool write_all(int fd, const std::string& bytes) {
   return true;
 }
 
-// Response building blocks.
-inline std::string http_response(int status, const std::string& content_type, const std::string& body) {
+// Response building blocks. keep_alive: no "Connection: close", so the client may send its
+// next request on the same connection.
+inline std::string http_response(int status, const std::string& content_type, const std::string& body,
+                                 bool keep_alive = false) {
   return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: " + content_type +
-         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") +
+         "\r\n" + body;
 }
-inline std::string sse_head() {
-  return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-         "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+inline std::string sse_head(bool keep_alive = false) {
+  return std::string(
+             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+             "Transfer-Encoding: chunked\r\n") +
+         (keep_alive ? "" : "Connection: close\r\n") + "\r\n";
 }
 inline std::string http_chunk(const std::string& data) {
   char size[32];
@@ -92,12 +99,88 @@ inline bool wait_until_asleep(pid_t tid, std::chrono::milliseconds guard = kHang
       guard);
 }
 
+// One HTTP request as a fake daemon reads it.
+struct FakeRequest {
+  std::string head;  // request line and headers
+  std::string body;
+};
+
+// Reads one request (headers and Content-Length body) from fd; false when the peer closed
+// or sent nothing for `guard`.
+inline bool read_http_request(int fd, FakeRequest* out, std::chrono::milliseconds guard = kHangGuard) {
+  std::string data;
+  char buf[4096];
+  auto read_more = [&](std::string* into) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(guard.count())) <= 0) return false;
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return false;
+    into->append(buf, static_cast<size_t>(n));
+    return true;
+  };
+  size_t end;
+  while ((end = data.find("\r\n\r\n")) == std::string::npos) {
+    if (!read_more(&data)) return false;
+  }
+  out->head = data.substr(0, end);
+  size_t length = 0;
+  std::string lower = out->head;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (size_t at = lower.find("content-length:"); at != std::string::npos) {
+    length = std::strtoul(lower.c_str() + at + 15, nullptr, 10);
+  }
+  out->body = data.substr(end + 4);
+  while (out->body.size() < length) {
+    if (!read_more(&out->body)) return false;
+  }
+  return true;
+}
+
+// A Unix socket for tests that script the daemon's side connection by connection (a
+// thread of the test accepts and answers). Bound and listening at construction, unless
+// told to wait: then bind() and listen() make the socket appear later, as a restarting
+// daemon's does.
+class UnixListener {
+ public:
+  explicit UnixListener(std::string path, bool now = true) : path_(std::move(path)) {
+    if (now && !(bind() && listen())) throw std::runtime_error("cannot listen on " + path_);
+  }
+  ~UnixListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UnixListener(const UnixListener&) = delete;
+  UnixListener& operator=(const UnixListener&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Creates the socket file; connecting is refused until listen().
+  bool bind() {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    return fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  bool listen() { return ::listen(fd_, 16) == 0; }
+  // The next connection, or -1 when none came within guard.
+  int accept(std::chrono::milliseconds guard = kHangGuard) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(guard.count())) <= 0) return -1;
+    return ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+  // Whether a connection waits to be accepted (a client connected again).
+  bool has_pending_connection() {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 class FakeDaemon {
  public:
-  struct Request {
-    std::string head;  // request line and headers
-    std::string body;
-  };
+  using Request = FakeRequest;
   // Writes the response for a request on fd (the connection is closed after it returns).
   using Handler = std::function<void(const Request&, int fd)>;
 
@@ -136,7 +219,7 @@ class FakeDaemon {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
       Request request;
-      if (read_request(fd, &request)) {
+      if (read_http_request(fd, &request)) {
         {
           std::lock_guard<std::mutex> lock(mutex_);
           requests_.push_back(request);
@@ -145,31 +228,6 @@ class FakeDaemon {
       }
       ::close(fd);
     }
-  }
-
-  static bool read_request(int fd, Request* out) {
-    std::string data;
-    char buf[4096];
-    size_t end;
-    while ((end = data.find("\r\n\r\n")) == std::string::npos) {
-      ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n <= 0) return false;
-      data.append(buf, static_cast<size_t>(n));
-    }
-    out->head = data.substr(0, end);
-    size_t length = 0;
-    std::string lower = out->head;
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (size_t at = lower.find("content-length:"); at != std::string::npos) {
-      length = std::strtoul(lower.c_str() + at + 15, nullptr, 10);
-    }
-    out->body = data.substr(end + 4);
-    while (out->body.size() < length) {
-      ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n <= 0) return false;
-      out->body.append(buf, static_cast<size_t>(n));
-    }
-    return true;
   }
 
   TempDir dir_;

@@ -54,6 +54,7 @@ int hearth_test_c99_cache_no_daemon(const char* socket_path) {
   hearth_warm_result result;
   int rc = hearth_client_open(socket_path, &client);
   if (rc != HEARTH_OK) return rc;
+  hearth_client_set_connect_retry(client, 0); /* no daemon is expected: do not wait for one */
   hearth_warm_result_init(&result);
   rc = hearth_client_cache_stats(client, &json);
   if (rc == HEARTH_ERR_NO_DAEMON) rc = hearth_client_cache_clear(client, NULL);
@@ -69,6 +70,10 @@ int hearth_test_c99_ask_no_daemon(const char* socket_path) {
   char* text = NULL;
   int rc = hearth_client_open(socket_path, &client);
   if (rc != HEARTH_OK) return rc;
+  if (hearth_client_set_connect_retry(client, 0) != HEARTH_OK || hearth_client_set_timeout(client, 1000) != HEARTH_OK) {
+    hearth_client_close(client);
+    return HEARTH_ERR_INTERNAL;
+  }
   message.role = "user";
   message.content = "hello";
   rc = hearth_client_chat(client, &message, 1, NULL, NULL, NULL, &text, NULL);

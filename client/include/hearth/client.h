@@ -72,7 +72,8 @@ enum hearth_status {
   HEARTH_ERR_UNAVAILABLE = 9,      /* 503: the daemon is loading its model or shutting down */
   HEARTH_ERR_BAD_REQUEST = 10,     /* 400/404/413/422: the daemon rejected the request (see last_error) */
   HEARTH_ERR_SERVER = 11,          /* the daemon reported an error inside a stream, or a 500 */
-  HEARTH_ERR_INTERNAL = 12         /* a bug in this library (unexpected exception) */
+  HEARTH_ERR_INTERNAL = 12,        /* a bug in this library (unexpected exception) */
+  HEARTH_ERR_TIMEOUT = 13          /* the daemon sent nothing for the read timeout (hearth_client_set_timeout) */
 };
 
 /* Short English description of a status code: a static string, never NULL ("unknown error"
@@ -101,7 +102,13 @@ typedef struct hearth_client hearth_client;
  *   3. /run/hearth/hearth.sock, when it exists;
  *   4. otherwise the user path of 2 (or 3 without XDG_RUNTIME_DIR), so that errors name it.
  * Opening does not connect: a missing daemon is reported by the first request
- * (HEARTH_ERR_NO_DAEMON). Each request uses its own connection.
+ * (HEARTH_ERR_NO_DAEMON, after the connect retry of hearth_client_set_connect_retry).
+ * The handle keeps its connection open between requests (HTTP/1.1 keep-alive) and sends the
+ * next request on it. A connection the daemon closed meanwhile (its idle timeout, a restart)
+ * is replaced by a fresh one; a request that finds it closed as it goes out, before any byte
+ * of the answer, is sent again once on a fresh connection (the daemon cannot have begun it).
+ * A request that fails, times out or is cancelled closes its connection, so the next one
+ * never starts on a half-read answer. hearth_client_close closes the connection.
  * On success *out receives the handle (free it with hearth_client_close); on failure *out
  * is set to NULL. Errors: HEARTH_ERR_INVALID_ARGUMENT (out NULL, path longer than a Unix
  * socket address allows), HEARTH_ERR_NOMEM. */
@@ -123,10 +130,36 @@ HEARTH_CLIENT_API const char* hearth_client_last_error(const hearth_client* clie
 HEARTH_CLIENT_API int hearth_client_http_status(const hearth_client* client);
 
 /* Makes the request running on this handle return HEARTH_ERR_CANCELLED promptly, by shutting
- * its connection down; the daemon sees the disconnect and frees the sequence. Callable from
- * any thread and from a signal handler (async-signal-safe: atomics and shutdown(2) only).
- * A cancel while no request runs has no effect (it does not cancel the next one). */
+ * its connection down; the daemon sees the disconnect and frees the sequence. A request
+ * still waiting for the socket to appear (hearth_client_set_connect_retry) stops waiting
+ * within a few milliseconds. Callable from any thread and from a signal handler
+ * (async-signal-safe: atomics and shutdown(2) only). A cancel while no request runs has no
+ * effect (it does not cancel the next one, nor close the kept connection). */
 HEARTH_CLIENT_API void hearth_client_cancel(hearth_client* client);
+
+/* ---- connection settings ----------------------------------------------------------------- */
+
+/* Added in 0.2. Sets the read timeout of the following requests on this handle: how long a
+ * request waits for the daemon to send anything, in milliseconds — for the answer to begin,
+ * and then between two reads of it (a stream that stalls midway for timeout_ms fails too).
+ * When it passes, the request returns HEARTH_ERR_TIMEOUT and closes its connection (the
+ * daemon sees a disconnect and stops generating). A request that is not streamed (on_text
+ * NULL, list_models, cache_warm, ...) receives nothing until its answer is whole, so its
+ * timeout must cover the whole generation. 0 (the default): wait as long as it takes.
+ * Errors: HEARTH_ERR_INVALID_ARGUMENT (client NULL, timeout_ms < 0). */
+HEARTH_CLIENT_API int hearth_client_set_timeout(hearth_client* client, int timeout_ms);
+
+/* The connect retry a new handle has, in milliseconds. */
+#define HEARTH_CONNECT_RETRY_DEFAULT_MS 2000
+
+/* Added in 0.2. Sets how long the following requests on this handle keep trying to connect
+ * while the socket file is missing or nobody listens on it (ENOENT, ECONNREFUSED), as for a
+ * moment while hearthd restarts: attempts back off from 10 ms to 200 ms apart until retry_ms
+ * have passed since the first, then the request returns HEARTH_ERR_NO_DAEMON.
+ * hearth_client_cancel ends the wait (HEARTH_ERR_CANCELLED). Default
+ * HEARTH_CONNECT_RETRY_DEFAULT_MS; 0: one attempt, HEARTH_ERR_NO_DAEMON at once.
+ * Errors: HEARTH_ERR_INVALID_ARGUMENT (client NULL, retry_ms < 0). */
+HEARTH_CLIENT_API int hearth_client_set_connect_retry(hearth_client* client, int retry_ms);
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
@@ -217,7 +250,8 @@ typedef struct hearth_message {
  *             arrived before the failure.
  * Blocks until the reply is complete, the request fails or it is cancelled. Errors:
  * HEARTH_ERR_INVALID_ARGUMENT, _NO_DAEMON, _IO, _PROTOCOL, _HTTP, _BUSY, _UNAVAILABLE,
- * _BAD_REQUEST, _SERVER, _CANCELLED, _NOMEM; hearth_client_last_error() has the detail. */
+ * _BAD_REQUEST, _SERVER, _CANCELLED, _TIMEOUT, _NOMEM; hearth_client_last_error() has the
+ * detail. */
 HEARTH_CLIENT_API int hearth_client_chat(hearth_client* client, const hearth_message* messages, size_t n_messages,
                                          const hearth_request_options* options, hearth_text_callback on_text,
                                          void* user_data, char** out_text, hearth_stats* out_stats);
