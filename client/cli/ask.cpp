@@ -72,6 +72,7 @@ int run_ask(const GlobalOptions& global, AskOptions& options) {
   }
   Client client;
   if (!client.open(global)) return kExitError;
+  hearth_client_set_timeout(client.get(), timeout_ms(options.generation));
   std::vector<hearth_message> messages;
   if (!options.generation.system.empty()) messages.push_back({"system", options.generation.system.c_str()});
   messages.push_back({"user", question.c_str()});

@@ -1,7 +1,8 @@
 // hearth chat: an interactive multi-turn session. The whole history is re-sent each turn
-// (the daemon's prompt cache makes that cheap). On a terminal, lines are read with libedit
-// (editing, history); Ctrl-C cancels the answer being generated, or clears the line at the
-// prompt. Without a terminal (a pipe), lines are read plainly.
+// (the daemon's prompt cache makes that cheap) and saved (chat_log.h), so that
+// `hearth chat --continue` can go on with it later. On a terminal, lines are read with
+// libedit (editing, history); Ctrl-C cancels the answer being generated, or clears the line
+// at the prompt. Without a terminal (a pipe), lines are read plainly.
 #include <editline/readline.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_log.h"
 #include "commands.h"
 
 namespace hearth::cli {
@@ -20,8 +22,8 @@ namespace {
 
 constexpr const char* kPrompt = "> ";
 constexpr const char* kHelp =
-    "type a message and press Enter; /reset forgets the conversation, /stats shows the last answer's "
-    "stats, /exit (or Ctrl-D) quits; Ctrl-C stops an answer\n";
+    "type a message and press Enter; /reset forgets the conversation (the next turn starts a new saved "
+    "one), /stats shows the last answer's stats, /exit (or Ctrl-D) quits; Ctrl-C stops an answer\n";
 
 // Set by SIGINT at the prompt: libedit's read() then fails with EINTR and readline()
 // returns NULL, which this flag tells apart from the end of input.
@@ -59,16 +61,43 @@ int write_piece(const char* piece, size_t len, void*) {
   return 0;
 }
 
-struct Turn {
-  std::string role;
-  std::string content;
-};
+// The saved conversation to go on with (--continue) into *history; false (message printed)
+// when it exists but cannot be read. No saved conversation: a note, and a new one starts.
+bool load_last_conversation(const std::string& dir, std::vector<ChatTurn>* history, ChatLog* log) {
+  const std::string path = dir.empty() ? "" : latest_chat_log(dir);
+  if (path.empty()) {
+    std::fprintf(stderr, "hearth: no saved conversation to continue%s; starting a new one\n",
+                 dir.empty() ? " (neither XDG_STATE_HOME nor HOME is set)" : (" in " + dir).c_str());
+    return true;
+  }
+  size_t skipped = 0;
+  std::string error;
+  if (!read_chat_log(path, history, &skipped, &error)) {
+    std::fprintf(stderr, "hearth: cannot read the saved conversation %s: %s\n", path.c_str(), error.c_str());
+    return false;
+  }
+  if (skipped > 0) std::fprintf(stderr, "hearth: warning: %s: skipped %zu unreadable lines\n", path.c_str(), skipped);
+  log->continue_file(path);
+  return true;
+}
 
 }  // namespace
 
-int run_chat(const GlobalOptions& global, GenerationOptions& options) {
+int run_chat(const GlobalOptions& global, ChatOptions& chat_options) {
+  GenerationOptions& options = chat_options.generation;
+  if (chat_options.resume && !options.system.empty()) {
+    std::fprintf(stderr, "hearth: --system cannot go with --continue: the conversation keeps its own\n");
+    return kExitError;
+  }
+  const std::string log_dir = chat_log_dir();
+  ChatLog log(log_dir, !chat_options.no_history);
+  std::vector<ChatTurn> history;
+  if (chat_options.resume && !load_last_conversation(log_dir, &history, &log)) return kExitError;
+  if (!options.system.empty()) history.push_back({"system", options.system});
+
   Client client;
   if (!client.open(global)) return kExitError;
+  hearth_client_set_timeout(client.get(), timeout_ms(options));
   // Fail early, with the hint, when there is no daemon.
   if (int rc = hearth_client_health(client.get()); rc == HEARTH_ERR_NO_DAEMON) return report_error(client.get(), rc);
 
@@ -78,12 +107,17 @@ int run_chat(const GlobalOptions& global, GenerationOptions& options) {
     ::rl_initialize();
     ::using_history();
     std::printf("hearth chat on %s \xe2\x80\x94 /help for commands\n", hearth_client_socket_path(client.get()));
+    if (!log.path().empty()) {
+      std::printf("(continuing %s: %zu messages)\n", log.path().c_str(), history.size());
+    }
   }
   install_interrupt_handler(client.get(), interactive ? on_idle_interrupt : nullptr);
 
-  std::vector<Turn> history;
-  if (!options.system.empty()) history.push_back({"system", options.system});
-  const size_t n_fixed = history.size();
+  // /reset keeps the leading system message(s), and the next turn starts a new saved file
+  // with them; `saved` counts the turns of history already in the current file.
+  size_t n_fixed = 0;
+  while (n_fixed < history.size() && history[n_fixed].role == "system") ++n_fixed;
+  size_t saved = log.path().empty() ? 0 : history.size();
   hearth_request_options request = to_request_options(options);
   hearth_stats last_stats;
   hearth_stats_init(&last_stats);
@@ -104,6 +138,8 @@ int run_chat(const GlobalOptions& global, GenerationOptions& options) {
     }
     if (line == "/reset") {
       history.resize(n_fixed);
+      log.start_new();
+      saved = 0;
       std::puts("(conversation forgotten)");
       continue;
     }
@@ -118,7 +154,7 @@ int run_chat(const GlobalOptions& global, GenerationOptions& options) {
 
     history.push_back({"user", line});
     std::vector<hearth_message> messages;
-    for (const Turn& t : history) messages.push_back({t.role.c_str(), t.content.c_str()});
+    for (const ChatTurn& t : history) messages.push_back({t.role.c_str(), t.content.c_str()});
     hearth_stats stats;
     hearth_stats_init(&stats);
     char* answer = nullptr;
@@ -130,6 +166,8 @@ int run_chat(const GlobalOptions& global, GenerationOptions& options) {
     std::fflush(stdout);
     if (rc == HEARTH_OK) {
       history.push_back({"assistant", answer != nullptr ? answer : ""});
+      log.append(std::vector<ChatTurn>(history.begin() + static_cast<std::ptrdiff_t>(saved), history.end()));
+      saved = history.size();
       last_stats = stats;
       have_stats = true;
       if (options.stats) print_stats(stats);

@@ -21,11 +21,14 @@ struct GenerationOptions {
   bool stats = false;                  // --stats
   std::vector<std::string> stop;       // --stop (repeatable): stop strings
   float repeat_penalty = 1.0f;         // --repeat-penalty; 1: not sent
+  double timeout_s = 0;                // --timeout: read timeout in seconds; 0: none
   std::vector<const char*> stop_ptrs;  // filled by to_request_options; the request points into it
 };
 void add_generation_options(CLI::App* command, GenerationOptions* options);
 // hearth_request_options for these options (it points into options, which must outlive it).
 hearth_request_options to_request_options(GenerationOptions& options);
+// --timeout as hearth_client_set_timeout's milliseconds.
+int timeout_ms(const GenerationOptions& options);
 
 struct AskOptions {
   GenerationOptions generation;
@@ -35,7 +38,12 @@ struct AskOptions {
 };
 int run_ask(const GlobalOptions& global, AskOptions& options);
 
-int run_chat(const GlobalOptions& global, GenerationOptions& options);
+struct ChatOptions {
+  GenerationOptions generation;
+  bool resume = false;      // --continue: go on with the conversation saved last
+  bool no_history = false;  // --no-history: save nothing
+};
+int run_chat(const GlobalOptions& global, ChatOptions& options);
 
 // hearth cache stats [--json] | clear [--model ID] | warm [--raw] FILE
 struct CacheOptions {

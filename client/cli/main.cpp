@@ -1,6 +1,8 @@
 // hearth: the command line of hearthd, built only on libhearth-client's C API.
 //   hearth [--socket PATH] ask|chat|status|models|cache|bench ...
 #include <CLI/CLI.hpp>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.h"
@@ -20,6 +22,17 @@ void add_generation_options(CLI::App* command, GenerationOptions* options) {
       ->allow_extra_args(false);  // one value per --stop: the question may follow
   command->add_option("--repeat-penalty", options->repeat_penalty, "repetition penalty (1: off)")
       ->check(CLI::Range(0.01f, 10.0f));
+  command
+      ->add_option("--timeout", options->timeout_s,
+                   "fail when the daemon sends nothing for SECONDS: before the answer starts and between two "
+                   "pieces of it (an answer printed whole, as with --json, must be complete within it); "
+                   "default 0: no limit")
+      ->check(CLI::Range(0.0, 86400.0));
+}
+
+int timeout_ms(const GenerationOptions& options) {
+  const double ms = std::ceil(options.timeout_s * 1000.0);
+  return ms >= INT_MAX ? INT_MAX : static_cast<int>(ms);
 }
 
 hearth_request_options to_request_options(GenerationOptions& options) {
@@ -67,9 +80,16 @@ int main(int argc, char** argv) {
                     "send the text as a completion prompt, without the chat template (base models answer "
                     "documents better than turns)");
 
-  GenerationOptions chat;
-  CLI::App* chat_cmd = app.add_subcommand("chat", "interactive multi-turn chat (/reset, /stats, /exit)");
-  add_generation_options(chat_cmd, &chat);
+  ChatOptions chat;
+  CLI::App* chat_cmd = app.add_subcommand(
+      "chat",
+      "interactive multi-turn chat (/reset, /stats, /exit); each conversation is saved under "
+      "$XDG_STATE_HOME/hearth/chats/ (default ~/.local/state/hearth/chats/), one JSON line per message");
+  add_generation_options(chat_cmd, &chat.generation);
+  chat_cmd->add_flag("--continue,-c", chat.resume,
+                     "go on with the conversation saved last (its messages are sent again, its system message "
+                     "kept), appending the new turns to it");
+  chat_cmd->add_flag("--no-history", chat.no_history, "do not save this conversation");
 
   CLI::App* status_cmd = app.add_subcommand("status", "socket path, daemon health, model and version");
   CLI::App* models_cmd = app.add_subcommand("models", "list the daemon's models");
