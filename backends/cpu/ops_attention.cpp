@@ -53,13 +53,13 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   // order.
   const bool v_f16 = op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr;
   const bool v_q8 = op.src3.type == DType::Q8_0 && kern.weighted_sum_q8_0 != nullptr;
+  const bool v_in_place = v_f16 || v_q8;
   std::vector<const uint16_t*> v_rows_f16;
   std::vector<const uint8_t*> v_rows_q8;
-  for (int64_t j = 0; j < (v_f16 || v_q8 ? n_stage : 0); ++j) {
+  for (int64_t j = 0; v_in_place && j < n_stage; ++j) {
     if (v_f16) v_rows_f16.push_back(f16_row(op.src3, kv_slot[lo + j]));
     if (v_q8) v_rows_q8.push_back(raw_row(op.src3, kv_slot[lo + j]));
   }
-  const bool v_in_place = v_f16 || v_q8;
   const size_t staged_rows = static_cast<size_t>(n_stage) * (v_in_place ? 1 : 2);
   float* staged = reinterpret_cast<float*>(ctx.scratch_bytes(staged_rows * kv_dim * sizeof(float)));
   float* k_f32 = staged;                     // row j at j * kv_dim, or (kern.k_transposed) column j of kv_dim rows

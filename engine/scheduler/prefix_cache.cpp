@@ -190,10 +190,9 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
     p.waits_for_read = true;  // the tail, or a window's chunk, is on its way
     return std::nullopt;
   }
-  int32_t i = p.next_block;
   const std::vector<bool>& from_disk = p.from_disk;
   // A chunk that failed to load ends the prefix early, and the window moves back with it.
-  i = complete_window(tokens, table, st);
+  const int32_t i = complete_window(tokens, table, st);
   const int32_t n_disk = static_cast<int32_t>(std::count(from_disk.begin(), from_disk.begin() + i, true));
   st.disk_tokens += n_disk * bt_;
   st.memory_tokens += (i - n_disk) * bt_;

@@ -52,8 +52,8 @@ struct SeqCacheState {
   int32_t chunks_written = 0;    // chunks this sequence queued for the writer
   double restore_ms = 0;
   uint64_t restore_bytes = 0;  // KV bytes read back from chunk files
-  // Set while chunks of this sequence's prefix are being read (attach_prefix returned
-  // before finishing): the sequence waits until pending->ready(), then finish_restore().
+  // Set while chunks of this sequence's prefix are being read or placed (attach_prefix
+  // returned before finishing): advance_restore() places them as they arrive.
   std::shared_ptr<PendingRestore> pending;
   std::chrono::steady_clock::time_point restore_started;  // when the lookup began (the scheduler's clock)
 };
@@ -62,8 +62,8 @@ class PrefixCache {
  public:
   // store may be null (memory tier only). kv's rows must be contiguous. c gives the layers
   // that use a sliding window; with a store, its format's n_sliding must count them.
-  // on_restore_ready: with a store, chunks are read on reader threads, which call it when a
-  // restore's last chunk is read (from a reader thread); without it they are read inline.
+  // on_restore_ready: with a store, chunks are read on reader threads, which call it after
+  // each chunk they read (from a reader thread); without it they are read inline.
   PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv, const ModelConfig& c, uint64_t seed,
               storage::ChunkStore* store, std::function<void()> on_restore_ready = {});
 

@@ -1,9 +1,9 @@
 // Reading a restore's chunk files beside the engine: a RestoreReader's threads read and
 // verify the chunks of a PendingRestore in parallel (ChunkStore::load), while the engine
-// thread keeps stepping the other sequences; when the last one is read, the reader calls
-// back, and the engine thread copies the payloads into KV blocks (PrefixCache::
-// finish_restore). Several files in flight at once also read faster than one after
-// another: the disk serves them with its own parallelism.
+// thread keeps stepping the other sequences; after each chunk the reader calls back, and
+// the engine thread copies the payloads read so far into KV blocks, in chain order
+// (PrefixCache::advance_restore). Several files in flight at once also read faster than
+// one after another: the disk serves them with its own parallelism.
 //
 // Thread-safety: start() from any thread; a PendingRestore's loads belong to the reader
 // until ready(), to the engine thread after.
