@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "engine/scheduler/scheduler.h"
 #include "ipc/cache_routes.h"
 #include "ipc/identity.h"
@@ -317,6 +318,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     auto outcome = std::make_shared<CallResult>();
     std::function<void()> wake = arm_waker();
     call_thread_ = std::thread([run = std::move(call.run), engine = std::move(call.engine), outcome, wake] {
+      set_thread_name("hearth-call");
       HttpResponse r;
       try {
         r = run();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "ipc/connection.h"
 #include "ipc/errors.h"
 #include "ipc/socket_path.h"
@@ -151,7 +152,11 @@ class Server::Impl {
 
   void run() {
     std::vector<std::thread> threads;
-    for (int i = 1; i < state_.options.io_threads; ++i) threads.emplace_back([this] { run_io(); });
+    for (int i = 1; i < state_.options.io_threads; ++i)
+      threads.emplace_back([this] {
+        set_thread_name("hearth-io");
+        run_io();
+      });
     run_io();
     for (std::thread& t : threads) t.join();
   }

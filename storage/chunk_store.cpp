@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "storage/store_impl.h"
 
 namespace hearth::storage {
@@ -168,7 +169,10 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const StoreOptions& options
     if (!impl->memory_index) impl->evict_to_budget();
   }
   Impl* raw = impl.get();
-  impl->writer = std::thread([raw] { raw->writer_loop(); });
+  impl->writer = std::thread([raw] {
+    set_thread_name("hearth-store");
+    raw->writer_loop();
+  });
   return std::unique_ptr<ChunkStore>(new ChunkStore(std::move(impl)));
 }
 

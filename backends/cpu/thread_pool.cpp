@@ -15,6 +15,8 @@
 #include <immintrin.h>
 #endif
 
+#include "common/thread_name.h"
+
 namespace hearth::cpu {
 namespace {
 
@@ -61,7 +63,11 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<u
 
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(n_threads < 1 ? 1 : n_threads), n_tasks_(n_threads_ == 1 ? 1 : n_threads_ * kTasksPerThread) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n_threads_; ++i)
+    workers_.emplace_back([this, i] {
+      set_thread_name("hearth-pool-" + std::to_string(i));
+      worker_loop(i);
+    });
 }
 
 ThreadPool::~ThreadPool() {

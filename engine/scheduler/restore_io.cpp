@@ -1,10 +1,18 @@
 #include "engine/scheduler/restore_io.h"
 
+#include <string>
+
+#include "common/thread_name.h"
+
 namespace hearth {
 
 RestoreReader::RestoreReader(storage::ChunkStore& store, int n_threads, std::function<void()> on_ready)
     : store_(store), on_ready_(std::move(on_ready)) {
-  for (int i = 0; i < n_threads; ++i) threads_.emplace_back([this] { run(); });
+  for (int i = 0; i < n_threads; ++i)
+    threads_.emplace_back([this] {
+      set_thread_name("hearth-restore");
+      run();
+    });
 }
 
 RestoreReader::~RestoreReader() {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "engine/kv/block_pool.h"
 #include "engine/kv/prefix_hash.h"
 #include "engine/model/context.h"
@@ -84,7 +85,10 @@ class Scheduler::Impl {
     buffers_ = std::move(*fb);
     open_cache();
     publish_gauges();
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      set_thread_name("hearth-engine");
+      run();
+    });
     return {};
   }
 
