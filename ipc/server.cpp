@@ -157,6 +157,7 @@ class Server::Impl {
         set_thread_name("hearth-io");
         run_io();
       });
+    set_thread_name("hearth-io");  // the caller's thread serves too
     run_io();
     for (std::thread& t : threads) t.join();
   }
