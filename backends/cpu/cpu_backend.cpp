@@ -22,6 +22,10 @@ namespace hearth::cpu {
 namespace {
 
 constexpr size_t kAlignment = 64;  // cache line; also enough for any SIMD load
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -61,9 +65,10 @@ class CpuBackend final : public Backend {
       const Tensor* t;
       HostBuffer* hb;
       size_t span;  // bytes of the view in the buffer
-      HostBuffer::Bytes dst;
+      uint8_t* dst = nullptr;
     };
     std::vector<Job> jobs;
+    std::vector<std::pair<HostBuffer*, size_t>> arena_bytes;  // per buffer, in order of first use
     for (const Tensor& t : weights) {
       auto* hb = dynamic_cast<HostBuffer*>(t.buffer);
       if (hb == nullptr || hb->repacked(t) != nullptr) continue;
@@ -71,11 +76,27 @@ class CpuBackend final : public Backend {
       const size_t span = static_cast<size_t>(t.rows - 1) * t.row_stride + t.row_size();
       if (t.offset > hb->bytes() || span > hb->bytes() - t.offset)
         return make_error("cpu: a weight view lies outside its buffer");
-      const size_t n = repacked_bytes(t.type, t.ne0, t.rows);
-      HostBuffer::Bytes dst(
-          static_cast<uint8_t*>(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment)));
-      if (dst == nullptr) return make_error("cpu: out of memory repacking weights");
-      jobs.push_back({&t, hb, span, std::move(dst)});
+      jobs.push_back({&t, hb, span});
+      auto a = std::ranges::find(arena_bytes, hb, &std::pair<HostBuffer*, size_t>::first);
+      if (a == arena_bytes.end()) arena_bytes.emplace_back(hb, 0);
+    }
+    // Each buffer's copies share one arena in 2 MiB huge pages where the kernel gives them
+    // (MADV_HUGEPAGE before the first touch): decode streams every weight once a token, and
+    // with 4 KiB pages that is a TLB miss every 64 cache lines.
+    for (auto& [hb, bytes] : arena_bytes) {
+      for (const Job& j : jobs)
+        if (j.hb == hb) bytes += round_up(repacked_bytes(j.t->type, j.t->ne0, j.t->rows), kAlignment);
+      const size_t n = round_up(bytes, kHugePage);
+      HostBuffer::Bytes arena(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, n)));
+      if (arena == nullptr) return make_error("cpu: out of memory repacking weights (" + std::to_string(n) + " bytes)");
+      ::madvise(arena.get(), n, MADV_HUGEPAGE);  // advice: where the kernel says no, 4 KiB pages
+      uint8_t* next = arena.get();
+      for (Job& j : jobs) {
+        if (j.hb != hb) continue;
+        j.dst = next;
+        next += round_up(repacked_bytes(j.t->type, j.t->ne0, j.t->rows), kAlignment);
+      }
+      hb->adopt(std::move(arena));
     }
     // The copies in slices of whole 16-row groups of about kSliceBytes, dealt to every
     // thread, each slice's mapping pages released as soon as it is copied: a big tensor (a
@@ -105,15 +126,14 @@ class CpuBackend final : public Backend {
         const Slice& s = slices[i];
         const Tensor& t = *s.job->t;
         const uint8_t* src = view_data(*s.job) + static_cast<size_t>(s.r0) * t.row_stride;
-        repack_rows(t.type, t.ne0, src, t.row_stride, s.r1 - s.r0,
-                    s.job->dst.get() + repacked_bytes(t.type, t.ne0, s.r0));
+        repack_rows(t.type, t.ne0, src, t.row_stride, s.r1 - s.r0, s.job->dst + repacked_bytes(t.type, t.ne0, s.r0));
         if (host_droppable) release(src, static_cast<size_t>(s.r1 - s.r0) * t.row_stride);
       }
     });
     // The pages the slices' edges shared.
     if (host_droppable)
       for (const Job& j : jobs) release(view_data(j), j.span);
-    for (Job& j : jobs) j.hb->add_repacked(*j.t, std::move(j.dst));
+    for (const Job& j : jobs) j.hb->add_repacked(*j.t, j.dst);
     return {};
   }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/cpu/repack.h"
@@ -38,23 +39,26 @@ class HostBuffer final : public Buffer {
     if (it == repacked_.end()) return nullptr;
     const Repacked& r = it->second;
     const bool same = r.type == w.type && r.ne0 == w.ne0 && w.rows <= r.rows && w.rows % kRepackRows == 0;
-    return same ? r.data.get() : nullptr;
+    return same ? r.data : nullptr;
   }
-  // The repacked rows of the view w.
-  void add_repacked(const Tensor& w, Bytes data) {
-    repacked_[w.offset] = Repacked{w.type, w.ne0, w.rows, std::move(data)};
+  // The repacked rows of the view w, at data inside an arena the buffer owns (adopt).
+  void add_repacked(const Tensor& w, const uint8_t* data) {
+    repacked_[w.offset] = Repacked{w.type, w.ne0, w.rows, data};
   }
+  // Memory the repacked rows live in, freed with the buffer.
+  void adopt(Bytes arena) { arenas_.push_back(std::move(arena)); }
 
  private:
   struct Repacked {
     DType type;
     int64_t ne0, rows;
-    Bytes data;
+    const uint8_t* data;
   };
   void* data_;
   size_t bytes_;
   bool owned_;
   std::unordered_map<size_t, Repacked> repacked_;
+  std::vector<Bytes> arenas_;
 };
 
 }  // namespace hearth::cpu
