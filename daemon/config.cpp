@@ -116,6 +116,10 @@ const std::vector<Spec>& specs() {
        0, 0, {"debug", "info", "warn", "error"}, [](C& c, const Value& v) { parse_log_level(str(v), &c.log_level); }},
       {"shutdown-grace", Kind::Int, "seconds in-flight requests get to finish after SIGTERM (default 30)",
        0, 86400, {}, [](C& c, const Value& v) { c.shutdown_grace_s = i32(v); }},
+      {"write-timeout", Kind::Int,
+       "seconds a client may read nothing of a response (its socket buffer full) before the connection is "
+       "closed and its request cancelled, freeing the sequence (default 60)",
+       1, 86400, {}, [](C& c, const Value& v) { c.write_timeout_s = i32(v); }},
       {"kv-type", Kind::Choice,
        "KV cache element type (default f16); q8_0 halves the KV memory and the prompt cache's disk and "
        "restore bytes at a small cost in accuracy",

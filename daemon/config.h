@@ -53,6 +53,7 @@ struct DaemonConfig {
   std::vector<std::string> allowed_origins;  // browser origins the TCP listener serves (CORS); none by default
   LogLevel log_level = LogLevel::Info;
   int32_t shutdown_grace_s = 30;  // seconds in-flight requests get after SIGTERM
+  int32_t write_timeout_s = 60;   // seconds a client may read nothing of a response before it is cut off
   DType kv_type = DType::F16;
 };
 

@@ -204,6 +204,7 @@ static ipc::ServerOptions server_options(const DaemonConfig& cfg) {
                   : cfg.cache_scope == "shared" ? ipc::CacheScopeMode::Shared
                                                 : ipc::CacheScopeMode::User;
   o.allowed_origins = cfg.allowed_origins;
+  o.write_timeout = std::chrono::seconds(cfg.write_timeout_s);
   if (o.cache_scope == ipc::CacheScopeMode::Shared) {
     LOG_WARN(
         "prompt cache: cache_scope = shared: every client can tell from cached_tokens what others' prompts begin with");

@@ -124,7 +124,19 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     wake_.cancel();
   }
 
-  std::chrono::milliseconds write_timeout() const { return state_.options.idle_timeout; }
+  std::chrono::milliseconds write_timeout() const { return state_.options.write_timeout; }
+
+  // Whether a write went out. One that timed out means the client read nothing for
+  // write_timeout (a full socket buffer): basic_stream has closed the socket, the caller
+  // gives the connection up and cancels its generation.
+  bool wrote(const beast::error_code& ec) {
+    if (ec == beast::error::timeout) {
+      state_.responses.count_write_timeout();
+      LOG_INFO("ipc: " + peer_name(peer_) + " read nothing for " + std::to_string(write_timeout().count()) +
+               " ms; closing the connection" + (handle_ ? " and cancelling its request" : ""));
+    }
+    return !ec;
+  }
 
   net::awaitable<void> serve_requests() {
     const ServerOptions& opt = state_.options;
@@ -164,7 +176,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
           static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
           stream_.expires_after(write_timeout());
           co_await net::async_write(stream_, net::buffer(kContinue), redirect(ec));
-          if (ec) co_return;
+          if (!wrote(ec)) co_return;
         }
         stream_.expires_after(opt.body_timeout);
         co_await http::async_read(stream_, buffer_, parser, redirect(ec));
@@ -251,7 +263,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     beast::error_code ec;
     stream_.expires_after(write_timeout());
     co_await http::async_write(stream_, res, redirect(ec));
-    co_return !ec;
+    co_return wrote(ec);
   }
 
   net::awaitable<bool> write_stream_head(unsigned version, bool keep_alive, bool chunked) {
@@ -267,7 +279,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     beast::error_code ec;
     stream_.expires_after(write_timeout());
     co_await http::async_write_header(stream_, sr, redirect(ec));
-    co_return !ec;
+    co_return wrote(ec);
   }
 
   net::awaitable<bool> write_stream_data(const std::string& data, bool chunked) {
@@ -278,14 +290,14 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     } else {
       co_await net::async_write(stream_, net::buffer(data), redirect(ec));
     }
-    co_return !ec;
+    co_return wrote(ec);
   }
 
   net::awaitable<bool> write_last_chunk() {
     beast::error_code ec;
     stream_.expires_after(write_timeout());
     co_await net::async_write(stream_, http::make_chunk_last(), redirect(ec));
-    co_return !ec;
+    co_return wrote(ec);
   }
 
   // A function another thread calls to wake this connection's wait on wake_: it posts,

@@ -139,6 +139,9 @@ std::string ResponseCounters::render() const {
     if (n == 0) continue;
     out += "hearth_requests_total{status=\"" + std::to_string(s) + "\"} " + number(n) + "\n";
   }
+  sample(out, "hearth_write_timeouts_total", "counter",
+         "Responses cut off because the client read nothing of them for the write timeout (its request cancelled).",
+         write_timeouts());
   return out;
 }
 

@@ -15,11 +15,14 @@ struct CacheStats;
 
 namespace hearth::ipc {
 
-// Responses sent, by HTTP status. Thread-safe.
+// Responses sent, by HTTP status, and responses cut off because the client read nothing
+// for the write timeout. Thread-safe.
 class ResponseCounters {
  public:
   void count(int status);
   uint64_t get(int status) const;
+  void count_write_timeout() { write_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t write_timeouts() const { return write_timeouts_.load(std::memory_order_relaxed); }
 
   // HELP/TYPE lines and one sample per status seen so far.
   std::string render() const;
@@ -27,6 +30,7 @@ class ResponseCounters {
  private:
   static constexpr int kMaxStatus = 600;
   std::array<std::atomic<uint64_t>, kMaxStatus> by_status_{};
+  std::atomic<uint64_t> write_timeouts_{0};
 };
 
 // The whole /metrics page. engine may be null (model still loading): its metrics are then

@@ -54,6 +54,10 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{10'000};  // request line + headers must arrive within this
   std::chrono::milliseconds body_timeout{60'000};    // the body, after the headers
   std::chrono::milliseconds idle_timeout{120'000};   // keep-alive: between requests
+  // A response the client reads nothing of for this long (its socket buffer full: a client
+  // that stopped reading) is cut off: the connection closes and its generation is cancelled,
+  // freeing the sequence and its KV blocks.
+  std::chrono::milliseconds write_timeout{60'000};
   // At the limit a new connection replaces the one that has waited longest for a request;
   // when every connection is serving one, the new one gets 503 with Retry-After.
   size_t max_connections = 256;

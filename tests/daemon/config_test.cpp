@@ -70,6 +70,7 @@ TEST_CASE("defaults apply when no source sets an option", "[daemon][config]") {
   CHECK_FALSE(r->allow_remote);
   CHECK(r->log_level == LogLevel::Info);
   CHECK(r->shutdown_grace_s == 30);
+  CHECK(r->write_timeout_s == 60);
   CHECK(r->kv_type == DType::F16);
 }
 
@@ -106,6 +107,8 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
                                  "debug",
                                  "--shutdown-grace",
                                  "7",
+                                 "--write-timeout",
+                                 "9",
                                  "--kv-type",
                                  "f32"});
   REQUIRE(r.ok());
@@ -127,6 +130,7 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
   CHECK(r->allow_remote);
   CHECK(r->log_level == LogLevel::Debug);
   CHECK(r->shutdown_grace_s == 7);
+  CHECK(r->write_timeout_s == 9);
   CHECK(r->kv_type == DType::F32);
 }
 
