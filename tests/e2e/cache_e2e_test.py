@@ -12,103 +12,18 @@
 - /api/cache/warm persists a system prompt that a later chat then finds.
 """
 import argparse
-import glob
-import json
 import os
 import random
 import shutil
-import signal
-import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from hearthd_process import SKIP, Hearthd, gemma_model_or_skip
+from hearthd_process import (CacheDaemon as Daemon, cached, check_consistency, chunk_files, gemma_model_or_skip,
+                             long_prompt, text_of)
 
 CHUNK_TOKENS = 16
-
-
-class Daemon(Hearthd):
-    """hearthd with a prompt cache directory that outlives it."""
-
-    def __init__(self, hearthd, model, cache_dir, *args):  # pylint: disable=super-init-not-called
-        self.dir = tempfile.mkdtemp(prefix="hearth-cache-e2e-")
-        self.socket = os.path.join(self.dir, "hearth.sock")
-        self.log_path = os.path.join(self.dir, "hearthd.log")
-        self.log = open(self.log_path, "wb")
-        cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", "2", "--cache-dir", cache_dir, *args]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.wait_ready()
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def stop(self):
-        log = self.log_text()
-        rc = self.close()
-        assert rc == 0, "hearthd exited with %d:\n%s" % (rc, log)
-        return log
-
-    def complete(self, prompt, max_tokens=6):
-        status, r = self.post_json("/v1/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
-        assert status == 200, r
-        return r
-
-    def chat(self, messages, max_tokens=8):
-        status, r = self.post_json("/v1/chat/completions",
-                                   {"messages": messages, "max_tokens": max_tokens, "temperature": 0})
-        assert status == 200, r
-        return r
-
-    def cache(self):
-        status, data = self.request("GET", "/api/cache")
-        assert status == 200, data
-        return json.loads(data)
-
-
-def cached(r):
-    """(memory, disk, prefilled) tokens of a response."""
-    c = r["timings"]["cached_tokens"]
-    return c["memory"], c["disk"], r["usage"]["prompt_tokens"] - c["memory"] - c["disk"]
-
-
-def text_of(r):
-    return r["choices"][0].get("text", r["choices"][0].get("message", {}).get("content"))
-
-
-def long_prompt(seed, n_items):
-    rng = random.Random(seed)
-    colours, animals, places = ["red", "green", "blue", "grey"], ["fox", "owl", "cat", "bear", "eel"], ["river", "hill"]
-    return " ".join("Item %d: the %s %s walks to the %s and counts %d stones." %
-                    (i, rng.choice(colours), rng.choice(animals), rng.choice(places), rng.randrange(1000))
-                    for i in range(n_items))
-
-
-def chunk_files(cache_dir):
-    return sorted(glob.glob(os.path.join(cache_dir, "chunks", "*", "*.kv")))
-
-
-def check_consistency(cache_dir):
-    """Every index row has its file with the row's size; every chunk file has a row; no
-    temp file is left. For a cache whose daemon has exited cleanly."""
-    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(cache_dir, "index.sqlite"), uri=True)
-    rows = {}
-    for h, size in db.execute("SELECT hash, bytes FROM chunks"):
-        name = "%016x" % (h & 0xFFFFFFFFFFFFFFFF)
-        rows[os.path.join(cache_dir, "chunks", name[:2], name + ".kv")] = size
-    db.close()
-    files = set(chunk_files(cache_dir))
-    missing = [p for p in rows if p not in files]
-    orphans = [p for p in files if p not in rows]
-    wrong = [p for p, s in rows.items() if p in files and os.path.getsize(p) != s]
-    temps = glob.glob(os.path.join(cache_dir, "chunks", "*", ".*"))
-    assert not (missing or orphans or wrong or temps), (missing, orphans, wrong, temps)
-    return len(rows)
 
 
 def check_restart_and_disk_hit(args, model, cache_dir):

@@ -1,11 +1,14 @@
 """Starts a real hearthd on a temporary Unix socket for the end-to-end tests, and speaks
 plain HTTP/1.1 to it over that socket (standard library only)."""
+import glob
 import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -161,3 +164,101 @@ def sse_events(response):
             continue
         payload = line[len("data: "):]
         yield payload if payload == "[DONE]" else json.loads(payload)
+
+
+class CacheDaemon(Hearthd):
+    """hearthd with a prompt cache directory that outlives it (the cache tests, the crash loop).
+    wait=False returns as soon as the process runs (wait_ready() then waits for /health)."""
+
+    def __init__(self, hearthd, model, cache_dir, *args, wait=True):  # pylint: disable=super-init-not-called
+        self.dir = tempfile.mkdtemp(prefix="hearth-cache-e2e-")
+        self.socket = os.path.join(self.dir, "hearth.sock")
+        self.log_path = os.path.join(self.dir, "hearthd.log")
+        self.log = open(self.log_path, "wb")
+        cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", "2", "--cache-dir", cache_dir, *args]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        if wait:
+            self.wait_ready()
+
+    def kill(self):
+        """SIGKILL; returns what hearthd logged."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.log.close()
+        text = self.log_text()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return text
+
+    def stop(self):
+        log = self.log_text()
+        rc = self.close()
+        assert rc == 0, "hearthd exited with %d:\n%s" % (rc, log)
+        return log
+
+    def complete(self, prompt, max_tokens=6, **extra):
+        status, r = self.post_json("/v1/completions",
+                                   {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra})
+        assert status == 200, r
+        return r
+
+    def chat(self, messages, max_tokens=8):
+        status, r = self.post_json("/v1/chat/completions",
+                                   {"messages": messages, "max_tokens": max_tokens, "temperature": 0})
+        assert status == 200, r
+        return r
+
+    def cache(self):
+        status, data = self.request("GET", "/api/cache")
+        assert status == 200, data
+        return json.loads(data)
+
+
+def cached(r):
+    """(memory, disk, prefilled) tokens of a response."""
+    c = r["timings"]["cached_tokens"]
+    return c["memory"], c["disk"], r["usage"]["prompt_tokens"] - c["memory"] - c["disk"]
+
+
+def text_of(r):
+    return r["choices"][0].get("text", r["choices"][0].get("message", {}).get("content"))
+
+
+def long_prompt(seed, n_items):
+    """~22 tokens an item on Gemma 3, different for each seed."""
+    rng = random.Random(seed)
+    colours, animals, places = ["red", "green", "blue", "grey"], ["fox", "owl", "cat", "bear", "eel"], ["river", "hill"]
+    return " ".join("Item %d: the %s %s walks to the %s and counts %d stones." %
+                    (i, rng.choice(colours), rng.choice(animals), rng.choice(places), rng.randrange(1000))
+                    for i in range(n_items))
+
+
+def chunk_files(cache_dir):
+    return sorted(glob.glob(os.path.join(cache_dir, "chunks", "*", "*.kv")))
+
+
+def cache_dir_problems(cache_dir):
+    """(rows, problems): whether the index and the chunk files agree exactly, for a cache no
+    hearthd is writing to (exited, or started and not yet asked anything): every index row
+    has its file with the row's size, every chunk file has a row, no temp file is left. The
+    index is opened read-only beside a running hearthd (sqlite's locking keeps that safe)."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(cache_dir, "index.sqlite"), uri=True)
+    try:
+        rows = {}
+        for h, size in db.execute("SELECT hash, bytes FROM chunks"):
+            name = "%016x" % (h & 0xFFFFFFFFFFFFFFFF)
+            rows[os.path.join(cache_dir, "chunks", name[:2], name + ".kv")] = size
+    finally:
+        db.close()
+    files = set(chunk_files(cache_dir))
+    problems = ["row without file: " + p for p in rows if p not in files]
+    problems += ["file without row: " + p for p in files if p not in rows]
+    problems += ["size differs from its row: " + p for p, s in rows.items() if p in files and os.path.getsize(p) != s]
+    problems += ["temp file left: " + p for p in glob.glob(os.path.join(cache_dir, "chunks", "*", ".*"))]
+    return len(rows), problems
+
+
+def check_consistency(cache_dir):
+    """cache_dir_problems() must find none; returns the number of chunks indexed."""
+    n, problems = cache_dir_problems(cache_dir)
+    assert not problems, problems
+    return n
