@@ -164,7 +164,12 @@ std::string render_metrics(const ResponseCounters& responses, const SchedulerSta
   sample(out, "hearth_queue_depth", "gauge", "Requests waiting for a free sequence.", s.queue_depth);
   sample(out, "hearth_running_sequences", "gauge", "Sequences admitted (prefilling or decoding).", s.running);
   sample(out, "hearth_kv_blocks_used", "gauge", "KV cache blocks in use.", s.kv_blocks_used);
-  sample(out, "hearth_kv_blocks_free", "gauge", "KV cache blocks free.", s.kv_blocks_total - s.kv_blocks_used);
+  sample(out, "hearth_kv_blocks_free", "gauge", "KV cache blocks free (cached ones included).",
+         s.kv_blocks_total - s.kv_blocks_used);
+  sample(out, "hearth_kv_blocks_cached", "gauge",
+         "KV cache blocks no sequence holds that keep a cached prefix for reuse (part of the free ones).",
+         s.kv_blocks_cached);
+  sample(out, "hearth_kv_blocks_total", "gauge", "KV cache blocks in the pool.", s.kv_blocks_total);
   histogram_seconds(out, "hearth_ttft_seconds", "Time to first token in seconds, from submission (queueing included).",
                     s.ttft_ms);
   histogram_seconds(out, "hearth_itl_seconds", "Inter-token latency in seconds (gap between consecutive tokens).",

@@ -46,12 +46,13 @@ void EngineMetrics::token(const Sequence& s, size_t n_itl_before) {
   for (size_t i = n_itl_before; i < s.itl_ms().size(); ++i) stats_.itl_ms.observe(s.itl_ms()[i]);
 }
 
-void EngineMetrics::retired(const Sequence& s, int64_t n_running, int64_t kv_blocks_used) {
+void EngineMetrics::retired(const Sequence& s, int64_t n_running, const BlockPool& pool) {
   const SeqCacheState& c = s.cache();
   const int32_t cached = c.memory_tokens + c.disk_tokens;
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.running = n_running;
-  stats_.kv_blocks_used = kv_blocks_used;
+  stats_.kv_blocks_used = pool.n_used();
+  stats_.kv_blocks_cached = pool.n_cached();
   stats_.cached_tokens_total += static_cast<uint64_t>(cached);
   cache_.prefilled_tokens += static_cast<uint64_t>(std::max(0, std::min(s.n_computed(), s.n_prompt()) - cached));
 }
@@ -74,6 +75,7 @@ void EngineMetrics::pool(const BlockPool& pool, int64_t kv_token_bytes, int64_t 
   stats_.running = n_running;
   stats_.kv_blocks_used = pool.n_used();
   stats_.kv_blocks_total = pool.n_total();
+  stats_.kv_blocks_cached = pool.n_cached();
 }
 
 SchedulerStats EngineMetrics::stats() const {

@@ -29,8 +29,8 @@ class EngineMetrics {
   void step(double ms);
   // s generated a token; its gaps from n_itl_before on are new.
   void token(const Sequence& s, size_t n_itl_before);
-  // s ended; n_running sequences and kv_blocks_used blocks remain.
-  void retired(const Sequence& s, int64_t n_running, int64_t kv_blocks_used);
+  // s ended and its blocks went back to pool; n_running sequences remain.
+  void retired(const Sequence& s, int64_t n_running, const BlockPool& pool);
   // The pool's gauges (kv_token_bytes: K and V of one token, all layers).
   void pool(const BlockPool& pool, int64_t kv_token_bytes, int64_t n_running);
 

@@ -386,7 +386,7 @@ class Scheduler::Impl {
       RequestHandle* h = &s.handle();
       std::erase_if(running_handles_, [h](const std::shared_ptr<RequestHandle>& p) { return p.get() == h; });
       --n_running_;
-      metrics_.retired(s, n_running_, pool_.n_used());
+      metrics_.retired(s, n_running_, pool_);
     }
     if (finish_reason) s.finish(finish_reason, now);
     return running_.erase(it);

@@ -79,6 +79,9 @@ struct SchedulerStats {
   int64_t queue_depth = 0;  // requests waiting
   int64_t running = 0;      // sequences admitted (prefilling or decoding)
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  // Blocks no sequence holds that keep a cached prefix's KV for reuse (counted in the
+  // free ones too: allocate() may take them).
+  int64_t kv_blocks_cached = 0;
   uint64_t prompt_tokens_total = 0;  // prompt tokens of finished or running requests
   uint64_t generated_tokens_total = 0;
   uint64_t cached_tokens_total = 0;

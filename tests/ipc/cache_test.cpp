@@ -301,6 +301,56 @@ TEST_CASE("/metrics exposes the prompt cache's counters and gauges") {
   }
 }
 
+// What a soak checks after the load: no block held by a sequence, every other one free,
+// and the cached ones among the free ones until the cache is cleared.
+TEST_CASE("/metrics splits the KV pool into used, free and cached blocks, and a clear frees the cached ones") {
+  TestServer s;
+  auto gauges = [&] {
+    auto r = http_call(s.socket_path(), "GET", "/metrics");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    std::map<std::string, double> v;
+    std::istringstream in(r->body);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t sp = line.rfind(' ');
+      v[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+    }
+    return v;
+  };
+  std::map<std::string, double> v = gauges();
+  const double total = v.at("hearth_kv_blocks_total");
+  REQUIRE(total > 0);
+  REQUIRE(v.at("hearth_kv_blocks_used") == 0);
+  REQUIRE(v.at("hearth_kv_blocks_free") == total);
+  REQUIRE(v.at("hearth_kv_blocks_cached") == 0);
+
+  const json done = call_json(s, "POST", "/v1/completions", json{{"prompt", kSystem}, {"max_tokens", 4}}.dump(), 200);
+  REQUIRE(done.at("usage").at("prompt_tokens").get<int>() > 2 * 16);  // at least two full blocks
+  v = gauges();
+  REQUIRE(v.at("hearth_kv_blocks_used") == 0);
+  REQUIRE(v.at("hearth_kv_blocks_free") == total);
+  REQUIRE(v.at("hearth_kv_blocks_cached") >= 2);
+  REQUIRE(v.at("hearth_kv_blocks_cached") <= v.at("hearth_kv_blocks_free"));
+
+  // A stream in flight holds its blocks: used while it runs, back to free after.
+  HttpConn held = HttpConn::unix_socket(s.socket_path());
+  REQUIRE(held.send(http_request("POST", "/v1/completions",
+                                 json{{"prompt", kSystem}, {"max_tokens", 400}, {"stream", true}}.dump())));
+  REQUIRE(eventually([&] { return gauges().at("hearth_kv_blocks_used") > 0; }));
+  held.close();
+  REQUIRE(eventually([&] { return gauges().at("hearth_running_sequences") == 0; }));
+  v = gauges();
+  REQUIRE(v.at("hearth_kv_blocks_used") == 0);
+  REQUIRE(v.at("hearth_kv_blocks_free") == total);
+
+  call_json(s, "DELETE", "/api/cache", "", 200);
+  v = gauges();
+  REQUIRE(v.at("hearth_kv_blocks_cached") == 0);
+  REQUIRE(v.at("hearth_kv_blocks_free") == total);
+}
+
 TEST_CASE("A chat prefix is the template cut where the next turn's content begins") {
   const std::vector<ChatMessage> system_only = {{"system", "Be brief."}};
   auto gemma = chat_prefix_segments(ChatFamily::Gemma, system_only);
