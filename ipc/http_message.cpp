@@ -71,7 +71,9 @@ ResponseMessage response_message(const HttpResponse& r, unsigned version, bool k
   for (const auto& [name, value] : r.headers.empty() ? cors : r.headers) res.set(name, value);
   res.keep_alive(keep_alive);
   res.body() = r.body;
-  res.prepare_payload();
+  // A 204 (the CORS preflight's answer) has no body and must not carry a Content-Length
+  // (RFC 9110 8.6), which prepare_payload would set to 0.
+  if (res.result() != http::status::no_content) res.prepare_payload();
   if (head) res.body().clear();  // Content-Length stays that of the GET answer
   return res;
 }
