@@ -163,6 +163,7 @@ json cache_stats_json(const CacheStats& totals, const std::string& model_id, con
 
 HttpResponse cache_stats_response(const RouteContext& ctx) {
   const EngineRef& engine = *ctx.engine;
+  if (engine.scheduler == nullptr) return error_response(unavailable("this engine keeps no prompt cache", "no_cache"));
   return json_response(200,
                        cache_stats_json(engine.scheduler->cache_stats(), engine.model.id, ctx.peer, ctx.scope_mode));
 }
@@ -235,9 +236,8 @@ RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
   std::variant<OpenAiRequest, ApiError> parsed =
       parse_openai_request(endpoint, fields, engine.model.id, engine.model.aliases);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
-  int32_t n_ctx = engine.scheduler->options().n_ctx;
-  if (engine.model.n_ctx > 0) n_ctx = std::min(n_ctx, engine.model.n_ctx);
-  std::variant<std::vector<int32_t>, ApiError> tokens = warm_tokens(engine, std::get<OpenAiRequest>(parsed), n_ctx);
+  std::variant<std::vector<int32_t>, ApiError> tokens =
+      warm_tokens(engine, std::get<OpenAiRequest>(parsed), engine.n_ctx);
   if (auto* e = std::get_if<ApiError>(&tokens)) return error_response(*e);
 
   GenerationJob job;

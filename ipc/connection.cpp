@@ -21,6 +21,7 @@
 #include "common/thread_name.h"
 #include "engine/scheduler/scheduler.h"
 #include "ipc/cache_routes.h"
+#include "ipc/http_message.h"
 #include "ipc/identity.h"
 #include "ipc/openai.h"
 
@@ -32,22 +33,14 @@ namespace http = beast::http;
 
 namespace {
 
-constexpr size_t kHeaderLimitBytes = 16 * 1024;  // request line + headers
 constexpr size_t kFirstReadBytes = 4096;
 // After an error that leaves the request unread, read and drop up to this much (for up to
 // kDrainTime) before closing, so that the client sees the response rather than a reset.
 constexpr size_t kDrainBytes = 1 << 20;
 constexpr std::chrono::milliseconds kDrainTime{500};
-constexpr const char* kServerName = "hearth";
 
 inline auto redirect(beast::error_code& ec) {
   return net::redirect_error(net::use_awaitable, ec);
-}
-
-bool is_quiet_read_error(const beast::error_code& ec) {
-  return ec == beast::error::timeout || ec == http::error::end_of_stream || ec == http::error::partial_message ||
-         ec == net::error::eof || ec == net::error::connection_reset || ec == net::error::operation_aborted ||
-         ec == net::error::broken_pipe || ec == net::error::bad_descriptor;
 }
 
 template <class Protocol>
@@ -142,9 +135,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     const ServerOptions& opt = state_.options;
     bool first = true;
     while (!closing_) {
-      http::request_parser<http::string_body> parser;
-      parser.header_limit(kHeaderLimitBytes);
-      parser.body_limit(opt.body_limit_bytes);
+      RequestParser parser;
+      set_request_limits(parser, opt.body_limit_bytes);
       beast::error_code ec;
       // A new connection has header_timeout from accept for its whole header; between
       // keep-alive requests the client has idle_timeout to start the next one. Until the
@@ -187,22 +179,13 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       }
       stream_.expires_never();
 
-      http::request<http::string_body> msg = parser.release();
-      const unsigned version = msg.version();
-      bool keep_alive = msg.keep_alive() && state_.accepting.load();
-      head_only_ = msg.method() == http::verb::head;
-      HttpRequest request;
-      request.method = std::string(msg.method_string());
-      request.target = std::string(msg.target());
-      request.host = std::string(msg[http::field::host]);
-      if (msg.find(http::field::origin) != msg.end()) request.origin = std::string(msg[http::field::origin]);
-      request.content_type = std::string(msg[http::field::content_type]);
-      request.body = std::move(msg.body());
+      ReadRequest read = take_request(parser);
+      const HttpRequest& request = read.request;
+      const unsigned version = read.version;
+      bool keep_alive = read.keep_alive && state_.accepting.load();
+      head_only_ = read.head;
       // A browser's allowed origin gets CORS headers on whatever is answered.
-      cors_.clear();
-      if (peer_.tcp && request.origin && origin_allowed(*request.origin, opt.allowed_origins)) {
-        cors_ = cors_headers(*request.origin);
-      }
+      cors_ = answer_cors(request, peer_, opt.allowed_origins);
 
       RouteContext ctx;
       ctx.engine = state_.engine();
@@ -229,36 +212,19 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   // The request could not be read whole: answer what can be answered, then close.
   net::awaitable<void> answer_read_error(const beast::error_code& ec) {
     if (closing_) co_return;
-    if (is_quiet_read_error(ec)) {
+    const std::optional<ApiError> error = read_error_answer(ec, state_.options.body_limit_bytes);
+    if (!error) {
       LOG_DEBUG("ipc: closing connection: " + ec.message());
       co_await close_gracefully(false);
       co_return;
     }
-    ApiError error;
-    if (ec == http::error::body_limit) {
-      error = payload_too_large("the request body is larger than " + std::to_string(state_.options.body_limit_bytes) +
-                                " bytes");
-    } else if (ec == http::error::header_limit) {
-      error = bad_request("the request headers are larger than " + std::to_string(kHeaderLimitBytes) + " bytes");
-      error.status = 431;
-    } else {
-      error = bad_request("malformed HTTP request: " + ec.message(), "", "bad_http");
-    }
     head_only_ = false;
-    co_await write_response(error_response(error), 11, false);
+    co_await write_response(error_response(*error), 11, false);
     co_await close_gracefully(true);
   }
 
   net::awaitable<bool> write_response(const HttpResponse& r, unsigned version, bool keep_alive) {
-    http::response<http::string_body> res{static_cast<http::status>(r.status), version};
-    res.set(http::field::server, kServerName);
-    res.set(http::field::content_type, r.content_type);
-    if (!r.allow.empty()) res.set(http::field::allow, r.allow);
-    for (const auto& [name, value] : r.headers.empty() ? cors_ : r.headers) res.set(name, value);
-    res.keep_alive(keep_alive);
-    res.body() = r.body;
-    res.prepare_payload();
-    if (head_only_) res.body().clear();  // Content-Length stays that of the GET answer
+    ResponseMessage res = response_message(r, version, keep_alive, head_only_, cors_);
     state_.responses.count(r.status);
     beast::error_code ec;
     stream_.expires_after(write_timeout());
@@ -526,8 +492,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   beast::flat_buffer buffer_;
   net::steady_timer wake_;  // a generation waits on it; engine events and hang-ups cancel it
   const bool check_host_;
-  PeerIdentity peer_;                                      // who is connected (SO_PEERCRED), or the TCP identity
-  std::vector<std::pair<std::string, std::string>> cors_;  // CORS headers for the current request
+  PeerIdentity peer_;  // who is connected (SO_PEERCRED), or the TCP identity
+  HeaderList cors_;    // CORS headers for the current request
   const std::chrono::steady_clock::time_point accepted_;
   uint64_t id_ = 0;
   std::shared_ptr<RequestHandle> handle_;  // the generation running now, if any

@@ -106,7 +106,7 @@ HttpResponse metrics(const RouteContext& ctx) {
   static const ResponseCounters kNone;
   std::optional<SchedulerStats> stats;
   std::optional<CacheStats> cache;
-  if (ctx.engine) {
+  if (ctx.engine && ctx.engine->scheduler) {
     stats = ctx.engine->scheduler->stats();
     cache = ctx.engine->scheduler->cache_stats();
   }
@@ -173,10 +173,8 @@ RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::st
       parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
-  int32_t n_ctx = engine.scheduler->options().n_ctx;
-  if (engine.model.n_ctx > 0) n_ctx = std::min(n_ctx, engine.model.n_ctx);
   std::variant<GenerationRequest, ApiError> gen =
-      build_generation(req, *engine.tokenizer, engine.model.chat_template, n_ctx);
+      build_generation(req, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
   if (auto* e = std::get_if<ApiError>(&gen)) return error_response(*e);
   GenerationJob job;
   job.engine = ctx.engine;

@@ -30,9 +30,13 @@ class ResponseCounters;
 
 // What set_engine handed over. Immutable once published.
 struct EngineRef {
+  // Null in an engine that only tokenizes (the HTTP fuzzer's, tests/ipc/http_fuzz.cpp): the
+  // routes that read the scheduler's state (GET /api/cache, /metrics' engine part) then
+  // answer without it; everything else route() does needs only the tokenizer and n_ctx.
   Scheduler* scheduler = nullptr;
   const Tokenizer* tokenizer = nullptr;
   ModelInfo model;
+  int32_t n_ctx = 0;  // tokens a sequence holds (prompt + generated): the scheduler's, at most the model's
 };
 
 struct HttpRequest {

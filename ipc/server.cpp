@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -21,6 +22,7 @@
 
 #include "common/log.h"
 #include "common/thread_name.h"
+#include "engine/scheduler/scheduler.h"
 #include "ipc/connection.h"
 #include "ipc/errors.h"
 #include "ipc/socket_path.h"
@@ -147,6 +149,8 @@ class Server::Impl {
     ref->scheduler = scheduler;
     ref->tokenizer = tokenizer;
     ref->model = std::move(model);
+    ref->n_ctx = scheduler->options().n_ctx;
+    if (ref->model.n_ctx > 0) ref->n_ctx = std::min(ref->n_ctx, ref->model.n_ctx);
     state_.set_engine(std::move(ref));
   }
 

@@ -6,6 +6,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <string>
+#if defined(HEARTH_X86_KERNELS)
+#include <cpuid.h>
+#endif
 
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot_kernels.h"
@@ -16,11 +19,21 @@ namespace {
 using detail::GemmArgs;
 using detail::KernelTable;
 
+#if defined(HEARTH_X86_KERNELS)
+// F16C (CPUID leaf 1, ECX bit 29), asked of the CPU directly: Clang before 16 does not know
+// "f16c" as a __builtin_cpu_supports feature (the fuzz build compiles with Clang 14).
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+#endif
+
 SimdLevel detect_uncached() {
 #if defined(HEARTH_X86_KERNELS)
   __builtin_cpu_init();
-  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 register state.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 register state
+  // (F16C needs no more than AVX's).
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");

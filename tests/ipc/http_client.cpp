@@ -180,6 +180,7 @@ std::optional<HttpReply> HttpConn::read_reply(int timeout_ms) {
   std::optional<HttpReply> r = read_head(timeout_ms);
   if (!r) return std::nullopt;
   if (r->status == 100) return read_reply(timeout_ms);
+  if (r->status == 204 || r->status == 304) return r;  // never a body (RFC 9112 6.3)
   if (lower(r->header("transfer-encoding")) == "chunked") {
     for (;;) {
       size_t eol = 0;
@@ -226,18 +227,6 @@ bool HttpConn::wait_closed(int timeout_ms) {
     const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
     if (n <= 0) return true;
   }
-}
-
-std::string http_request(const std::string& method, const std::string& target, const std::string& body,
-                         const std::string& extra_headers, const std::string& host) {
-  std::string r = method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n";
-  if (!body.empty() || method == "POST") {
-    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-  }
-  r += extra_headers;
-  r += "\r\n";
-  r += body;
-  return r;
 }
 
 std::optional<HttpReply> http_call(const std::string& socket_path, const std::string& method, const std::string& target,

@@ -57,9 +57,19 @@ class HttpConn {
 };
 
 // "METHOD target HTTP/1.1" with Host, Content-Length (when body is not empty or method is
-// POST) and extra header lines ("Name: value\r\n" each).
-std::string http_request(const std::string& method, const std::string& target, const std::string& body = "",
-                         const std::string& extra_headers = "", const std::string& host = "localhost");
+// POST) and extra header lines ("Name: value\r\n" each). Inline: the fuzzer's seed cases
+// (malformed_cases.cpp) use it without the rest of this client.
+inline std::string http_request(const std::string& method, const std::string& target, const std::string& body = "",
+                                const std::string& extra_headers = "", const std::string& host = "localhost") {
+  std::string r = method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n";
+  if (!body.empty() || method == "POST") {
+    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  r += extra_headers;
+  r += "\r\n";
+  r += body;
+  return r;
+}
 
 // One request on a fresh connection to a Unix socket; nullopt when no response came.
 std::optional<HttpReply> http_call(const std::string& socket_path, const std::string& method, const std::string& target,

@@ -73,6 +73,7 @@ TEST_CASE("On TCP an allowed Origin gets CORS headers and its preflight is answe
                                    "\r\nAccess-Control-Request-Method: POST\r\n"
                                    "Access-Control-Request-Headers: content-type\r\n");
   REQUIRE(pre.status == 204);
+  CHECK(pre.header("content-length").empty());  // RFC 9110 8.6: none on a 204
   CHECK(pre.header("access-control-allow-origin") == kAllowed);
   CHECK(pre.header("access-control-allow-methods").find("POST") != std::string::npos);
   CHECK(pre.header("access-control-allow-headers").find("Content-Type") != std::string::npos);

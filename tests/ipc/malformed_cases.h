@@ -1,0 +1,36 @@
+// The malformed requests of malformed_test.cpp, as bytes: each with the status the server
+// answers it with and the request field its error names. Also the seeds of the HTTP fuzzer
+// (http_fuzz.cpp writes them out), so that the fuzzer starts from every case the tests know.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace hearth::test {
+
+struct MalformedCase {
+  std::string name;
+  std::string raw;  // the bytes sent
+  int status;
+  std::string param;  // when not empty: error.param must start with it
+};
+
+inline constexpr const char* kChatPath = "/v1/chat/completions";
+inline constexpr const char* kCompletionsPath = "/v1/completions";
+
+// The valid bodies the JSON-level cases break one field of.
+nlohmann::json chat_base();
+nlohmann::json completion_base();
+
+// Every field hearth reads with a value of the wrong type or out of range, unknown models,
+// bad messages and prompts, prompts over the test server's 512-token context (400, 404).
+std::vector<MalformedCase> json_level_cases();
+// Bodies that are not JSON objects, invalid UTF-8, bad tokenize/detokenize fields (400).
+std::vector<MalformedCase> body_syntax_cases();
+// Unknown routes (404), wrong methods (405), bodies over body_limit (413), broken HTTP
+// (400), headers over the limit (431).
+std::vector<MalformedCase> http_level_cases(size_t body_limit);
+
+}  // namespace hearth::test
