@@ -254,15 +254,19 @@ def read_stream(r, endpoint, stop_after=None):
             return "".join(text), None
 
 
+def open_stream(c, endpoint, body):
+    """Sends a streamed request on connection c; the response, which must be a 200."""
+    c.request("POST", endpoint, body=json.dumps(dict(body, stream=True)), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise Failure("status_%d" % r.status, r.read()[:300].decode("utf-8", "replace"))
+    return r
+
+
 def streamed(target, endpoint, body, timeout):
     c = target.connection(timeout)
     try:
-        c.request("POST", endpoint, body=json.dumps(dict(body, stream=True)),
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        if r.status != 200:
-            raise Failure("status_%d" % r.status, r.read()[:300].decode("utf-8", "replace"))
-        text, complete = read_stream(r, endpoint)
+        text, complete = read_stream(open_stream(c, endpoint, body), endpoint)
         if not complete:
             raise Failure("stream_truncated", "no finish_reason and [DONE] before the end: %r" % text[-80:])
         return text
@@ -392,12 +396,7 @@ class Soak:
         body["max_tokens"] = 64
         c = self.target.connection(self.args.timeout)
         try:
-            c.request("POST", endpoint, body=json.dumps(dict(body, stream=True)),
-                      headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            if r.status != 200:
-                raise Failure("status_%d" % r.status, r.read()[:300].decode("utf-8", "replace"))
-            _, complete = read_stream(r, endpoint, stop_after=rng.randint(1, 8))
+            _, complete = read_stream(open_stream(c, endpoint, body), endpoint, stop_after=rng.randint(1, 8))
             if complete is False:
                 raise Failure("stream_truncated", "the stream ended before [DONE]")
             return "disconnect_midstream" if complete is None else "disconnect_midstream(finished first)"
