@@ -1,5 +1,9 @@
-// hearth-make-synthetic: writes a tiny deterministic model (see synthetic_model.h).
-//   hearth-make-synthetic --arch llama|gemma3|qwen2 --out FILE [--seed N] [--type f32|f16|q8_0|q4_0]
+// hearth-make-synthetic: writes a deterministic model with random weights (see synthetic_model.h).
+//   hearth-make-synthetic --arch llama|gemma3|qwen2 --out FILE [--seed N]
+//       [--type f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k] [--shape tiny|gemma3-270m]
+// --shape gemma3-270m (arch gemma3, the default with that shape) has the real Gemma 3 270M
+// file's shapes; with --type q4_k also its per-tensor types (Q4_K_M), for benchmarks:
+//   hearth-make-synthetic --shape gemma3-270m --type q4_k --out gemma3-270m-synthetic.gguf
 // Prints "xxh3_128 <hex>": the hash of the bytes written.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -9,17 +13,23 @@
 #include "tests/tools/synthetic_model.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Writes a tiny deterministic GGUF model with random weights, for tests."};
-  std::string arch = "llama", out, type = "f32";
+  CLI::App app{"Writes a deterministic GGUF model with random weights, for tests and benchmarks."};
+  std::string arch = "llama", out, type = "f32", shape = "tiny";
   uint64_t seed = 1;
-  app.add_option("--arch", arch, "llama, gemma3 or qwen2")->check(CLI::IsMember({"llama", "gemma3", "qwen2"}));
+  app.add_option("--arch", arch, "llama, gemma3 or qwen2 (default: llama; gemma3 with --shape gemma3-270m)")
+      ->check(CLI::IsMember({"llama", "gemma3", "qwen2"}));
   app.add_option("--out", out, "output file")->required();
   app.add_option("--seed", seed, "random seed");
-  app.add_option("--type", type, "matrix type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+  app.add_option("--type", type, "matrix type (q4_k, q5_k, q6_k: gemma3-270m only; q4_k there = the real Q4_K_M mix)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}));
+  app.add_option("--shape", shape, "tiny (default) or gemma3-270m (the real Gemma 3 270M's shapes)")
+      ->check(CLI::IsMember({"tiny", "gemma3-270m"}));
   CLI11_PARSE(app, argc, argv);
+  if (shape == "gemma3-270m" && app.count("--arch") == 0) arch = "gemma3";
 
   hearth::test::SyntheticOptions o;
   o.arch = arch;
+  o.shape = shape;
   o.seed = seed;
   hearth::test::parse_synthetic_type(type, &o.type);
   hearth::Result<std::vector<uint8_t>> bytes = hearth::test::make_synthetic_model(o);

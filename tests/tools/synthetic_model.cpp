@@ -1,6 +1,9 @@
 #include "tests/tools/synthetic_model.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 
 #include "backends/cpu/quant_ref.h"
 #include "engine/gguf/writer.h"
@@ -24,6 +27,14 @@ class Rng {
     int64_t sum = 0;
     for (int i = 0; i < 12; ++i) sum += static_cast<int64_t>(next() >> 40);
     return static_cast<float>(static_cast<double>(sum - 6 * (int64_t{1} << 24)) / double(int64_t{1} << 24));
+  }
+  // Approximately N(0, 1) from one draw, for the large shapes: the sum of four uniform
+  // 16-bit integers (Irwin-Hall, n = 4), centred and scaled to unit variance.
+  float fast_normal() {
+    const uint64_t z = next();
+    const int64_t sum = static_cast<int64_t>((z & 0xFFFF) + ((z >> 16) & 0xFFFF) + ((z >> 32) & 0xFFFF) + (z >> 48));
+    // 2 * sum - 4 * 65535 has mean 0 and standard deviation ~131072 / sqrt(3).
+    return static_cast<float>(static_cast<double>(2 * sum - 4 * 65535) * (1.7320508075688772 / 131072.0));
   }
 
  private:
@@ -77,7 +88,7 @@ Vocab make_vocab(const std::string& arch, int32_t n_vocab) {
 
 class Builder {
  public:
-  Builder(uint64_t seed, DType type) : rng_(seed), type_(type) {}
+  Builder(uint64_t seed, DType type) : rng_(seed), seed_(seed), type_(type) {}
   gguf::Writer& w() { return w_; }
 
   // A [rows, cols] matrix (ne = {cols, rows}) of N(0, std^2) entries in the matrix type.
@@ -87,6 +98,38 @@ class Builder {
   // A norm weight or a bias: offset + spread * N(0, 1), F32 (llama.cpp wants them in F32).
   void norm(const std::string& name, int64_t n, float offset, float spread) {
     add(name, DType::F32, n, 1, [&] { return offset + spread * rng_.normal(); });
+  }
+
+  // The large shapes' generator: a [rows, cols] tensor of offset + spread * fast_normal() in
+  // `type`. Rows come in chunks of kChunkRows, each drawn from its own generator (seeded by
+  // the seed, the tensor's number and the chunk's), so threads can share a tensor's chunks
+  // and the bytes are the same for any number of threads.
+  void fast(const std::string& name, DType type, int64_t cols, int64_t rows, float offset, float spread) {
+    constexpr int64_t kChunkRows = 64;
+    const size_t rb = row_bytes(type, cols);
+    std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
+    const int64_t n_chunks = (rows + kChunkRows - 1) / kChunkRows;
+    const uint64_t tensor_seed = Rng(seed_ ^ (0xD1B54A32D192ED03ull * ++n_fast_)).next();
+    std::atomic<int64_t> next_chunk{0};
+    auto work = [&] {
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t c; (c = next_chunk.fetch_add(1)) < n_chunks;) {
+        Rng rng(tensor_seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(c));
+        for (int64_t r = c * kChunkRows; r < std::min(rows, (c + 1) * kChunkRows); ++r) {
+          for (float& x : row) x = offset + spread * rng.fast_normal();
+          cpu::quantize_row(type, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
+        }
+      }
+    };
+    const int64_t n_threads = std::min<int64_t>(
+        {n_chunks, std::max(1u, std::thread::hardware_concurrency()), rows * cols >= (int64_t{1} << 20) ? 16 : 1});
+    std::vector<std::thread> threads;
+    for (int64_t t = 1; t < n_threads; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    std::vector<int64_t> ne{cols};
+    if (rows > 1) ne.push_back(rows);
+    w_.add_tensor(name, type, ne, std::move(data));
   }
 
  private:
@@ -105,35 +148,22 @@ class Builder {
   }
 
   Rng rng_;
+  uint64_t seed_;
+  uint64_t n_fast_ = 0;  // tensors drawn by fast()
   DType type_;
   gguf::Writer w_;
 };
 
-}  // namespace
-
-SyntheticShape synthetic_shape(const std::string& arch) {
-  return {arch == "gemma3" ? 6 : 2, 128, 4, 2, 32, 192, 320};
+bool is_k_quant(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
-bool parse_synthetic_type(const std::string& name, DType* out) {
-  if (name == "f32")
-    *out = DType::F32;
-  else if (name == "f16")
-    *out = DType::F16;
-  else if (name == "q8_0")
-    *out = DType::Q8_0;
-  else if (name == "q4_0")
-    *out = DType::Q4_0;
-  else
-    return false;
-  return true;
-}
-
-Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
-  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2")
-    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama, gemma3 or qwen2)");
-  if (o.type != DType::F32 && o.type != DType::F16 && o.type != DType::Q8_0 && o.type != DType::Q4_0)
-    return make_error("synthetic model: weight type must be f32, f16, q8_0 or q4_0");
+// The tiny shape: the generator as it has always been (fixtures pin these files' hashes).
+Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
+  if (is_k_quant(o.type))
+    return make_error(
+        "synthetic model: k-quant types need the gemma3-270m shape (the tiny shape's rows are "
+        "shorter than a 256-element block)");
   const SyntheticShape s = synthetic_shape(o.arch);
   const bool gemma = o.arch == "gemma3", qwen = o.arch == "qwen2";
   const std::string a = o.arch + ".";
@@ -211,6 +241,191 @@ Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
   // Gemma and the small Qwen2 tie the output to the embeddings; llama gets its own projection.
   if (!gemma && !qwen) b.matrix("output.weight", s.n_embd, s.n_vocab, 2.0f * in_std);
   return w.serialize();
+}
+
+constexpr SyntheticShape kGemma3_270m = {18, 640, 4, 1, 256, 2048, 262144};
+
+// llama.cpp's use_more_bits: the layers whose attn_v and ffn_down its Q4_K_M/Q5_K_M recipes
+// give Q6_K: the first and last eighth, and every third layer between.
+bool use_more_bits(int il, int n_layer) {
+  return il < n_layer / 8 || il >= 7 * n_layer / 8 || (il - n_layer / 8) % 3 == 2;
+}
+
+enum class Role { Embeddings, AttnQ, AttnK, AttnV, AttnOutput, FfnGate, FfnUp, FfnDown };
+
+// A matrix's type in the gemma3-270m shape (see synthetic_model.h).
+DType gemma3_270m_type(DType chosen, Role role, int il, int n_layer, int64_t cols) {
+  DType t = chosen;
+  if (chosen == DType::Q4_K) {  // Q4_K_M; the embeddings are the (tied) output, which gets Q6_K
+    if (role == Role::Embeddings || ((role == Role::AttnV || role == Role::FfnDown) && use_more_bits(il, n_layer)))
+      t = DType::Q6_K;
+  }
+  if (is_k_quant(t) && cols % dtype_info(t).block_elems != 0) {  // llama.cpp's fallbacks
+    if (t == DType::Q4_K) t = DType::Q5_0;
+    if (t == DType::Q5_K) t = DType::Q5_1;
+    if (t == DType::Q6_K) t = DType::Q8_0;
+  }
+  return t;
+}
+
+// llama.cpp's general.file_type (llama_ftype) for a file of mostly `t`: Q4_K is the Q4_K_M
+// mix, Q5_K the plain one (Q5_K_S), Q6_K 18.
+uint32_t file_type_of(DType t) {
+  switch (t) {
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::Q4_0:
+      return 2;
+    case DType::Q4_1:
+      return 3;
+    case DType::Q8_0:
+      return 7;
+    case DType::Q5_0:
+      return 8;
+    case DType::Q5_1:
+      return 9;
+    case DType::Q4_K:
+      return 15;
+    case DType::Q5_K:
+      return 16;
+    case DType::Q6_K:
+      return 18;
+    default:
+      return 0;
+  }
+}
+
+// Gemma 3 270M's shapes and metadata, keys and tensors in the real file's order (so the
+// tensors' offsets are the real file's as well), with random weights.
+Result<std::vector<uint8_t>> make_gemma3_270m(const SyntheticOptions& o) {
+  if (o.arch != "gemma3") return make_error("synthetic model: the gemma3-270m shape needs arch gemma3");
+  const SyntheticShape s = kGemma3_270m;
+  const std::string a = "gemma3.";
+  Builder b(o.seed, o.type);
+  gguf::Writer& w = b.w();
+
+  w.set_string("general.architecture", "gemma3");
+  w.set_string("general.type", "model");
+  w.set_string("general.name", "hearth synthetic gemma3-270m");
+  w.set_string("general.size_label", "270M");
+  w.set_u32(a + "context_length", 32768);
+  w.set_u32(a + "embedding_length", s.n_embd);
+  w.set_u32(a + "block_count", s.n_layer);
+  w.set_u32(a + "feed_forward_length", s.n_ff);
+  w.set_u32(a + "attention.head_count", s.n_head);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_u32(a + "attention.key_length", s.head_dim);
+  w.set_u32(a + "attention.value_length", s.head_dim);
+  // Global layers; the real file has no rope.freq_base_swa (sliding layers: 1e4) and no
+  // sliding_window_pattern (every 6th layer global), and neither has this one.
+  w.set_f32(a + "rope.freq_base", 1000000.0f);
+  w.set_u32(a + "attention.sliding_window", 512);
+  w.set_u32(a + "attention.head_count_kv", s.n_head_kv);
+
+  const Vocab v = make_vocab("gemma3", s.n_vocab);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string("tokenizer.ggml.pre", "default");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
+  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_sep_token", false);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
+  w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", file_type_of(o.type));
+
+  // Scales as in the tiny shape: 1/sqrt(fan-in), embeddings sqrt(n_embd) smaller.
+  const float in_std = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
+  const int32_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+  auto matrix = [&](const std::string& name, Role role, int il, int64_t cols, int64_t rows, float std) {
+    b.fast(name, gemma3_270m_type(o.type, role, il, s.n_layer, cols), cols, rows, 0.0f, std);
+  };
+  auto norm = [&](const std::string& name, int64_t n) { b.fast(name, DType::F32, n, 1, 1.0f, 0.1f); };
+  norm("output_norm.weight", s.n_embd);
+  matrix("token_embd.weight", Role::Embeddings, 0, s.n_embd, s.n_vocab, in_std);
+  for (int il = 0; il < s.n_layer; ++il) {  // alphabetical within a block, as the real file
+    const std::string p = "blk." + std::to_string(il) + ".";
+    matrix(p + "attn_k.weight", Role::AttnK, il, s.n_embd, kv_dim, in_std);
+    norm(p + "attn_k_norm.weight", s.head_dim);
+    norm(p + "attn_norm.weight", s.n_embd);
+    matrix(p + "attn_output.weight", Role::AttnOutput, il, q_dim, s.n_embd,
+           1.0f / std::sqrt(static_cast<float>(q_dim)));
+    matrix(p + "attn_q.weight", Role::AttnQ, il, s.n_embd, q_dim, in_std);
+    norm(p + "attn_q_norm.weight", s.head_dim);
+    matrix(p + "attn_v.weight", Role::AttnV, il, s.n_embd, kv_dim, in_std);
+    matrix(p + "ffn_down.weight", Role::FfnDown, il, s.n_ff, s.n_embd, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
+    matrix(p + "ffn_gate.weight", Role::FfnGate, il, s.n_embd, s.n_ff, in_std);
+    norm(p + "ffn_norm.weight", s.n_embd);
+    matrix(p + "ffn_up.weight", Role::FfnUp, il, s.n_embd, s.n_ff, in_std);
+    norm(p + "post_attention_norm.weight", s.n_embd);
+    norm(p + "post_ffw_norm.weight", s.n_embd);
+  }
+  return w.serialize();
+}
+
+}  // namespace
+
+SyntheticShape synthetic_shape(const std::string& arch) {
+  return {arch == "gemma3" ? 6 : 2, 128, 4, 2, 32, 192, 320};
+}
+
+bool synthetic_shape(const std::string& arch, const std::string& shape, SyntheticShape* out) {
+  if (shape == "tiny")
+    *out = synthetic_shape(arch);
+  else if (shape == "gemma3-270m" && arch == "gemma3")
+    *out = kGemma3_270m;
+  else
+    return false;
+  return true;
+}
+
+bool parse_synthetic_type(const std::string& name, DType* out) {
+  static const struct {
+    const char* name;
+    DType type;
+  } kTypes[] = {{"f32", DType::F32},   {"f16", DType::F16},   {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0},
+                {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}, {"q4_k", DType::Q4_K},
+                {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+  for (const auto& t : kTypes) {
+    if (name == t.name) {
+      *out = t.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
+  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2")
+    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama, gemma3 or qwen2)");
+  switch (o.type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      break;
+    default:
+      return make_error(
+          "synthetic model: weight type must be f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k "
+          "or q6_k");
+  }
+  if (o.shape == "tiny") return make_tiny(o);
+  if (o.shape == "gemma3-270m") return make_gemma3_270m(o);
+  return make_error("synthetic model: unknown shape '" + o.shape + "' (tiny or gemma3-270m)");
 }
 
 }  // namespace hearth::test

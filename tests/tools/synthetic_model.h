@@ -1,6 +1,9 @@
-// Tiny deterministic models for tests: random weights in a real architecture's layout, with a
-// small SentencePiece vocabulary, written with gguf::Writer. llama.cpp loads them as well, so
-// their logits can be compared with llama.cpp's (tests/reference/make_synthetic_fixtures.py).
+// Deterministic models for tests: random weights in a real architecture's layout, with a
+// SentencePiece vocabulary, written with gguf::Writer. The default "tiny" shape is small;
+// llama.cpp loads those files as well, so their logits can be compared with llama.cpp's
+// (tests/reference/make_synthetic_fixtures.py). The "gemma3-270m" shape has the real
+// Gemma 3 270M file's shapes (and, with Q4_K, its per-tensor types), for benchmarks on
+// machines without the real file: the same tensors make the same work, so tokens/s match.
 //
 // Everything is a function of the options: the same options give the same bytes on every
 // platform (integer random numbers, no libm), so a fixture can pin the file's content hash.
@@ -17,12 +20,15 @@ namespace hearth::test {
 
 struct SyntheticOptions {
   std::string arch = "llama";  // "llama", "gemma3" or "qwen2"
+  std::string shape = "tiny";  // "tiny" (any arch) or "gemma3-270m" (arch gemma3 only)
   uint64_t seed = 1;
-  DType type = DType::F32;    // matrices (F32, F16, Q8_0, Q4_0); norms are always F32
+  // Matrices: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and with the gemma3-270m shape also
+  // Q4_K, Q5_K, Q6_K (see below); norms and biases are always F32.
+  DType type = DType::F32;
   std::string chat_template;  // tokenizer.chat_template; "" = the key is absent
 };
 
-// Shapes of the synthetic models (every architecture):
+// The tiny shape (every architecture):
 //   n_layer 2 (llama, qwen2) / 6 (gemma3: layers 0-4 use a 4-token sliding window, layer 5
 //   is global), n_embd 128, n_head 4, n_head_kv 2 (grouped-query), head_dim 32, n_ff 192,
 //   n_vocab 320 = <unk>/<pad> <s>/<bos> </s>/<eos>, 256 byte tokens, 61 pieces.
@@ -30,15 +36,37 @@ struct SyntheticOptions {
 // gemma3 ties the output to the embeddings; qwen2 has Q/K/V biases (F32), RoPE base 1e6
 // (NEOX layout), no rope.dimension_count key, and ties the output to the embeddings (as
 // the smaller Qwen2.5 files do; the 0.5B Coder file has its own, which llama covers).
+//
+// The gemma3-270m shape: the hyperparameters, metadata keys, tensor names, order, shapes
+// and offsets of gemma-3-270m-q4_k_m.gguf (the default model): n_layer 18 (every 6th layer
+// global, the others a 512-token sliding window), n_embd 640, n_head 4, n_head_kv 1, head_dim
+// 256, n_ff 2048, n_vocab 262144 (<pad> <eos> <bos> <unk>, byte tokens, pieces, then
+// numbers), RoPE base 1e6 (sliding layers: 1e4, the default), context 32768, output tied
+// to the embeddings. Tensor types:
+//   Q4_K: as in the real file (llama.cpp's Q4_K_M recipe): token_embd Q6_K, attn_v and
+//     ffn_down Q6_K in the "more bits" layers (0 1 4 7 10 13 15 16 17), the rest Q4_K;
+//   any other type: every matrix that type;
+// then, as llama.cpp does, a K-quant matrix whose rows (640) are not a multiple of 256
+// falls back: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0. So Q4_K gives the real file's
+// Q8_0 embeddings, Q5_0 attn_q/k/v and ffn_gate/up, Q8_0 attn_v in the "more bits" layers,
+// Q4_K attn_output, Q4_K/Q6_K ffn_down.
+// Its weights come from a faster generator (one random number per weight, rows drawn in
+// parallel, in chunks with their own seeds, so the bytes do not depend on the thread count):
+// ~250 MB in a few seconds.
 struct SyntheticShape {
   int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
 };
-SyntheticShape synthetic_shape(const std::string& arch);
+SyntheticShape synthetic_shape(const std::string& arch);  // the tiny shape
+// A shape by name; false for an unknown one or one the arch does not take.
+bool synthetic_shape(const std::string& arch, const std::string& shape, SyntheticShape* out);
 
-// The GGUF file's bytes; an error for an unknown arch or type.
+// The GGUF file's bytes; an error for an unknown arch, shape or type, or a combination the
+// shape does not take (gemma3-270m with another arch, a K-quant with the tiny shape, whose
+// rows are all shorter than a K-quant block).
 Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& options);
 
-// "f32", "f16", "q8_0", "q4_0" <-> DType; false for anything else.
+// "f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k" -> DType;
+// false for anything else.
 bool parse_synthetic_type(const std::string& name, DType* out);
 
 }  // namespace hearth::test
