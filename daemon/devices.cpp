@@ -13,6 +13,9 @@
 #ifdef HEARTH_VULKAN_BUILT
 #include "backends/vulkan/vulkan_backend.h"
 #endif
+#ifdef HEARTH_CUDA_BUILT
+#include "backends/cuda/cuda_backend.h"
+#endif
 #if defined(HEARTH_VULKAN_BUILT) && defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
 #endif
@@ -191,10 +194,62 @@ std::string vulkan_lines() {
 
 #endif  // HEARTH_VULKAN_BUILT
 
+#ifdef HEARTH_CUDA_BUILT
+
+// The backend's error without its own "cuda: " prefix.
+std::string cuda_reason(const Error& e) {
+  constexpr std::string_view kPrefix = "cuda: ";
+  return e.message.rfind(kPrefix, 0) == 0 ? e.message.substr(kPrefix.size()) : e.message;
+}
+
+Status check_cuda() {
+  Result<std::vector<cuda::CudaDeviceInfo>> devices = cuda::list_devices();
+  if (!devices) return make_error("--backend cuda: " + cuda_reason(devices.error()));
+  for (const cuda::CudaDeviceInfo& d : *devices)
+    if (d.usable) return {};
+  std::string why;
+  for (const cuda::CudaDeviceInfo& d : *devices)
+    why += "; " + std::to_string(d.index) + " " + d.name + ": " + d.why_not;
+  return make_error("--backend cuda: no CUDA device can run hearth (" + std::to_string(devices->size()) + " found" +
+                    why + ")");
+}
+
+// auto's CUDA step: a backend on the usable device with the most memory, or null after one
+// log line saying why CUDA was passed over.
+std::unique_ptr<Backend> try_cuda_for_auto() {
+  Result<std::unique_ptr<Backend>> be = cuda::make_cuda_backend({});
+  if (!be) {
+    LOG_INFO("backend auto: cuda not used: " + cuda_reason(be.error()));
+    return nullptr;
+  }
+  LOG_INFO("backend auto: using " + (*be)->info().name);
+  return std::move(*be);
+}
+
+std::string cuda_lines() {
+  Result<std::vector<cuda::CudaDeviceInfo>> devices = cuda::list_devices();
+  if (!devices) return "cuda: " + cuda_reason(devices.error()) + "\n";
+  if (devices->empty()) return "cuda: the NVIDIA driver reports no CUDA device\n";
+  std::string out;
+  for (const cuda::CudaDeviceInfo& d : *devices) {
+    out += "cuda " + std::to_string(d.index) + ": " + d.name + "; compute capability " + std::to_string(d.cc_major) +
+           "." + std::to_string(d.cc_minor) + "; memory " + gib(static_cast<double>(d.memory_bytes)) + " (" +
+           gib(static_cast<double>(d.free_bytes)) + " free); multiprocessors " + std::to_string(d.multiprocessors) +
+           "; driver CUDA " + d.driver_version + "; runtime CUDA " + d.runtime_version;
+    out += d.usable ? "; usable\n" : "; not usable: " + d.why_not + "\n";
+  }
+  return out;
+}
+
+#endif  // HEARTH_CUDA_BUILT
+
 }  // namespace
 
 Status check_backend_available(const std::string& choice, int vk_device) {
   if (choice == "auto" || choice == "cpu") return {};
+#ifdef HEARTH_CUDA_BUILT
+  if (choice == "cuda") return check_cuda();
+#endif
 #ifdef HEARTH_VULKAN_BUILT
   if (choice == "vulkan") return check_vulkan(vk_device);
 #else
@@ -209,17 +264,21 @@ Status check_backend_available(const std::string& choice, int vk_device) {
 Result<std::unique_ptr<Backend>> make_backend(const std::string& choice, int threads, int vk_device) {
   Status st = check_backend_available(choice, vk_device);
   if (!st) return st.error();
+#ifdef HEARTH_CUDA_BUILT
+  if (choice == "cuda") return cuda::make_cuda_backend({});
+  if (choice == "auto")
+    if (std::unique_ptr<Backend> be = try_cuda_for_auto()) return be;
+#else
+  if (choice == "auto") LOG_INFO(std::string("backend auto: cuda ") + kNotBuilt);
+#endif
 #ifdef HEARTH_VULKAN_BUILT
   if (choice == "vulkan") return make_vulkan(vk_device);
-  if (choice == "auto") {
-    LOG_INFO(std::string("backend auto: cuda ") + kNotBuilt);
-    if (std::unique_ptr<Backend> be = try_vulkan_for_auto(vk_device)) return be;
-    LOG_INFO("backend auto: using cpu");
-  }
-#else
   if (choice == "auto")
-    LOG_INFO(std::string("backend auto: cuda ") + kNotBuilt + ", vulkan " + kNotBuilt + ": using cpu");
+    if (std::unique_ptr<Backend> be = try_vulkan_for_auto(vk_device)) return be;
+#else
+  if (choice == "auto") LOG_INFO(std::string("backend auto: vulkan ") + kNotBuilt);
 #endif
+  if (choice == "auto") LOG_INFO("backend auto: using cpu");
   return make_cpu(threads);
 }
 
@@ -237,7 +296,11 @@ std::string list_devices(int threads) {
 #else
   out += std::string("vulkan: ") + kNotBuilt + "\n";
 #endif
+#ifdef HEARTH_CUDA_BUILT
+  out += cuda_lines();
+#else
   out += std::string("cuda: ") + kNotBuilt + "\n";
+#endif
   return out;
 }
 

@@ -9,7 +9,7 @@
 
 #include "backends/vulkan/vulkan_backend.h"
 #include "daemon_harness.h"
-#include "vulkan/driver_leak_guard.h"
+#include "device/driver_leak_guard.h"
 
 namespace {
 

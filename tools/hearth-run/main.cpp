@@ -58,7 +58,7 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--seed", a.seed, "random seed (default: random)");
   app.add_option("-t,--threads", a.threads, "CPU threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("--backend", a.backend,
-                 "compute backend: auto (cuda, then a hardware vulkan device, then cpu), cpu, vulkan")
+                 "compute backend: auto (cuda, then a hardware vulkan device, then cpu), cpu, vulkan, cuda")
       ->check(CLI::IsMember({"auto", "cpu", "vulkan", "cuda"}));
   app.add_option("--vk-device", a.vk_device, "Vulkan device index from --list-devices (default: the first usable one)")
       ->check(CLI::Range(-1, 1 << 16));

@@ -1,4 +1,4 @@
-// The Vulkan backend's MatMul and Attention against the CPU backend on random inputs, and a
+// The device backend's MatMul and Attention against the CPU backend on random inputs, and a
 // whole attention block recorded as one graph (so missing barriers between ops show), with
 // the validation layer on and required silent. Skipped when no Vulkan device can run hearth.
 #include <algorithm>
@@ -9,13 +9,13 @@
 
 #include "backends/cpu/quant_ref.h"
 #include "common/fp16.h"
-#include "vulkan_pair.h"
+#include "device_pair.h"
 
 namespace {
 
 using namespace hearth;
+using hearth::test::DevicePair;
 using hearth::test::expect_close;
-using hearth::test::VkPair;
 
 // What the default model (Gemma 3 270M Q4_K_M) is made of: the backend must run these.
 const std::vector<DType> kDefaultModelTypes = {DType::F32, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
@@ -57,15 +57,15 @@ double matmul_tol(DType type, const float* w, const float* x, int64_t n) {
 
 }  // namespace
 
-TEST_CASE("Vulkan MatMul equals the CPU's for every supported weight type and batch size", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " MatMul equals the CPU's for every supported weight type and batch size", DEVICE_TAG) {
+  NEED_DEVICE(f);
   for (DType type : kDefaultModelTypes) {
     INFO(dtype_name(type));
-    CHECK(f.vk().caps().supports_weight(type));
+    CHECK(f.dev().caps().supports_weight(type));
   }
   for (DType type : kWeightTypes) {
-    if (!f.vk().caps().supports_weight(type)) {
-      WARN("Vulkan backend does not support " << dtype_name(type) << " weights; not tested");
+    if (!f.dev().caps().supports_weight(type)) {
+      WARN(DEVICE " backend does not support " << dtype_name(type) << " weights; not tested");
       continue;
     }
     // Widths: 640 (Gemma 3 270M's n_embd, not a multiple of 256: its Q5_0/Q8_0 tensors)
@@ -84,7 +84,7 @@ TEST_CASE("Vulkan MatMul equals the CPU's for every supported weight type and ba
         op.src1 = f.f32(n_in, n_tok, x);
         op.dst = f.tensor(DType::F32, n_out, n_tok);
         f.run(op);
-        const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+        const std::vector<float> c = f.read_cpu(op.dst), v = f.read_dev(op.dst);
         expect_close(
             c, v,
             [&](size_t i) {
@@ -122,7 +122,7 @@ double attention_tol(int64_t n_kv) {
 }
 
 // Runs one Attention op on both backends and compares.
-void check_attention(VkPair& f, const AttnCase& c) {
+void check_attention(DevicePair& f, const AttnCase& c) {
   const int64_t kv_width = c.n_kv_heads * c.head_dim, q_width = c.n_heads * c.head_dim;
   const int64_t n_slots = c.permuted ? 2 * c.n_kv + 3 : c.n_kv;
   std::vector<int32_t> slots(static_cast<size_t>(n_slots));
@@ -160,16 +160,16 @@ void check_attention(VkPair& f, const AttnCase& c) {
   op.f0 = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   op.f1 = c.softcap;
   f.run(op, pos, slots);
-  const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_vk(op.dst);
+  const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_dev(op.dst);
   expect_close(
       cv, vv, [&](size_t) { return attention_tol(c.n_kv); }, std::string("Attention ") + c.name);
 }
 
 }  // namespace
 
-TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/F32/Q8_0 KV, shuffled slots",
-          "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " Attention equals the CPU's: GQA, sliding window, softcap, F16/F32/Q8_0 KV, shuffled slots",
+          DEVICE_TAG) {
+  NEED_DEVICE(f);
   // clang-format off
   const AttnCase cases[] = {
       // Gemma 3 270M: 4 heads sharing 1 kv head of 256; a prefill chunk and a decode step.
@@ -191,8 +191,8 @@ TEST_CASE("Vulkan Attention equals the CPU's: GQA, sliding window, softcap, F16/
   f.finish();
 }
 
-TEST_CASE("A whole attention block in one Vulkan graph equals the CPU's", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE("A whole attention block in one " DEVICE " graph equals the CPU's", DEVICE_TAG) {
+  NEED_DEVICE(f);
   // norm -> q/k/v projections -> per-head norms -> RoPE -> StoreKv -> Attention -> output
   // projection -> residual add, the way engine/model records a Gemma 3 layer: every op
   // reads what the one before it wrote, in one command buffer.
@@ -253,10 +253,10 @@ TEST_CASE("A whole attention block in one Vulkan graph equals the CPU's", "[vulk
   // The CPU's attention output as the input of the output projection bounds the error
   // that projection adds (matmul_tol); the error arriving in its input (attn_tol per
   // element, as in the Attention test) grows by at most sum_i |wo_i| * attn_tol.
-  const std::vector<float> a = f.read_cpu(attn), c = f.read_cpu(x), vk = f.read_vk(x);
+  const std::vector<float> a = f.read_cpu(attn), c = f.read_cpu(x), vk = f.read_dev(x);
   const double attn_tol = attention_tol(n_tok);
   expect_close(
-      a, f.read_vk(attn), [&](size_t) { return attn_tol; }, "attention output inside the graph");
+      a, f.read_dev(attn), [&](size_t) { return attn_tol; }, "attention output inside the graph");
   expect_close(
       c, vk,
       [&](size_t i) {

@@ -1,16 +1,16 @@
-// Every Vulkan backend operation but MatMul and Attention (vulkan_matmul_attention_test.cpp)
+// Every device backend operation but MatMul and Attention (device_matmul_attention_test.cpp)
 // against the CPU backend, on random inputs, with the validation layer on and required
 // silent. Tolerances are per op, each with its reason. Skipped (with a warning) when no
-// Vulkan device can run hearth.
+// device can run hearth. Built once per device backend (device_pair.h).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "common/fp16.h"
+#include "device_pair.h"
 #include "malformed_graphs.h"
 #include "transfer_contract.h"
-#include "vulkan_pair.h"
 
 namespace {
 
@@ -19,18 +19,18 @@ using hearth::test::expect_close;
 
 }  // namespace
 
-TEST_CASE("Vulkan transfers land where sent, copy on the device, and refuse bad ranges and foreign buffers",
-          "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " transfers land where sent, copy on the device, and refuse bad ranges and foreign buffers",
+          DEVICE_TAG) {
+  NEED_DEVICE(f);
   std::unique_ptr<Buffer> cpu_buffer = std::move(*f.cpu().alloc(1024, BufferKind::Activations));
-  test::check_transfer_contract(f.vk(), cpu_buffer.get());
+  test::check_transfer_contract(f.dev(), cpu_buffer.get());
   f.finish();
 }
 
-TEST_CASE("Vulkan and the CPU refuse the same malformed graphs and run the well-formed ones", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " and the CPU refuse the same malformed graphs and run the well-formed ones", DEVICE_TAG) {
+  NEED_DEVICE(f);
   struct Make {
-    test::VkPair& f;
+    test::DevicePair& f;
     Tensor tensor(DType type, int64_t ne0, int64_t rows) {
       return f.tensor(type, ne0, rows, BufferKind::Activations, 0, 0, 0);
     }
@@ -55,12 +55,12 @@ TEST_CASE("Vulkan and the CPU refuse the same malformed graphs and run the well-
   f.finish();
 }
 
-TEST_CASE("Vulkan GetRows equals the CPU's for every weight type", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " GetRows equals the CPU's for every weight type", DEVICE_TAG) {
+  NEED_DEVICE(f);
   // 512 columns: a whole number of blocks of every type; 640 as well for the 32-blocks.
   for (DType type : kWeightTypes) {
-    if (!f.vk().caps().supports_weight(type)) {
-      WARN("Vulkan backend does not support " << dtype_name(type) << " weights");
+    if (!f.dev().caps().supports_weight(type)) {
+      WARN(DEVICE " backend does not support " << dtype_name(type) << " weights");
       continue;
     }
     for (int64_t d : {int64_t{512}, int64_t{640}}) {
@@ -75,7 +75,7 @@ TEST_CASE("Vulkan GetRows equals the CPU's for every weight type", "[vulkan]") {
       // The dequantization formulas are the same products and sums as the CPU's; a GPU
       // may fuse a multiply and add (one rounding instead of two), so allow a few f32 ulps
       // of the largest value in the row.
-      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_dev(op.dst);
       float amax = 0;
       for (float x : c) amax = std::max(amax, std::fabs(x));
       expect_close(
@@ -86,8 +86,8 @@ TEST_CASE("Vulkan GetRows equals the CPU's for every weight type", "[vulkan]") {
   f.finish();
 }
 
-TEST_CASE("Vulkan RmsNorm equals the CPU's over whole rows and per head, in place too", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " RmsNorm equals the CPU's over whole rows and per head, in place too", DEVICE_TAG) {
+  NEED_DEVICE(f);
   // Whole rows of 640 and 1152 (Gemma widths), heads of 256 and 64, and a lone token.
   struct Shape {
     int64_t width, chunk, rows;
@@ -103,7 +103,7 @@ TEST_CASE("Vulkan RmsNorm equals the CPU's over whole rows and per head, in plac
       f.run(op);
       // The sum of squares is accumulated in another order (a tree on the GPU): relative
       // error a few times n * 2^-24 at worst, far less in practice.
-      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_dev(op.dst);
       expect_close(
           c, v, [&](size_t i) { return 2e-6 * std::fabs(c[i]) + 1e-6; },
           "RmsNorm width " + std::to_string(s.width) + " chunk " + std::to_string(s.chunk) +
@@ -113,8 +113,8 @@ TEST_CASE("Vulkan RmsNorm equals the CPU's over whole rows and per head, in plac
   f.finish();
 }
 
-TEST_CASE("Vulkan RoPE equals the CPU's in the normal, neox and partial layouts", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " RoPE equals the CPU's in the normal, neox and partial layouts", DEVICE_TAG) {
+  NEED_DEVICE(f);
   const std::vector<int32_t> pos{0, 1, 7, 100, 1000, 4095, 31999};
   const int64_t n_tok = static_cast<int64_t>(pos.size());
   struct Case {
@@ -138,7 +138,7 @@ TEST_CASE("Vulkan RoPE equals the CPU's in the normal, neox and partial layouts"
     // less exact than libm (Vulkan allows 2^-11 absolute in [-pi, pi], and the argument
     // reduction loses about pos * 2^-24 of theta): the error is bounded by the rotated
     // pair's magnitude times that.
-    const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_vk(op.dst);
+    const std::vector<float> cv = f.read_cpu(op.dst), vv = f.read_dev(op.dst);
     expect_close(
         cv, vv,
         [&](size_t i) {
@@ -151,8 +151,8 @@ TEST_CASE("Vulkan RoPE equals the CPU's in the normal, neox and partial layouts"
   f.finish();
 }
 
-TEST_CASE("Vulkan elementwise ops equal the CPU's, on strided views and in place", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " elementwise ops equal the CPU's, on strided views and in place", DEVICE_TAG) {
+  NEED_DEVICE(f);
   const int64_t width = 2048 + 40, rows = 3;
   std::vector<float> a = f.random(width * rows, 3.0f), b = f.random(width * rows);
   a[0] = -12.5f;  // GELU's clamps
@@ -167,7 +167,7 @@ TEST_CASE("Vulkan elementwise ops equal the CPU's, on strided views and in place
       op.dst = strided ? op.src0 : f.tensor(DType::F32, width, rows);  // strided also in place
       op.f0 = kind == OpKind::Softcap ? 5.0f : 0.125f;
       f.run(op);
-      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+      const std::vector<float> c = f.read_cpu(op.dst), v = f.read_dev(op.dst);
       auto tol = [&](size_t i) -> double {
         switch (kind) {
           // One rounded add or multiply on both sides.
@@ -193,8 +193,8 @@ TEST_CASE("Vulkan elementwise ops equal the CPU's, on strided views and in place
   f.finish();
 }
 
-TEST_CASE("Vulkan AddRow adds the same bias row as the CPU, on strided views and in place", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " AddRow adds the same bias row as the CPU, on strided views and in place", DEVICE_TAG) {
+  NEED_DEVICE(f);
   // Qwen2.5-0.5B's bias widths (q 896, k/v 128) and an odd one; 1 and 7 rows (decode, batch).
   for (int64_t width : {int64_t{896}, int64_t{128}, int64_t{37}}) {
     for (int64_t rows : {int64_t{1}, int64_t{7}}) {
@@ -207,7 +207,7 @@ TEST_CASE("Vulkan AddRow adds the same bias row as the CPU, on strided views and
         op.dst = strided ? op.src0 : f.tensor(DType::F32, width, rows);  // strided also in place
         f.run(op);
         // One rounded f32 add on both sides (as for Add); every row got the bias.
-        const std::vector<float> c = f.read_cpu(op.dst), v = f.read_vk(op.dst);
+        const std::vector<float> c = f.read_cpu(op.dst), v = f.read_dev(op.dst);
         for (int64_t r = 0; r < rows; ++r) CHECK(c[r * width + 5] == a[r * width + 5] + bias[5]);
         expect_close(
             c, v, [&](size_t i) { return 1.2e-7 * std::fabs(c[i]); },
@@ -218,8 +218,8 @@ TEST_CASE("Vulkan AddRow adds the same bias row as the CPU, on strided views and
   f.finish();
 }
 
-TEST_CASE("Vulkan StoreKv writes the same F32 and F16 cache rows as the CPU", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " StoreKv writes the same F32 and F16 cache rows as the CPU", DEVICE_TAG) {
+  NEED_DEVICE(f);
   const int64_t width = 256, n_slots = 40;
   const std::vector<int32_t> slots{17, 3, 39, 0, 22, 5, 6};  // any order, any gaps
   const int64_t n_tok = static_cast<int64_t>(slots.size());
@@ -232,7 +232,7 @@ TEST_CASE("Vulkan StoreKv writes the same F32 and F16 cache rows as the CPU", "[
     op.src3 = f.tensor(type, width, n_slots, BufferKind::KvCache, 0, 128);  // V 128 bytes into its buffer
     f.run(op, slots);
     for (const Tensor& cache : {op.src2, op.src3}) {
-      const std::vector<uint8_t> cb = f.bytes_cpu(cache), vb = f.bytes_vk(cache);
+      const std::vector<uint8_t> cb = f.bytes_cpu(cache), vb = f.bytes_dev(cache);
       REQUIRE(cb.size() == vb.size());
       if (type == DType::F32) {
         // A copy: bit for bit, the untouched slots (still the fill pattern) included.
@@ -256,8 +256,8 @@ TEST_CASE("Vulkan StoreKv writes the same F32 and F16 cache rows as the CPU", "[
   f.finish();
 }
 
-TEST_CASE("Vulkan StoreKv quantizes Q8_0 cache rows as the CPU does", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " StoreKv quantizes Q8_0 cache rows as the CPU does", DEVICE_TAG) {
+  NEED_DEVICE(f);
   const int64_t width = 256, n_slots = 24;
   const std::vector<int32_t> slots{9, 0, 23, 4, 5};
   const int64_t n_tok = static_cast<int64_t>(slots.size());
@@ -271,7 +271,7 @@ TEST_CASE("Vulkan StoreKv quantizes Q8_0 cache rows as the CPU does", "[vulkan]"
   op.src3 = f.tensor(DType::Q8_0, width, n_slots, BufferKind::KvCache, 0, 128);
   f.run(op, slots);
   for (const Tensor& cache : {op.src2, op.src3}) {
-    const std::vector<uint8_t> cb = f.bytes_cpu(cache), vb = f.bytes_vk(cache);
+    const std::vector<uint8_t> cb = f.bytes_cpu(cache), vb = f.bytes_dev(cache);
     REQUIRE(cb.size() == vb.size());
     // Blocks of 34 bytes: the f16 scale within one f16 step (the GPU's f32 -> f16 may round
     // toward zero), each q within one step (its 1 / d may be off by an ulp, which moves a
@@ -291,14 +291,14 @@ TEST_CASE("Vulkan StoreKv quantizes Q8_0 cache rows as the CPU does", "[vulkan]"
   f.finish();
 }
 
-TEST_CASE("Vulkan CopyRows picks the same rows as the CPU", "[vulkan]") {
-  NEED_VULKAN(f);
+TEST_CASE(DEVICE " CopyRows picks the same rows as the CPU", DEVICE_TAG) {
+  NEED_DEVICE(f);
   const int64_t width = 262144 / 4 + 3, rows = 5;  // a logits-sized row
   const std::vector<float> x = f.random(width * rows);
   Op op{OpKind::CopyRows};
   op.src0 = f.f32(width, rows, x);
   op.dst = f.tensor(DType::F32, width, 3);
   f.run(op, {4, 0, 4});
-  CHECK(f.read_cpu(op.dst) == f.read_vk(op.dst));
+  CHECK(f.read_cpu(op.dst) == f.read_dev(op.dst));
   f.finish();
 }

@@ -1,10 +1,12 @@
-// Runs the same operations on the CPU backend (the reference) and on the Vulkan backend,
-// with the same inputs, so tests compare the two outputs element by element.
+// Runs the same operations on the CPU backend (the reference) and on a device backend
+// (Vulkan or CUDA: the test binary links one, device_vulkan.cpp or device_cuda.cpp), with
+// the same inputs, so tests compare the two outputs element by element. The op tests are
+// written once and built once per device backend; DEVICE names the device in test names.
 //
 // Every tensor a test makes exists twice, once per backend; the test writes and builds ops
-// with the CPU's tensors and VkPair translates each op's buffers to the Vulkan twins.
-// The Vulkan backend runs with the validation layer on; finish() destroys it and checks
-// that the layer reported nothing.
+// with the CPU's tensors and DevicePair translates each op's buffers to the device twins.
+// finish() destroys the device backend and checks that it reported no errors of its own
+// (Vulkan: the validation layer's messages).
 #pragma once
 
 #include <algorithm>
@@ -20,37 +22,37 @@
 #include <string>
 #include <vector>
 
+#include "backend/device_under_test.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/quant_ref.h"
-#include "backends/vulkan/vulkan_backend.h"
-#include "vulkan/driver_leak_guard.h"
+
+#ifndef DEVICE
+#error "define DEVICE (the device's name in test names) and DEVICE_TAG"
+#endif
 
 namespace hearth::test {
 
-class VkPair {
+class DevicePair {
  public:
-  VkPair() {
+  DevicePair() {
     cpu_ = cpu::make_cpu_backend({2});
-    vulkan::VulkanOptions o;
-    o.validation = true;
-    DriverLeakGuard guard;
-    Result<std::unique_ptr<Backend>> vk = vulkan::make_vulkan_backend(o);
+    Result<std::unique_ptr<Backend>> vk = make_device_under_test();
     if (vk) {
       vk_ = std::move(*vk);
     } else {
       why_not_ = vk.error().message;
     }
   }
-  ~VkPair() {
+  ~DevicePair() {
     vk_twin_.clear();
     vk_buffers_.clear();
-    vk_.reset();
+    if (vk_) destroy_device_under_test(vk_);
   }
 
   bool ok() const { return vk_ != nullptr; }
   const std::string& why_not() const { return why_not_; }
   Backend& cpu() { return *cpu_; }
-  Backend& vk() { return *vk_; }
+  Backend& dev() { return *vk_; }
 
   std::vector<float> random(size_t n, float scale = 1.0f) {
     std::normal_distribution<float> d(0.0f, scale);
@@ -139,10 +141,10 @@ class VkPair {
 
   // The rows of t (F32) as read back from one backend, packed.
   std::vector<float> read_cpu(const Tensor& t) { return read(*cpu_, *t.buffer, t); }
-  std::vector<float> read_vk(const Tensor& t) { return read(*vk_, *twin(t.buffer), t); }
+  std::vector<float> read_dev(const Tensor& t) { return read(*vk_, *twin(t.buffer), t); }
   // Raw bytes of a whole buffer.
   std::vector<uint8_t> bytes_cpu(const Tensor& t) { return bytes(*cpu_, *t.buffer); }
-  std::vector<uint8_t> bytes_vk(const Tensor& t) { return bytes(*vk_, *twin(t.buffer)); }
+  std::vector<uint8_t> bytes_dev(const Tensor& t) { return bytes(*vk_, *twin(t.buffer)); }
 
   // Executes the graph (built with CPU tensors) on both backends; their results.
   std::pair<Status, Status> try_run(const Graph& g) {
@@ -175,13 +177,13 @@ class VkPair {
     run(g);
   }
 
-  // Destroys the Vulkan side (buffers, then the device) and checks the validation layer
-  // reported nothing during the test. Call last.
+  // Destroys the device side (buffers, then the device) and checks it reported no errors
+  // during the test. Call last.
   void finish() {
     vk_twin_.clear();
     vk_buffers_.clear();
-    vk_.reset();
-    CHECK(vulkan::validation_message_count() == 0);
+    if (vk_) destroy_device_under_test(vk_);
+    CHECK(device_error_count() == 0);
   }
 
  private:
@@ -212,8 +214,8 @@ class VkPair {
   std::map<const Buffer*, Buffer*> vk_twin_;
 };
 
-// Compares the Vulkan result with the CPU's element by element: passes when every
-// |vk - cpu| <= tol(i); otherwise reports the worst element. HEARTH_VK_REPORT=1 prints
+// Compares the device result with the CPU's element by element: passes when every
+// |vk - cpu| <= tol(i); otherwise reports the worst element. HEARTH_DEVICE_REPORT=1 prints
 // the worst ratio of every comparison (how much room each tolerance leaves).
 template <class Tol>
 void expect_close(const std::vector<float>& cpu, const std::vector<float>& vk, Tol tol, const std::string& what) {
@@ -230,19 +232,19 @@ void expect_close(const std::vector<float>& cpu, const std::vector<float>& vk, T
       at = i;
     }
   }
-  if (const char* e = std::getenv("HEARTH_VK_REPORT"); e && *e == '1')
+  if (const char* e = std::getenv("HEARTH_DEVICE_REPORT"); e && *e == '1')
     std::printf("%-50s worst |vk - cpu| / tolerance %.3g\n", what.c_str(), worst);
   INFO(what << ": " << bad << " of " << cpu.size() << " elements out of tolerance; worst at " << at << ": cpu "
-            << cpu[at] << ", vulkan " << vk[at] << ", tolerance " << tol(at));
+            << cpu[at] << ", " DEVICE " " << vk[at] << ", tolerance " << tol(at));
   CHECK(bad == 0);
 }
 
 }  // namespace hearth::test
 
-// Declares `f`, a VkPair; when no Vulkan device can run hearth, warns and skips the test.
-#define NEED_VULKAN(f)                                                     \
-  hearth::test::VkPair f;                                                  \
-  if (!f.ok()) {                                                           \
-    WARN("no usable Vulkan device (" << f.why_not() << "); test skipped"); \
-    return;                                                                \
+// Declares `f`, a DevicePair; when no device can run hearth, warns and skips the test.
+#define NEED_DEVICE(f)                                                         \
+  hearth::test::DevicePair f;                                                  \
+  if (!f.ok()) {                                                               \
+    WARN("no usable " DEVICE " device (" << f.why_not() << "); test skipped"); \
+    return;                                                                    \
   }

@@ -1,9 +1,8 @@
-// The Vulkan backend end to end on the default model (Gemma 3 270M Q4_K_M): the logits at
-// the end of a prompt and the greedy continuation equal the CPU backend's, for three of the
-// reference prompts in tests/fixtures/gemma3_reference.json (16 tokens each: lavapipe, the
-// software device CI runs on, is slow); the same for one chat prompt on Qwen2.5-Coder-0.5B
-// (qwen2, when installed; 8 tokens), and every position's logits of a synthetic qwen2 model.
-// The validation layer is on and must stay silent. Under the sanitizers the Gemma test runs
+// A device backend (Vulkan or CUDA, device_under_test.h) end to end on the default model (Gemma 3 270M Q4_K_M): the
+// logits at the end of a prompt and the greedy continuation equal the CPU backend's, for three of the reference prompts
+// in tests/fixtures/gemma3_reference.json (16 tokens each: lavapipe, the software device CI runs on, is slow); the same
+// for one chat prompt on Qwen2.5-Coder-0.5B (qwen2, when installed; 8 tokens), and every position's logits of a
+// synthetic qwen2 model. The validation layer is on and must stay silent. Under the sanitizers the Gemma test runs
 // python_code only: lavapipe itself is not instrumented, and one prompt runs every op and
 // hearth's host code as often as three do (the Release run keeps all three).
 #include <algorithm>
@@ -16,15 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/device_under_test.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/vulkan/vulkan_backend.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/context.h"
 #include "engine/model/model.h"
 #include "test_util.h"
 #include "tests/model/logit_compare.h"
 #include "tests/tools/synthetic_model.h"
-#include "vulkan/driver_leak_guard.h"
 
 namespace {
 
@@ -107,26 +105,21 @@ double max_error_std(std::span<const float> cpu, std::span<const float> vk) {
   return max_diff / std::sqrt(var / static_cast<double>(cpu.size()));
 }
 
-// The Vulkan backend with the validation layer on; null (with a warning) when none can run hearth.
-std::unique_ptr<Backend> vulkan_backend() {
-  vulkan::VulkanOptions vo;
-  vo.validation = true;
-  Result<std::unique_ptr<Backend>> vk = [&] {
-    test::DriverLeakGuard guard;
-    return vulkan::make_vulkan_backend(vo);
-  }();
-  if (!vk) {
-    WARN("no usable Vulkan device (" << vk.error().message << "); test skipped");
+// The device backend; null (with a warning) when none can run hearth.
+std::unique_ptr<Backend> device_backend() {
+  Result<std::unique_ptr<Backend>> be = test::make_device_under_test();
+  if (!be) {
+    WARN("no usable " DEVICE " device (" << be.error().message << "); test skipped");
     return nullptr;
   }
-  return std::move(*vk);
+  return std::move(*be);
 }
 
 // For each named prompt of the fixture: last-prompt logits within kLogitMaxTolStd of the
 // CPU's, then greedy tokens equal until the CPU's top two were within kNearTie.
 void compare_greedy(const std::string& path, const std::string& fixture_name, const std::vector<std::string>& prompts,
                     int n_tokens) {
-  std::unique_ptr<Backend> vk = vulkan_backend();
+  std::unique_ptr<Backend> vk = device_backend();
   if (!vk) return;
   auto file = gguf::File::open(path);
   REQUIRE(file.ok());
@@ -148,9 +141,9 @@ void compare_greedy(const std::string& path, const std::string& fixture_name, co
       const double err = max_error_std(cc->logits_row(0), vc->logits_row(0));
       INFO(name << ": last-prompt logits differ by " << err << " std");
       CHECK(err <= kLogitMaxTolStd);
-      // Vulkan on its own is as close to llama.cpp as the CPU must be (tests/model).
+      // The device on its own is as close to llama.cpp as the CPU must be (tests/model).
       const double ref_err = test::logit_error(*it, vc->logits_row(0)).max_std;
-      INFO(name << ": Vulkan's last-prompt logits differ from llama.cpp's by " << ref_err << " std");
+      INFO(name << ": " DEVICE "'s last-prompt logits differ from llama.cpp's by " << ref_err << " std");
       CHECK(ref_err <= kReferenceMaxTolStd);
       int same = 0;
       for (; same < n_tokens; ++same) {
@@ -158,7 +151,7 @@ void compare_greedy(const std::string& path, const std::string& fixture_name, co
         const int32_t ours = top2(vc->logits_row(0)).first;
         if (ours != first) {
           const std::span<const float> row = cc->logits_row(0);
-          INFO(name << " parts at token " << same << ": cpu " << first << ", vulkan " << ours << "; cpu top-2 gap "
+          INFO(name << " parts at token " << same << ": cpu " << first << ", " DEVICE " " << ours << "; cpu top-2 gap "
                     << row[first] - row[second]);
           CHECK(row[first] - row[second] < kNearTie);
           break;
@@ -166,16 +159,16 @@ void compare_greedy(const std::string& path, const std::string& fixture_name, co
         test::eval_ok(*cc, {first});
         test::eval_ok(*vc, {first});
       }
-      std::printf("vulkan vs cpu %-16s %d of %d greedy tokens equal, last-prompt logits within %.3f std\n",
+      std::printf(DEVICE " vs cpu %-16s %d of %d greedy tokens equal, last-prompt logits within %.3f std\n",
                   name.c_str(), same, n_tokens, err);
     }
   }
-  CHECK(vulkan::validation_message_count() == 0);
+  CHECK(test::device_error_count() == 0);
 }
 
 }  // namespace
 
-TEST_CASE("greedy generation on Vulkan equals the CPU's until a near-tie", "[model][vulkan]") {
+TEST_CASE("greedy generation on " DEVICE " equals the CPU's until a near-tie", "[model]" DEVICE_TAG) {
   const std::string path = test::gemma_model_path();
   if (path.empty()) {
     WARN("default model not installed; test skipped");
@@ -187,7 +180,7 @@ TEST_CASE("greedy generation on Vulkan equals the CPU's until a near-tie", "[mod
   compare_greedy(path, "gemma3_reference.json", prompts, kTokens);
 }
 
-TEST_CASE("Qwen2.5-Coder on Vulkan: greedy generation equals the CPU's until a near-tie", "[model][vulkan]") {
+TEST_CASE("Qwen2.5-Coder on " DEVICE ": greedy generation equals the CPU's until a near-tie", "[model]" DEVICE_TAG) {
   const std::string path = test::installed_model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
   if (path.empty()) {
     WARN("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf is not installed; test skipped");
@@ -196,8 +189,8 @@ TEST_CASE("Qwen2.5-Coder on Vulkan: greedy generation equals the CPU's until a n
   compare_greedy(path, "qwen2.5_coder_0.5b_reference.json", {"chat_capital"}, kQwenTokens);
 }
 
-TEST_CASE("a synthetic qwen2 model's logits on Vulkan equal the CPU's at every position", "[vulkan]") {
-  std::unique_ptr<Backend> vk = vulkan_backend();
+TEST_CASE("a synthetic qwen2 model's logits on " DEVICE " equal the CPU's at every position", DEVICE_TAG) {
+  std::unique_ptr<Backend> vk = device_backend();
   if (!vk) return;
   test::SyntheticOptions o;
   o.arch = "qwen2";  // Q/K/V biases through AddRow, NEOX RoPE, tied output
@@ -214,9 +207,9 @@ TEST_CASE("a synthetic qwen2 model's logits on Vulkan equal the CPU's at every p
     double worst = 0;
     for (int64_t i = 0; i < static_cast<int64_t>(tokens.size()); ++i)
       worst = std::max(worst, max_error_std(cc->logits_row(i), vc->logits_row(i)));
-    std::printf("vulkan vs cpu synthetic qwen2 (f32): logits within %.3g std over %zu positions\n", worst,
+    std::printf(DEVICE " vs cpu synthetic qwen2 (f32): logits within %.3g std over %zu positions\n", worst,
                 tokens.size());
     CHECK(worst <= kSyntheticTolStd);
   }
-  CHECK(vulkan::validation_message_count() == 0);
+  CHECK(test::device_error_count() == 0);
 }
