@@ -2,6 +2,8 @@
 // the cache fields of generation responses and the hearth_cache_* metrics; and the pure
 // parts (chat prefix rendering, query strings).
 #include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -334,13 +336,45 @@ TEST_CASE("/metrics splits the KV pool into used, free and cached blocks, and a 
   REQUIRE(v.at("hearth_kv_blocks_cached") >= 2);
   REQUIRE(v.at("hearth_kv_blocks_cached") <= v.at("hearth_kv_blocks_free"));
 
-  // A stream in flight holds its blocks: used while it runs, back to free after.
-  HttpConn held = HttpConn::unix_socket(s.socket_path());
-  REQUIRE(held.send(http_request("POST", "/v1/completions",
-                                 json{{"prompt", kSystem}, {"max_tokens", 400}, {"stream", true}}.dump())));
-  REQUIRE(eventually([&] { return gauges().at("hearth_kv_blocks_used") > 0; }));
-  held.close();
-  REQUIRE(eventually([&] { return gauges().at("hearth_running_sequences") == 0; }));
+  // A request in flight holds its blocks: used while it runs, back to free after. It is
+  // held running on the engine thread (its event callback waits from the 3rd event on until
+  // it is cancelled), so /metrics is read while it surely runs: a stream over HTTP could
+  // sample an end of text or finish between two polls of a busy machine (CI once waited
+  // 10 minutes for a used block that had come and gone).
+  {
+    GenerationRequest r;
+    for (int32_t i = 0; i < 40; ++i) r.prompt.push_back(3 + (i * 37) % 300);
+    r.max_tokens = 200;
+    r.sampling.temperature = 0;
+    // Shared with the callback: the engine calls it once more for the Finished event,
+    // possibly after this block has ended.
+    struct Gate {
+      std::mutex m;
+      std::condition_variable cv;
+      int n_events = 0;
+      bool released = false;
+    };
+    auto gate = std::make_shared<Gate>();
+    Submitted a = s.scheduler().submit(r, [gate] {
+      std::unique_lock<std::mutex> lock(gate->m);
+      if (++gate->n_events == 3) gate->cv.notify_all();
+      gate->cv.wait(lock, [&] { return gate->released || gate->n_events < 3; });
+    });
+    REQUIRE(a.status == SubmitStatus::Accepted);
+    {
+      std::unique_lock<std::mutex> lock(gate->m);
+      REQUIRE(gate->cv.wait_for(lock, kHangGuard, [&] { return gate->n_events >= 3; }));
+    }
+    CHECK(gauges().at("hearth_kv_blocks_used") > 0);
+    CHECK(gauges().at("hearth_running_sequences") == 1);
+    a.handle->cancel();
+    {
+      std::lock_guard<std::mutex> lock(gate->m);
+      gate->released = true;
+    }
+    gate->cv.notify_all();
+    REQUIRE(eventually([&] { return gauges().at("hearth_running_sequences") == 0; }));
+  }
   v = gauges();
   REQUIRE(v.at("hearth_kv_blocks_used") == 0);
   REQUIRE(v.at("hearth_kv_blocks_free") == total);
