@@ -149,11 +149,11 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
         kern.scale(sc[h], n_j, static_cast<float>(1.0 / sum));
       }
       if (v_f16) {
-        kern.weighted_sum_f16(out, sc, nh, v_rows_f16.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim);
+        kern.weighted_sum_f16(out, sc, nh, v_rows_f16.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim, false);
       } else if (v_q8) {
-        kern.weighted_sum_q8_0(out, sc, nh, v_rows_q8.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim);
+        kern.weighted_sum_q8_0(out, sc, nh, v_rows_q8.data() + (j_begin - lo), kvh * head_dim, n_j, head_dim, false);
       } else {
-        kern.weighted_sum(out, sc, nh, v_f32 + (j_begin - lo) * kv_dim + kvh * head_dim, kv_dim, n_j, head_dim);
+        kern.weighted_sum(out, sc, nh, v_f32 + (j_begin - lo) * kv_dim + kvh * head_dim, kv_dim, n_j, head_dim, false);
       }
     }
   });
