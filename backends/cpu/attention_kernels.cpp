@@ -60,9 +60,9 @@ void qk_each(const float* const* q, int n_heads, const float* k, int64_t k_strid
 
 template <void (*kAxpy)(float*, float, const float*, int64_t)>
 void weighted_sum_each(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,
-                       int64_t n_j, int64_t n) {
+                       int64_t n_j, int64_t n, bool accumulate) {
   for (int h = 0; h < n_heads; ++h) {
-    std::fill(out[h], out[h] + n, 0.0f);
+    if (!accumulate) std::fill(out[h], out[h] + n, 0.0f);
     for (int64_t j = 0; j < n_j; ++j) kAxpy(out[h], w[h][j], v + j * v_stride, n);
   }
 }
@@ -224,31 +224,73 @@ __attribute__((target("avx512f,avx512dq"))) void transpose_q8_0_rows_avx512(cons
   }
 }
 
-// 4 to 8 independent chains of fmas whatever the number of heads.
+// H heads x J blocks of 16 keys, 8 to 16 independent chains of fmas; fewer for one or two
+// heads, whose 4 blocks (64 keys a step) drop to 2 for calls of 32 keys or fewer, which
+// would leave half of them masked off.
 __attribute__((target("avx512f,avx512dq"))) void qk_avx512(const float* const* q, int n_heads, const float* kt,
                                                            int64_t d_stride, int64_t n_j, int64_t n,
                                                            float* const* out) {
   switch (n_heads) {
     case 1:
-      qk_avx512_n<1, 4>(q, kt, d_stride, n_j, n, out);
+      if (n_j > 32) {
+        qk_avx512_n<1, 4>(q, kt, d_stride, n_j, n, out);
+      } else {
+        qk_avx512_n<1, 2>(q, kt, d_stride, n_j, n, out);
+      }
       break;
     case 2:
-      qk_avx512_n<2, 4>(q, kt, d_stride, n_j, n, out);
+      if (n_j > 32) {
+        qk_avx512_n<2, 4>(q, kt, d_stride, n_j, n, out);
+      } else {
+        qk_avx512_n<2, 2>(q, kt, d_stride, n_j, n, out);
+      }
       break;
     case 3:
       qk_avx512_n<3, 2>(q, kt, d_stride, n_j, n, out);
       break;
-    default:
+    case 4:
       qk_avx512_n<4, 2>(q, kt, d_stride, n_j, n, out);
+      break;
+    case 5:
+      qk_avx512_n<5, 2>(q, kt, d_stride, n_j, n, out);
+      break;
+    case 6:
+      qk_avx512_n<6, 2>(q, kt, d_stride, n_j, n, out);
+      break;
+    case 7:
+      qk_avx512_n<7, 2>(q, kt, d_stride, n_j, n, out);
+      break;
+    default:
+      qk_avx512_n<8, 2>(q, kt, d_stride, n_j, n, out);
       break;
   }
 }
 
-// H heads x 64 output floats in registers while every value row passes once; per element a
-// chain of fmas from 0 in increasing j. Row j's 16 floats at i: load(j, i, mask).
+// H heads x 64 output floats (32 from 7 heads, to stay within the 32 registers) in
+// registers while every value row passes once; per element a chain of fmas in increasing j
+// from 0, or from out with accumulate. Row j's 16 floats at i: load(j, i, mask).
+// acc[h][k] += w[h][j] * (row j's 16 floats at i + 16 k) for j < n_j, in increasing j; with
+// kFull every lane of the kVecs vectors is in the row (no masks to apply).
+template <int H, int kVecs, bool kFull, class Load>
+HEARTH_AVX512 void weighted_sum_rows(__m512 (&acc)[H][kVecs], const float* const* w, int64_t n_j, int64_t i,
+                                     const __mmask16* m, Load load) {
+  for (int64_t j = 0; j < n_j; ++j) {
+    __m512 x[kVecs];
+#pragma GCC unroll 16
+    for (int k = 0; k < kVecs; ++k) x[k] = kFull ? load.full(j, i + 16 * k) : load(j, i + 16 * k, m[k]);
+#pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      const __m512 wj = _mm512_set1_ps(w[h][j]);
+#pragma GCC unroll 16
+      for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_fmadd_ps(wj, x[k], acc[h][k]);
+    }
+  }
+}
+
 template <int H, class Load>
-HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* w, int64_t n_j, int64_t n, Load load) {
-  constexpr int kVecs = 4;
+HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* w, int64_t n_j, int64_t n,
+                                         bool accumulate, Load load) {
+  constexpr int kVecs = H <= 6 ? 4 : 2;
   for (int64_t i = 0; i < n; i += 16 * kVecs) {
     __mmask16 m[kVecs];
 #pragma GCC unroll 16
@@ -257,17 +299,12 @@ HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* 
 #pragma GCC unroll 16
     for (int h = 0; h < H; ++h)
 #pragma GCC unroll 16
-      for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n_j; ++j) {
-      __m512 x[kVecs];
-#pragma GCC unroll 16
-      for (int k = 0; k < kVecs; ++k) x[k] = load(j, i + 16 * k, m[k]);
-#pragma GCC unroll 16
-      for (int h = 0; h < H; ++h) {
-        const __m512 wj = _mm512_set1_ps(w[h][j]);
-#pragma GCC unroll 16
-        for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_fmadd_ps(wj, x[k], acc[h][k]);
-      }
+      for (int k = 0; k < kVecs; ++k)
+        acc[h][k] = accumulate ? _mm512_maskz_loadu_ps(m[k], out[h] + i + 16 * k) : _mm512_setzero_ps();
+    if (i + 16 * kVecs <= n && load.full_ok()) {
+      weighted_sum_rows<H, kVecs, true>(acc, w, n_j, i, m, load);
+    } else {
+      weighted_sum_rows<H, kVecs, false>(acc, w, n_j, i, m, load);
     }
 #pragma GCC unroll 16
     for (int h = 0; h < H; ++h)
@@ -276,22 +313,34 @@ HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* 
   }
 }
 
-// 1 to 4 heads: weighted_sum_avx512_n<H> with the given row loader.
+// 1 to 8 heads: weighted_sum_avx512_n<H> with the given row loader.
 template <class Load>
 HEARTH_AVX512 void weighted_sum_heads(float* const* out, const float* const* w, int n_heads, int64_t n_j, int64_t n,
-                                      Load load) {
+                                      bool accumulate, Load load) {
   switch (n_heads) {
     case 1:
-      weighted_sum_avx512_n<1>(out, w, n_j, n, load);
+      weighted_sum_avx512_n<1>(out, w, n_j, n, accumulate, load);
       break;
     case 2:
-      weighted_sum_avx512_n<2>(out, w, n_j, n, load);
+      weighted_sum_avx512_n<2>(out, w, n_j, n, accumulate, load);
       break;
     case 3:
-      weighted_sum_avx512_n<3>(out, w, n_j, n, load);
+      weighted_sum_avx512_n<3>(out, w, n_j, n, accumulate, load);
+      break;
+    case 4:
+      weighted_sum_avx512_n<4>(out, w, n_j, n, accumulate, load);
+      break;
+    case 5:
+      weighted_sum_avx512_n<5>(out, w, n_j, n, accumulate, load);
+      break;
+    case 6:
+      weighted_sum_avx512_n<6>(out, w, n_j, n, accumulate, load);
+      break;
+    case 7:
+      weighted_sum_avx512_n<7>(out, w, n_j, n, accumulate, load);
       break;
     default:
-      weighted_sum_avx512_n<4>(out, w, n_j, n, load);
+      weighted_sum_avx512_n<8>(out, w, n_j, n, accumulate, load);
       break;
   }
 }
@@ -368,6 +417,8 @@ struct F32Rows {
   HEARTH_AVX512 __m512 operator()(int64_t j, int64_t i, __mmask16 m) const {
     return _mm512_maskz_loadu_ps(m, v + j * stride + i);
   }
+  HEARTH_AVX512 __m512 full(int64_t j, int64_t i) const { return _mm512_loadu_ps(v + j * stride + i); }
+  bool full_ok() const { return true; }
 };
 struct F16Rows {
   const uint16_t* const* v;
@@ -380,6 +431,10 @@ struct F16Rows {
       if (m >> l & 1) tail[l] = p[l];
     return _mm512_maskz_cvtph_ps(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(tail)));
   }
+  HEARTH_AVX512 __m512 full(int64_t j, int64_t i) const {
+    return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v[j] + col + i)));
+  }
+  bool full_ok() const { return true; }
 };
 
 struct Q8_0Rows {
@@ -398,24 +453,28 @@ struct Q8_0Rows {
     }
     return _mm512_maskz_load_ps(m, part);
   }
+  HEARTH_AVX512 __m512 full(int64_t j, int64_t i) const { return q8_0_16(v[j], col + i); }
+  bool full_ok() const { return col % 16 == 0; }  // 16 elements from col + i inside one block
 };
 
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* const* out, const float* const* w,
                                                                      int n_heads, const float* v, int64_t v_stride,
-                                                                     int64_t n_j, int64_t n) {
-  weighted_sum_heads(out, w, n_heads, n_j, n, F32Rows{v, v_stride});
+                                                                     int64_t n_j, int64_t n, bool accumulate) {
+  weighted_sum_heads(out, w, n_heads, n_j, n, accumulate, F32Rows{v, v_stride});
 }
 
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_f16_avx512(float* const* out, const float* const* w,
                                                                          int n_heads, const uint16_t* const* v,
-                                                                         int64_t col, int64_t n_j, int64_t n) {
-  weighted_sum_heads(out, w, n_heads, n_j, n, F16Rows{v, col});
+                                                                         int64_t col, int64_t n_j, int64_t n,
+                                                                         bool accumulate) {
+  weighted_sum_heads(out, w, n_heads, n_j, n, accumulate, F16Rows{v, col});
 }
 
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_q8_0_avx512(float* const* out, const float* const* w,
                                                                           int n_heads, const uint8_t* const* v,
-                                                                          int64_t col, int64_t n_j, int64_t n) {
-  weighted_sum_heads(out, w, n_heads, n_j, n, Q8_0Rows{v, col});
+                                                                          int64_t col, int64_t n_j, int64_t n,
+                                                                          bool accumulate) {
+  weighted_sum_heads(out, w, n_heads, n_j, n, accumulate, Q8_0Rows{v, col});
 }
 #endif
 

@@ -11,12 +11,16 @@
 
 namespace hearth::cpu {
 
-inline constexpr int kAttnMaxGroup = 4;  // heads per call
+// Heads (or (query row, head) pairs) per call: a KV group of up to 8 heads (Qwen2.5 has 7)
+// in one pass over its keys and values.
+inline constexpr int kAttnMaxGroup = 8;
 
 struct AttnKernels {
   // out[h][j] = q[h] . k_j over n floats, for h < n_heads (1 .. kAttnMaxGroup) and j < n_j.
   // Element d of k_j is k[j * k_stride + d], or k[d * k_stride + j] when k_transposed (keys
-  // side by side, so 16 keys' products with one q element are one vector operation).
+  // side by side, so 16 keys' products with one q element are one vector operation). Each
+  // product is the same sum in the same order over d whatever n_heads, n_j or the position
+  // of k_j in the call, so keys may be split between calls at will.
   void (*qk)(const float* const* q, int n_heads, const float* k, int64_t k_stride, int64_t n_j, int64_t n,
              float* const* out);
   bool k_transposed;
@@ -32,19 +36,23 @@ struct AttnKernels {
   // bit. Null where the level has none.
   void (*transpose_q8_0_rows)(const uint8_t* const* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
   // For h < n_heads (1 .. kAttnMaxGroup): out[h][i] = sum over j < n_j, in increasing j, of
-  // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten.
+  // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten, or with accumulate the
+  // sums start from out[h]'s values instead of 0. Each element is one chain of
+  // acc = acc + w * v (fma at the SIMD levels) in increasing j, kept in a float whether in a
+  // register or in out, so summing keys [0, a) and then accumulating [a, n_j) gives the
+  // same bits as one call over [0, n_j).
   void (*weighted_sum)(float* const* out, const float* const* w, int n_heads, const float* v, int64_t v_stride,
-                       int64_t n_j, int64_t n);
+                       int64_t n_j, int64_t n, bool accumulate);
   // The same reading f16 value rows in place: element i of value j is float(v[j][col + i])
   // (an exact conversion), so it equals weighted_sum over converted rows bit for bit. Null
   // where the level has none (the caller converts the rows first).
   void (*weighted_sum_f16)(float* const* out, const float* const* w, int n_heads, const uint16_t* const* v, int64_t col,
-                           int64_t n_j, int64_t n);
+                           int64_t n_j, int64_t n, bool accumulate);
   // The same reading Q8_0 value rows in place (element i of value j is the dequantized
   // element col + i of row v[j], exact), equal to weighted_sum over dequantized rows bit for
   // bit. Null where the level has none.
   void (*weighted_sum_q8_0)(float* const* out, const float* const* w, int n_heads, const uint8_t* const* v, int64_t col,
-                            int64_t n_j, int64_t n);
+                            int64_t n_j, int64_t n, bool accumulate);
   // s[j] = f * s[j] for j < n (each product exact float multiplication: same bits at every
   // level); scale_max also returns max(-inf, s[0..n)) after scaling (NaNs ignored).
   float (*scale_max)(float* s, int64_t n, float f);

@@ -47,6 +47,14 @@ void op_rope(const Op& op, const Graph& g, ExecContext& ctx);
 void op_elementwise(const Op& op, ExecContext& ctx);  // Add, AddRow, Scale, GeluMul, SiluMul, Softcap
 void op_store_kv(const Op& op, const Graph& g, ExecContext& ctx);
 void op_attention(const Op& op, const Graph& g, ExecContext& ctx);
+
+// How op_attention splits its work among tasks (see ops_attention.cpp); both give the same
+// bits. RowTiles is the default; PerRow, the former schedule, stays for tests and
+// benchmarks to compare with, and is the initial value when $HEARTH_ATTN_SCHEDULE is "rows".
+// Returns the previous schedule; meant for start-up and tests (it is atomic, but an op
+// running concurrently may use either).
+enum class AttnSchedule { RowTiles, PerRow };
+AttnSchedule set_attn_schedule(AttnSchedule s);
 void op_copy_rows(const Op& op, const Graph& g, ExecContext& ctx);
 
 }  // namespace hearth::cpu

@@ -496,8 +496,8 @@ TEST_CASE("Attention's f16 weighted sum equals convert-then-sum at every SIMD le
           go[hh] = got[static_cast<size_t>(hh)].data();
           wo[hh] = want[static_cast<size_t>(hh)].data();
         }
-        k.weighted_sum_f16(go, w, heads, rows.data(), col, n_j, n);
-        k.weighted_sum(wo, w, heads, f.data(), n, n_j, n);
+        k.weighted_sum_f16(go, w, heads, rows.data(), col, n_j, n, false);
+        k.weighted_sum(wo, w, heads, f.data(), n, n_j, n, false);
         for (int hh = 0; hh < heads; ++hh)
           REQUIRE(std::memcmp(got[static_cast<size_t>(hh)].data(), want[static_cast<size_t>(hh)].data(),
                               static_cast<size_t>(n) * sizeof(float)) == 0);
