@@ -15,17 +15,11 @@
 #include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
+#include "quant/quant_test_util.h"
 
 namespace {
 
 using namespace hearth;
-
-std::vector<cpu::SimdLevel> levels() {
-  std::vector<cpu::SimdLevel> out{cpu::SimdLevel::Scalar};
-  if (cpu::detect_simd_level() >= cpu::SimdLevel::AVX2) out.push_back(cpu::SimdLevel::AVX2);
-  if (cpu::detect_simd_level() >= cpu::SimdLevel::AVX512) out.push_back(cpu::SimdLevel::AVX512);
-  return out;
-}
 
 // Restores the SIMD level and the attention schedule a test changed.
 struct Restore {
@@ -142,7 +136,7 @@ TEST_CASE("Attention's row-tiled schedule gives the per-row schedule's output bi
             std::vector<float> q(static_cast<size_t>(b.n_q) * shape.n_heads * shape.head_dim);
             for (float& x : q) x = d(rng);
             const std::vector<int32_t> kv_slots(slots.begin(), slots.begin() + b.n_kv);
-            for (cpu::SimdLevel level : levels()) {
+            for (cpu::SimdLevel level : test::supported_levels()) {
               cpu::set_simd_level(level);
               INFO(shape.name << " kv " << dtype_name(kv_type) << " level " << cpu::simd_level_name(level) << " first "
                               << b.first << " n_q " << b.n_q << " n_kv " << b.n_kv << " window " << window
@@ -163,7 +157,7 @@ TEST_CASE("Attention's row-tiled schedule gives the per-row schedule's output bi
 TEST_CASE("Attention's weighted sums continue from memory as from registers at every SIMD level") {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (cpu::SimdLevel level : levels()) {
+  for (cpu::SimdLevel level : test::supported_levels()) {
     const cpu::AttnKernels k = cpu::attn_kernels(level);
     INFO(cpu::simd_level_name(level));
     for (int64_t n : {256, 64, 72, 5}) {

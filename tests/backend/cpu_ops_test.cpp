@@ -16,6 +16,7 @@
 #include "backends/cpu/vec_dot.h"
 #include "common/fp16.h"
 #include "malformed_graphs.h"
+#include "quant/quant_test_util.h"
 #include "transfer_contract.h"
 
 namespace {
@@ -62,13 +63,6 @@ struct Fixture {
     REQUIRE(be->execute(g).ok());
   }
 };
-
-std::vector<cpu::SimdLevel> levels() {
-  std::vector<cpu::SimdLevel> out{cpu::SimdLevel::Scalar};
-  if (cpu::detect_simd_level() >= cpu::SimdLevel::AVX2) out.push_back(cpu::SimdLevel::AVX2);
-  if (cpu::detect_simd_level() >= cpu::SimdLevel::AVX512) out.push_back(cpu::SimdLevel::AVX512);
-  return out;
-}
 
 struct LevelGuard {
   cpu::SimdLevel saved = cpu::active_simd_level();
@@ -260,7 +254,7 @@ TEST_CASE("MatMul of every weight type matches the dequantized product at every 
       cpu::dequantize_row(wt, q.data() + r * wt_t.row_stride, &wd[r * n_in], n_in);
     }
     REQUIRE(f.be->write(*wt_t.buffer, 0, q.data(), q.size()).ok());
-    for (cpu::SimdLevel level : levels()) {
+    for (cpu::SimdLevel level : test::supported_levels()) {
       cpu::set_simd_level(level);
       Op op{OpKind::MatMul};
       op.src0 = wt_t;
@@ -321,7 +315,7 @@ TEST_CASE("MatMul on weights prepared for MatMul gives the unprepared floats bit
       }
       REQUIRE(std::memcmp(rows[0].data(), rows[1].data(), rows[0].size() * sizeof(float)) == 0);
     }
-    for (cpu::SimdLevel level : levels()) {
+    for (cpu::SimdLevel level : test::supported_levels()) {
       cpu::set_simd_level(level);
       for (int64_t n_tok : {1, 3, 7, 40}) {
         INFO("level " << cpu::simd_level_name(level) << " tokens " << n_tok);
@@ -394,7 +388,7 @@ TEST_CASE("Attention's exp_sum agrees with std::exp at every SIMD level, edge va
                         -1e30f,
                         -std::numeric_limits<float>::infinity()};
   std::copy(std::begin(edge), std::end(edge), x.begin());
-  for (cpu::SimdLevel level : levels()) {
+  for (cpu::SimdLevel level : test::supported_levels()) {
     INFO(cpu::simd_level_name(level));
     for (float max : {0.0f, 2.5f, -1.0f}) {
       x[20] = max < 0.0f ? std::numeric_limits<float>::quiet_NaN() : -1.0f;  // one pass with a NaN
@@ -433,7 +427,7 @@ TEST_CASE("Attention's exp_sum agrees with std::exp at every SIMD level, edge va
 TEST_CASE("Attention's f16 key transpose equals convert-then-transpose at every SIMD level") {
   std::mt19937 rng(7);
   const uint16_t edge[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x7c00, 0xfc00, 0x7bff, 0x3c00};
-  for (cpu::SimdLevel level : levels()) {
+  for (cpu::SimdLevel level : test::supported_levels()) {
     const cpu::AttnKernels k = cpu::attn_kernels(level);
     if (k.transpose_f16_rows == nullptr) continue;
     INFO(cpu::simd_level_name(level));
@@ -467,7 +461,7 @@ TEST_CASE("Attention's f16 key transpose equals convert-then-transpose at every 
 TEST_CASE("Attention's f16 weighted sum equals convert-then-sum at every SIMD level") {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (cpu::SimdLevel level : levels()) {
+  for (cpu::SimdLevel level : test::supported_levels()) {
     const cpu::AttnKernels k = cpu::attn_kernels(level);
     if (k.weighted_sum_f16 == nullptr) continue;
     INFO(cpu::simd_level_name(level));
@@ -530,7 +524,7 @@ TEST_CASE("Attention is causal, honours the sliding window and grouped heads, at
     std::vector<float> q = f.random(pos.size() * n_heads * hd);
     const std::vector<double> want = naive_attention(q, k, v, pos, n_kv, n_heads, n_kv_heads, hd, window, 0.2);
 
-    for (cpu::SimdLevel level : levels()) {
+    for (cpu::SimdLevel level : test::supported_levels()) {
       cpu::set_simd_level(level);
       auto run = [&](size_t first, size_t n) {
         Op op{OpKind::Attention};
@@ -587,7 +581,7 @@ TEST_CASE("GeluMul gives bitwise the same result at every SIMD level") {
   a[2] = -12.5f;
   a[3] = 30.0f;
   std::vector<std::vector<float>> results;
-  for (cpu::SimdLevel level : levels()) {
+  for (cpu::SimdLevel level : test::supported_levels()) {
     cpu::set_simd_level(level);
     Op op{OpKind::GeluMul};
     op.src0 = f.make_f32(77, 3, a);
@@ -700,7 +694,7 @@ TEST_CASE("Attention over a Q8_0 cache equals attention over its dequantized val
   }
   const std::vector<int32_t> pos{0, 5, 17, 36};
   const std::vector<float> q = f.random(pos.size() * n_heads * hd);
-  for (cpu::SimdLevel level : levels()) {
+  for (cpu::SimdLevel level : test::supported_levels()) {
     cpu::set_simd_level(level);
     for (int32_t window : {0, 8}) {
       auto run = [&](const Tensor& k, const Tensor& v) {
