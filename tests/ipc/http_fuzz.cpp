@@ -53,11 +53,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/gguf/gguf.h"
@@ -508,8 +510,25 @@ void write_seeds(const std::string& dir) {
       ++written;
     }
   }
-  std::fprintf(stderr, "http_fuzz: wrote %zu seeds (%zu malformed requests, %zu valid, x3 configurations) to %s\n",
-               written, n_malformed, raws.size() - n_malformed, dir.c_str());
+  // Inputs that broke something once, with their own configuration and read size, so every
+  // run passes through them again. beast-final-chunk-assert: a chunked body's final chunk
+  // read one byte at a time, then a byte that is not CRLF; it reached Beast 1.74's false
+  // assertion (tests/fuzz_assert_handler.cpp), minimized from a 4 KiB input.
+  const std::pair<const char*, std::string> found[] = {
+      {"beast-final-chunk-assert", std::string("\x16\x01O m HTTP/1.1\r\nTransfer-Encoding:chunked\r\n\r\n0\r\n{", 49)},
+  };
+  for (const auto& [name, bytes] : found) {
+    std::ofstream out(dir + "/found-" + name, std::ios::binary);
+    out << bytes;
+    if (!out) {
+      std::fprintf(stderr, "http_fuzz: cannot write %s/found-%s\n", dir.c_str(), name);
+      std::exit(1);
+    }
+  }
+  std::fprintf(stderr,
+               "http_fuzz: wrote %zu seeds (%zu malformed requests, %zu valid, x3 configurations; %zu found before) "
+               "to %s\n",
+               written + std::size(found), n_malformed, raws.size() - n_malformed, std::size(found), dir.c_str());
 }
 
 }  // namespace
