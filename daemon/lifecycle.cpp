@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "daemon/engine_loader.h"
 #include "daemon/systemd.h"
+#include "engine/model/model_path.h"
 #include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/scheduler.h"
 #include "ipc/server.h"
@@ -197,7 +198,7 @@ sigset_t shutdown_signals() {
   return set;
 }
 
-// The server side of the configuration: cache scopes and browser origins.
+// The server side of the configuration: cache scopes, browser origins, the models folder.
 static ipc::ServerOptions server_options(const DaemonConfig& cfg) {
   ipc::ServerOptions o;
   o.cache_scope = cfg.cache_scope == "group"    ? ipc::CacheScopeMode::Group
@@ -205,6 +206,7 @@ static ipc::ServerOptions server_options(const DaemonConfig& cfg) {
                                                 : ipc::CacheScopeMode::User;
   o.allowed_origins = cfg.allowed_origins;
   o.write_timeout = std::chrono::seconds(cfg.write_timeout_s);
+  o.models_dir = models_dir();
   if (o.cache_scope == ipc::CacheScopeMode::Shared) {
     LOG_WARN(
         "prompt cache: cache_scope = shared: every client can tell from cached_tokens what others' prompts begin with");

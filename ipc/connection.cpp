@@ -196,6 +196,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       ctx.allowed_origins = &opt.allowed_origins;
       ctx.counters = &state_.responses;
       ctx.open_connections = state_.open_connections.load();
+      ctx.models_dir = &opt.models_dir;
       RouteResult result = route(request, ctx);
       if (auto* response = std::get_if<HttpResponse>(&result)) {
         if (!co_await write_response(*response, version, keep_alive) || !keep_alive) break;

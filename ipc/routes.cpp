@@ -11,6 +11,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "ipc/cache_routes.h"
 #include "ipc/metrics.h"
+#include "ipc/models_route.h"
 
 namespace hearth::ipc {
 
@@ -28,7 +29,8 @@ enum class Route {
   Tokenize,
   Detokenize,
   Cache,
-  CacheWarm
+  CacheWarm,
+  InstalledModels
 };
 
 struct RouteSpec {
@@ -60,6 +62,7 @@ std::optional<RouteSpec> find_route(std::string_view path) {
   if (path == "/api/detokenize") return RouteSpec{Route::Detokenize, "POST"};
   if (path == "/api/cache") return RouteSpec{Route::Cache, "GET, DELETE"};
   if (path == "/api/cache/warm") return RouteSpec{Route::CacheWarm, "POST"};
+  if (path == "/api/models") return RouteSpec{Route::InstalledModels, "GET"};
   return std::nullopt;
 }
 
@@ -302,6 +305,8 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
       return health(ctx);
     case Route::Metrics:
       return metrics(ctx);
+    case Route::InstalledModels:
+      return installed_models_response(ctx);
     default:
       break;
   }

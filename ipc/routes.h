@@ -65,6 +65,7 @@ struct RouteContext {
   const std::vector<std::string>* allowed_origins = nullptr;  // TCP: browser origins served
   const ResponseCounters* counters = nullptr;
   int64_t open_connections = 0;
+  const std::string* models_dir = nullptr;  // GET /api/models lists its files; null: none
 };
 
 struct GenerationJob {

@@ -66,6 +66,9 @@ struct ServerOptions {
   // Origins (scheme://host[:port]) whose browser requests the TCP listener serves, with
   // CORS headers; a request from any other Origin gets 403. Empty: no web page at all.
   std::vector<std::string> allowed_origins;
+  // The folder GET /api/models lists (engine/model/model_path.h models_dir()); "" lists only
+  // the loaded model.
+  std::string models_dir;
 };
 
 class Server {

@@ -78,6 +78,6 @@ void add_bench_command(CLI::App* app, BenchOptions* options, CLI::App** command)
 int run_bench(const GlobalOptions& global, const BenchOptions& options);
 
 int run_status(const GlobalOptions& global);
-int run_models(const GlobalOptions& global);
+int run_models(const GlobalOptions& global, bool json);
 
 }  // namespace hearth::cli

@@ -1,5 +1,6 @@
 // hearth status and hearth models.
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 
@@ -43,15 +44,76 @@ int run_status(const GlobalOptions& global) {
   return kExitOk;
 }
 
-int run_models(const GlobalOptions& global) {
-  Client client;
-  if (!client.open(global)) return kExitError;
+namespace {
+
+// "630M", "135M", "1.5B": a parameter count as model cards write it.
+std::string parameter_count(double n) {
+  char buf[32];
+  if (n >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.1fB", n / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0fM", n / 1e6);
+  }
+  return buf;
+}
+
+// hearth models against a daemon without GET /api/models: the ids it serves.
+int list_served(Client& client) {
   hearth_model_info* models = nullptr;
   size_t n_models = 0;
   int rc = hearth_client_list_models(client.get(), &models, &n_models);
   if (rc != HEARTH_OK) return report_error(client.get(), rc);
   for (size_t i = 0; i < n_models; ++i) std::printf("%s\n", models[i].id);
   hearth_free(models);
+  return kExitOk;
+}
+
+void print_installed(const nlohmann::json& j) {
+  const auto str = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string("-");
+  };
+  const auto num = [](const nlohmann::json& o, const char* k) { return o.value(k, 0.0); };
+  std::printf("%-22s %9s  %-8s %-7s %6s %8s  %s\n", "ID", "SIZE", "ARCH", "QUANT", "PARAMS", "CONTEXT", "");
+  for (const nlohmann::json& m : j.value("models", nlohmann::json::array())) {
+    const bool available = m.value("available", false);
+    std::string state = m.value("loaded", false) ? "loaded" : "";
+    if (!available) state = "cannot be served: " + str(m, "error");
+    std::printf(
+        "%-22s %9s  %-8s %-7s %6s %8s  %s\n", str(m, "id").c_str(), human_bytes(num(m, "bytes")).c_str(),
+        str(m, "architecture").c_str(), str(m, "quantization").c_str(),
+        num(m, "parameters") > 0 ? parameter_count(num(m, "parameters")).c_str() : "-",
+        num(m, "context_length") > 0 ? std::to_string(static_cast<long>(num(m, "context_length"))).c_str() : "-",
+        state.c_str());
+  }
+  for (const nlohmann::json& c : j.value("catalog", nlohmann::json::array())) {
+    if (c.value("installed", true)) continue;
+    std::printf("not installed: %s (%s), %s: hearth-fetch-model %s\n", str(c, "name").c_str(),
+                human_bytes(num(c, "bytes")).c_str(), str(c, "about").c_str(), str(c, "name").c_str());
+  }
+  if (j.contains("dir")) std::printf("models folder: %s\n", str(j, "dir").c_str());
+}
+
+}  // namespace
+
+int run_models(const GlobalOptions& global, bool json) {
+  Client client;
+  if (!client.open(global)) return kExitError;
+  char* text = nullptr;
+  const int rc = hearth_client_installed_models(client.get(), &text);
+  if (rc == HEARTH_ERR_BAD_REQUEST && hearth_client_http_status(client.get()) == 404 && !json)
+    return list_served(client);  // a daemon older than /api/models
+  if (rc != HEARTH_OK) return report_error(client.get(), rc);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  hearth_free(text);
+  if (!j.is_object()) {
+    std::fprintf(stderr, "hearth: the daemon's list of models is not a JSON object\n");
+    return kExitError;
+  }
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    print_installed(j);
+  }
   return kExitOk;
 }
 

@@ -92,7 +92,12 @@ int main(int argc, char** argv) {
   chat_cmd->add_flag("--no-history", chat.no_history, "do not save this conversation");
 
   CLI::App* status_cmd = app.add_subcommand("status", "socket path, daemon health, model and version");
-  CLI::App* models_cmd = app.add_subcommand("models", "list the daemon's models");
+  CLI::App* models_cmd = app.add_subcommand(
+      "models",
+      "the models installed where the daemon runs: size, architecture, quantization, which is loaded, "
+      "and which of hearth's catalog are not installed");
+  bool models_json = false;
+  models_cmd->add_flag("--json", models_json, "print the daemon's answer (GET /api/models) as JSON");
   CacheOptions cache;
   add_cache_command(&app, &cache);
   BenchOptions bench;
@@ -108,7 +113,7 @@ int main(int argc, char** argv) {
   if (ask_cmd->parsed()) return run_ask(global, ask);
   if (chat_cmd->parsed()) return run_chat(global, chat);
   if (status_cmd->parsed()) return run_status(global);
-  if (models_cmd->parsed()) return run_models(global);
+  if (models_cmd->parsed()) return run_models(global, models_json);
   if (cache.action != CacheOptions::Action::kNone) return run_cache(global, cache);
   if (bench_cmd->parsed()) return run_bench(global, bench);
   return kExitError;

@@ -12,6 +12,7 @@
 #include "wire.h"
 
 using hearth::client::exchange_json;
+using hearth::client::get_json_text;
 using hearth::client::guarded;
 using hearth::client::Outcome;
 namespace wire = hearth::client::wire;
@@ -97,19 +98,7 @@ void hearth_warm_result_init(hearth_warm_result* result) {
 }
 
 int hearth_client_cache_stats(hearth_client* client, char** out_json) {
-  if (client == nullptr || out_json == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
-  *out_json = nullptr;
-  client->cancel.begin();
-  client->http_status = 0;
-  return guarded(client, [&]() -> Outcome {
-    std::string body;
-    if (Outcome o = exchange_json(client, "GET", "/api/cache", "", &body); !o.ok()) return o;
-    char* copy = static_cast<char*>(std::malloc(body.size() + 1));
-    if (copy == nullptr) return Outcome::failure(HEARTH_ERR_NOMEM, "out of memory");
-    std::memcpy(copy, body.c_str(), body.size() + 1);
-    *out_json = copy;
-    return Outcome::success();
-  });
+  return get_json_text(client, "/api/cache", out_json);
 }
 
 int hearth_client_cache_clear(hearth_client* client, const char* model) {

@@ -232,6 +232,22 @@ Outcome exchange_json(hearth_client* client, const char* method, const char* tar
   return Outcome::success();
 }
 
+int get_json_text(hearth_client* client, const char* target, char** out_json) {
+  if (client == nullptr || out_json == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
+  *out_json = nullptr;
+  client->cancel.begin();
+  client->http_status = 0;
+  return guarded(client, [&]() -> Outcome {
+    std::string body;
+    if (Outcome o = exchange_json(client, "GET", target, "", &body); !o.ok()) return o;
+    char* copy = static_cast<char*>(std::malloc(body.size() + 1));
+    if (copy == nullptr) return Outcome::failure(HEARTH_ERR_NOMEM, "out of memory");
+    std::memcpy(copy, body.c_str(), body.size() + 1);
+    *out_json = copy;
+    return Outcome::success();
+  });
+}
+
 }  // namespace hearth::client
 
 extern "C" {
@@ -363,6 +379,10 @@ int hearth_client_complete(hearth_client* client, const char* prompt, const hear
                          [&](const hearth_request_options& o, bool stream, std::string* body) {
                            return wire::completion_body(prompt, o, stream, body);
                          });
+}
+
+int hearth_client_installed_models(hearth_client* client, char** out_json) {
+  return hearth::client::get_json_text(client, "/api/models", out_json);
 }
 
 int hearth_client_list_models(hearth_client* client, hearth_model_info** out_models, size_t* out_count) {

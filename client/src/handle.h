@@ -57,4 +57,9 @@ int guarded(hearth_client* client, F&& f) {
 Outcome exchange_json(hearth_client* client, const char* method, const char* target, const std::string& body,
                       std::string* out);
 
+// A C API call that GETs target and hands its 2xx body to the caller as a malloc'ed,
+// NUL-terminated text in *out_json (NULL on failure): hearth_client_cache_stats,
+// hearth_client_installed_models.
+int get_json_text(hearth_client* client, const char* target, char** out_json);
+
 }  // namespace hearth::client

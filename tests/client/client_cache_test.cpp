@@ -65,6 +65,33 @@ TEST_CASE("cache_stats hands back the daemon's JSON, freed with hearth_free", "[
   CHECK(hearth_client_cache_stats(nullptr, &json) == HEARTH_ERR_INVALID_ARGUMENT);
 }
 
+TEST_CASE("installed_models GETs /api/models and hands back its JSON, and an older daemon answers 404", "[client]") {
+  const std::string listing = R"({"models":[{"id":"m","loaded":true}],"catalog":[]})";
+  FakeDaemon daemon([&](const FakeDaemon::Request& r, int fd) {
+    if (r.head.rfind("GET /api/models ", 0) == 0) {
+      write_all(fd, http_response(200, "application/json", listing));
+    } else {
+      cache_daemon(r, fd);
+    }
+  });
+  Handle h(daemon);
+  char* json = nullptr;
+  REQUIRE(hearth_client_installed_models(h.client, &json) == HEARTH_OK);
+  REQUIRE(json != nullptr);
+  CHECK(std::string(json) == listing);
+  hearth_free(json);
+  CHECK(daemon.requests().at(0).head.rfind("GET /api/models HTTP/1.1", 0) == 0);
+  CHECK(hearth_client_installed_models(h.client, nullptr) == HEARTH_ERR_INVALID_ARGUMENT);
+  CHECK(hearth_client_installed_models(nullptr, &json) == HEARTH_ERR_INVALID_ARGUMENT);
+
+  FakeDaemon old(cache_daemon);  // answers 404 to what it does not know
+  Handle o(old);
+  json = reinterpret_cast<char*>(1);
+  CHECK(hearth_client_installed_models(o.client, &json) == HEARTH_ERR_BAD_REQUEST);
+  CHECK(json == nullptr);
+  CHECK(hearth_client_http_status(o.client) == 404);
+}
+
 TEST_CASE("cache_clear sends DELETE for every model, or ?model= escaped, and maps a 404", "[client]") {
   FakeDaemon daemon(cache_daemon);
   Handle h(daemon);

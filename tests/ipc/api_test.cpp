@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -310,6 +311,57 @@ TEST_CASE("/v1/models lists the loaded model and /v1/models/<id> describes it") 
   REQUIRE(other);
   REQUIRE(other->status == 404);
   REQUIRE(parse(other->body)["error"]["code"] == "model_not_found");
+}
+
+TEST_CASE("/api/models lists the models folder's files, the loaded model and the catalog, also while loading") {
+  TempDir models("hearth-api-models");
+  const std::vector<uint8_t>& bytes = synthetic_engine().bytes;
+  {
+    std::ofstream good(models.path() / "tiny.gguf", std::ios::binary);
+    good.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream bad(models.path() / "cut.gguf", std::ios::binary);
+    bad.write(reinterpret_cast<const char*>(bytes.data()), 64);
+  }
+  for (const bool loaded : {false, true}) {
+    INFO("engine set: " << loaded);
+    TestServerOptions o;
+    o.server.models_dir = models.path().string();
+    o.set_engine = loaded;
+    TestServer s(o);
+    auto r = http_call(s.socket_path(), "GET", "/api/models");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    const json j = parse(r->body);
+    REQUIRE(j.at("dir") == models.path().string());
+    const json& ms = j.at("models");
+    // The folder's two files, sorted by id; with the engine set, the served model too (its
+    // file lies outside the folder, and the synthetic one is not on disk at all).
+    REQUIRE(ms.size() == (loaded ? 3u : 2u));
+    REQUIRE(ms[0].at("id") == "cut");
+    REQUIRE(ms[0].at("available") == false);
+    REQUIRE(ms[0].at("error").get<std::string>().size() > 0);
+    REQUIRE(ms[0].at("bytes") == 64);
+    REQUIRE(ms[1].at("id") == "tiny");
+    REQUIRE(ms[1].at("available") == true);
+    REQUIRE(ms[1].at("loaded") == false);
+    REQUIRE(ms[1].at("architecture") == "gemma3");
+    REQUIRE(ms[1].at("bytes") == bytes.size());
+    REQUIRE(ms[1].at("parameters").get<int64_t>() > 0);
+    REQUIRE_FALSE(ms[1].contains("error"));
+    if (loaded) {
+      REQUIRE(ms[2].at("loaded") == true);
+      REQUIRE(ms[2].at("file") == "synthetic-gemma3.gguf");
+      REQUIRE(ms[2].at("available") == false);  // no such file
+    }
+    REQUIRE(j.at("catalog").size() >= 1);
+    for (const json& c : j["catalog"]) {
+      REQUIRE(c.at("name").is_string());
+      REQUIRE(c.at("installed") == false);  // none of the catalog's files is in this folder
+    }
+    auto post = http_call(s.socket_path(), "POST", "/api/models", "{}");
+    REQUIRE(post);
+    REQUIRE(post->status == 405);
+  }
 }
 
 TEST_CASE("/health says loading (503) until the engine is set, then ok (200)") {

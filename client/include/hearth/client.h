@@ -277,6 +277,16 @@ typedef struct hearth_model_info {
 HEARTH_CLIENT_API int hearth_client_list_models(hearth_client* client, hearth_model_info** out_models,
                                                 size_t* out_count);
 
+/* The models installed on the daemon's machine (GET /api/models) as a NUL-terminated JSON
+ * text: {"dir", "models": [{"id", "file", "bytes", "modified", "catalog", "available",
+ * "loaded", "architecture", "name", "quantization", "parameters", "context_length",
+ * "error"}], "catalog": [{"name", "file", "bytes", "license", "about", "installed"}]}
+ * (docs/protocol.md describes every field; new ones may appear). Every model file in the
+ * daemon's models folder is listed, with why it cannot be served where it cannot; "loaded"
+ * marks the one the daemon serves. On success *out_json is malloc'ed (free with
+ * hearth_free); on failure it is NULL. Errors as for hearth_client_list_models. */
+HEARTH_CLIENT_API int hearth_client_installed_models(hearth_client* client, char** out_json);
+
 /* Asks the daemon whether it is ready (GET /health): HEARTH_OK when it is ready to serve,
  * HEARTH_ERR_UNAVAILABLE while it loads its model or shuts down, HEARTH_ERR_NO_DAEMON when
  * nothing listens, another code on other failures. */
