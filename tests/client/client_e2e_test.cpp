@@ -186,9 +186,26 @@ TEST_CASE("hearth ask --stats, --json, models, status and chat work against hear
   CHECK(object["timings"]["cache_restore_bytes"].is_number_integer());
   CHECK(object["text"].get<std::string>() + "\n" == ask.out);
 
+  // The installed models (GET /api/models): a header, a row per file of the models folder,
+  // and the loaded synthetic model, which lies outside it, marked loaded.
   auto models = run_command(cli + "models");
   CHECK(models.exit_code == 0);
-  CHECK(models.out == "synthetic\n");
+  CHECK(models.out.rfind("ID ", 0) == 0);
+  const size_t row = models.out.find("\nsynthetic ");
+  REQUIRE(row != std::string::npos);
+  CHECK(models.out.substr(row, models.out.find('\n', row + 1) - row).find("gemma3") != std::string::npos);
+  CHECK(models.out.substr(row, models.out.find('\n', row + 1) - row).find(" loaded") != std::string::npos);
+  auto models_json = run_command(cli + "models --json");
+  CHECK(models_json.exit_code == 0);
+  const nlohmann::json listing = nlohmann::json::parse(models_json.out);
+  int n_loaded = 0;
+  for (const nlohmann::json& m : listing.at("models"))
+    if (m.at("loaded") == true) {
+      ++n_loaded;
+      CHECK(m.at("id") == "synthetic");
+      CHECK(m.at("available") == true);
+    }
+  CHECK(n_loaded == 1);
 
   auto status = run_command(cli + "status");
   CHECK(status.exit_code == 0);
