@@ -42,8 +42,8 @@ Invariants (exit 1 when one breaks):
     heap's free bytes (resident memory that is neither: mappings, stacks, pages of files). A
     restore's chunk buffers (tens of MiB, allocated on the reader threads) may be kept by
     malloc after they are freed or returned to the kernel, by chance of what else lies in the
-    same arena: measured on CI, 14 MiB more RSS at rest after the load than at the checkpoint,
-    all of it free heap. Against another server, RSS itself.
+    same arena: a CI run had 14 MiB more RSS at rest after the load than at the checkpoint,
+    and the same jump in a rerun was all free heap. Against another server, RSS itself.
     Halfway through, the clients stop (each finishing what it was doing) and the daemon is
     left to go idle (the same checks as after the load); then the second half runs. Both RSS
     figures are taken at rest, so the chunk copies queued for the disk writer and a restore's
