@@ -43,6 +43,10 @@ class Architecture {
 };
 
 const Architecture* find_architecture(const std::string& name);  // null when unknown
+// general.architecture, general.name (else the file's stem) and the architecture's
+// hyper-parameters into c; an error when the architecture is unknown or its keys are wrong.
+// Model::load's first step; the installed-model listing (installed.cpp) stops there.
+Result<const Architecture*> read_model_config(const gguf::File& f, ModelConfig& c);
 const Architecture& gemma3_architecture();
 const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();

@@ -53,19 +53,9 @@ InstalledModel inspect_model(const std::string& path) {
   if (Result<std::string_view> n = g.get_string("general.name")) m.name = std::string(*n);
   if (Result<int64_t> t = g.get_int("general.file_type")) m.quantization = file_type_name(*t);
   for (const gguf::TensorInfo& t : g.tensors()) m.parameters += t.n_elements();
-  if (m.arch.empty()) {
-    m.error = "no general.architecture in the file";
-    return m;
-  }
-  const Architecture* arch = find_architecture(m.arch);
-  if (arch == nullptr) {
-    m.error = "architecture '" + m.arch + "' is not supported (supported: gemma3, llama, qwen2)";
-    return m;
-  }
   ModelConfig config;
-  config.arch = m.arch;
-  if (Status s = arch->read_config(g, config); !s) {
-    m.error = s.error().message;
+  if (Result<const Architecture*> arch = read_model_config(g, config); !arch) {
+    m.error = arch.error().message;
     return m;
   }
   m.context_length = config.n_ctx_train;

@@ -163,20 +163,26 @@ const Architecture* find_architecture(const std::string& name) {
 
 Model::~Model() = default;
 
+Result<const Architecture*> read_model_config(const gguf::File& f, ModelConfig& c) {
+  Result<std::string_view> arch = f.get_string("general.architecture");
+  if (!arch) return arch.error();
+  c.arch = std::string(*arch);
+  const Architecture* a = find_architecture(c.arch);
+  if (a == nullptr)
+    return make_error("model: architecture '" + c.arch + "' is not supported (supported: gemma3, llama, qwen2)");
+  Result<std::string_view> name = f.get_string("general.name");
+  c.name = name ? std::string(*name) : std::filesystem::path(f.path()).stem().string();
+  if (Status s = a->read_config(f, c); !s) return s.error();
+  return a;
+}
+
 Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> file, Backend& backend) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::move(file);
   const gguf::File& f = *m->file_;
-  Result<std::string_view> arch = f.get_string("general.architecture");
+  Result<const Architecture*> arch = read_model_config(f, m->config_);
   if (!arch) return arch.error();
-  m->config_.arch = std::string(*arch);
-  m->arch_ = find_architecture(m->config_.arch);
-  if (m->arch_ == nullptr)
-    return make_error("model: architecture '" + m->config_.arch +
-                      "' is not supported (supported: gemma3, llama, qwen2)");
-  Result<std::string_view> name = f.get_string("general.name");
-  m->config_.name = name ? std::string(*name) : std::filesystem::path(f.path()).stem().string();
-  if (Status s = m->arch_->read_config(f, m->config_); !s) return s.error();
+  m->arch_ = *arch;
 
   // Vocabulary size: the token list when present, else the embedding table's rows.
   const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
