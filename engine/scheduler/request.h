@@ -85,11 +85,17 @@ struct RequestEvent {
 // the stream; no events follow it.
 class RequestHandle {
  public:
-  explicit RequestHandle(std::function<void()> on_event) : on_event_(std::move(on_event)) {}
+  // on_cancel (optional) runs on the first cancel(), on the cancelling thread: the engine's
+  // wake-up, so that a cancel is seen even while the engine sleeps (for instance while its
+  // only running sequence waits for a restore's reads).
+  explicit RequestHandle(std::function<void()> on_event, std::function<void()> on_cancel = {})
+      : on_event_(std::move(on_event)), on_cancel_(std::move(on_cancel)) {}
 
   // Any thread: the engine drops the sequence at its next step, frees its KV and ends the
   // stream with finish_reason "cancelled".
-  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  void cancel() {
+    if (!cancelled_.exchange(true, std::memory_order_relaxed) && on_cancel_) on_cancel_();
+  }
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
   // Consumer: moves out the events pushed so far, oldest first.
@@ -112,6 +118,7 @@ class RequestHandle {
 
  private:
   std::function<void()> on_event_;
+  std::function<void()> on_cancel_;
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
   std::deque<RequestEvent> events_;

@@ -103,7 +103,12 @@ class Scheduler::Impl {
     const int64_t free_running = options_.n_parallel - n_running_;
     if (static_cast<int64_t>(queue_.size()) >= options_.queue_max + std::max<int64_t>(free_running, 0))
       return {SubmitStatus::QueueFull, "too many requests are waiting; try again later", nullptr};
-    out.handle = std::make_shared<RequestHandle>(std::move(on_event));
+    out.handle = std::make_shared<RequestHandle>(std::move(on_event), [w = std::weak_ptr<Wakeup>(wakeup_)] {
+      if (const std::shared_ptr<Wakeup> wakeup = w.lock()) {
+        std::lock_guard<std::mutex> wake_lock(wakeup->mutex);
+        wakeup->cv.notify_all();
+      }
+    });
     queue_.push_back(Queued{std::move(request), out.handle, clock_->now()});
     metrics_.queue_depth(static_cast<int64_t>(queue_.size()));
     wake_.notify_one();
@@ -116,10 +121,13 @@ class Scheduler::Impl {
   }
 
   void cancel_all() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (Queued& q : queue_) q.handle->cancel();
-    for (const std::shared_ptr<RequestHandle>& h : running_handles_) h->cancel();
-    wake_.notify_all();
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Queued& q : queue_) handles.push_back(q.handle);
+      handles.insert(handles.end(), running_handles_.begin(), running_handles_.end());
+    }
+    for (const std::shared_ptr<RequestHandle>& h : handles) h->cancel();  // each wakes the engine
   }
 
   int64_t in_flight() const {
@@ -305,7 +313,7 @@ class Scheduler::Impl {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] {
           return quit_ || (!running_.empty() && !idle) || restore_read_ ||
-                 (!queue_.empty() && n_running_ < options_.n_parallel) || any_queued_cancelled() || !tasks_.empty();
+                 (!queue_.empty() && n_running_ < options_.n_parallel) || any_cancelled() || !tasks_.empty();
         });
         restore_read_ = false;
         tasks.swap(tasks_);
@@ -355,10 +363,11 @@ class Scheduler::Impl {
     }
   }
 
-  bool any_queued_cancelled() const {
-    for (const Queued& q : queue_)
-      if (q.handle->cancelled()) return true;
-    return false;
+  // Under mutex_: a request cancelled while queued, or while running (the engine may sleep
+  // with running sequences that all wait for a restore's reads).
+  bool any_cancelled() const {
+    return std::ranges::any_of(queue_, [](const Queued& q) { return q.handle->cancelled(); }) ||
+           std::ranges::any_of(running_handles_, [](const auto& h) { return h->cancelled(); });
   }
   void drop_cancelled() {
     const Clock::time_point now = clock_->now();
@@ -594,9 +603,17 @@ class Scheduler::Impl {
   std::unique_ptr<PrefixCache> cache_;
   std::thread thread_;
 
+  // The engine's lock and wake-up, shared with the request handles (a cancel wakes the
+  // engine) and kept alive by them: a handle may outlive the scheduler.
+  struct Wakeup {
+    std::mutex mutex;
+    std::condition_variable cv;
+  };
+  const std::shared_ptr<Wakeup> wakeup_ = std::make_shared<Wakeup>();
+
   // Shared, under mutex_.
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
+  std::mutex& mutex_ = wakeup_->mutex;
+  std::condition_variable& wake_ = wakeup_->cv;
   std::deque<Queued> queue_;
   std::vector<std::shared_ptr<RequestHandle>> running_handles_;  // for cancel_all
   int64_t n_running_ = 0;

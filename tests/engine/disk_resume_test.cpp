@@ -6,8 +6,13 @@
 // a restore in the middle of another sequence's decoding changes neither answer; and the
 // last, partly filled block a sequence leaves is a tail chunk on disk, so after a restart
 // the same prompt resumes at its last token and a chat's next turn at the previous answer's.
+#include <pthread.h>
+
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "tests/engine/scheduler_fixture.h"
@@ -195,13 +200,91 @@ TEST_CASE("after a restart a chat's next turn resumes from disk at the last toke
   }
 }
 
-// Chunk files that take 4 ms a read, so a restore is still reading when it is cancelled.
-class SlowFileOps : public storage::FileOps {
+// Chunk files whose reads wait at a gate while it is shut, so that a restore is certainly
+// still reading when the test cancels it, however slowly the machine runs the test. A read
+// waits until the gate opens after it arrived (a later shut() does not hold it again).
+class GatedFileOps : public storage::FileOps {
  public:
   ssize_t pread(int fd, void* data, size_t n, off_t offset) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (shut_) {
+        const uint64_t opening = openings_;
+        ++waiting_;
+        char name[16] = {};
+        pthread_getname_np(pthread_self(), name, sizeof name);
+        engine_thread_waited_ = engine_thread_waited_ || std::string_view(name) == "hearth-engine";
+        changed_.notify_all();
+        changed_.wait_for(lock, kHangGuard, [&] { return openings_ != opening; });
+      }
+    }
     return storage::FileOps::pread(fd, data, n, offset);
   }
+  void shut() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shut_ = true;
+    waiting_ = 0;
+    engine_thread_waited_ = false;
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shut_ = false;
+    ++openings_;
+    changed_.notify_all();
+  }
+  // Whether a read reached the shut gate within the hang guard.
+  bool wait_for_reader() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, kHangGuard, [&] { return waiting_ > 0; });
+  }
+  // Whether the engine thread itself read at the shut gate (a restore read inline).
+  bool engine_thread_waited() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_thread_waited_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool shut_ = false;
+  int waiting_ = 0;
+  bool engine_thread_waited_ = false;
+  uint64_t openings_ = 0;
+};
+
+// Submits a stream whose first event holds the engine thread until release(): a request
+// submitted before release() is admitted while the stream still decodes, however the
+// machine schedules the test's thread (admitted beside a running sequence, a restore reads
+// on the reader threads; admitted alone, it reads inline on the engine thread).
+class HeldStream {
+ public:
+  HeldStream(Scheduler& sched, const GenerationRequest& r) : collector(std::make_unique<Collector>()) {
+    Submitted sub = sched.submit(r, [signal = collector->signal, gate = gate_, first = std::make_shared<bool>(true)] {
+      if (*first) {
+        *first = false;  // the engine thread's own flag
+        std::unique_lock<std::mutex> lock(gate->m);
+        gate->cv.wait_for(lock, kHangGuard, [&] { return gate->open; });
+      }
+      signal->notify();
+    });
+    REQUIRE(sub.status == SubmitStatus::Accepted);
+    collector->handle = sub.handle;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(gate_->m);
+    gate_->open = true;
+    gate_->cv.notify_all();
+  }
+  ~HeldStream() { release(); }
+  std::unique_ptr<Collector> collector;
+
+ private:
+  struct Gate {
+    std::mutex m;
+    std::condition_variable cv;
+    bool open = false;
+  };
+  std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
 };
 
 TEST_CASE("a restore beside a stream that is cancelled while its chunks are read gives every block back") {
@@ -213,9 +296,10 @@ TEST_CASE("a restore beside a stream that is cancelled while its chunks are read
   const GenerationRequest hit = prefix_plus(prompt, 17);
   const std::string stream_cold = alone(f, stream), hit_cold = alone(f, hit);
   const SchedulerOptions so = options("fp-a");
+  const auto gate = std::make_shared<GatedFileOps>();
   storage::StoreOptions store_options;
   store_options.dir = dir.path();
-  store_options.file_ops = std::make_shared<SlowFileOps>();
+  store_options.file_ops = gate;
   auto store = storage::ChunkStore::open(store_options, kv_format(f.model->config(), so.kv_type, "fp-a"));
   REQUIRE(store.ok());
   auto created = Scheduler::create(*f.model, *f.backend, *f.tok, so, std::move(*store));
@@ -223,20 +307,68 @@ TEST_CASE("a restore beside a stream that is cancelled while its chunks are read
   Scheduler& sched = **created;
   for (int round = 0; round < 2; ++round) {
     INFO("round " << round);
-    auto cs = submit_all(sched, {stream});
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the stream decodes
+    gate->shut();
+    HeldStream held(sched, stream);
     auto hs = submit_all(sched, {hit});
-    // 18 chunks at 4 ms a read, two reads each, on at most 4 threads: at least 36 ms.
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    held.release();
+    Collector& cs = *held.collector;
+    const bool reading = gate->wait_for_reader();
     hs[0]->handle->cancel();
-    REQUIRE(cs[0]->wait());
-    REQUIRE(hs[0]->wait());
-    CHECK(cs[0]->text == stream_cold);
+    // The cancel ends the restore while its reads are still held: nothing it read is placed,
+    // so the next round restores from disk again.
+    const bool ended = hs[0]->wait(std::chrono::seconds(60));
+    const bool inline_read = gate->engine_thread_waited();
+    gate->open();
+    REQUIRE(reading);
+    REQUIRE_FALSE(inline_read);
+    REQUIRE(ended);
+    REQUIRE(cs.wait());
+    CHECK(cs.text == stream_cold);
     CHECK(hs[0]->end.finish_reason == "cancelled");
   }
   CHECK(sched.stats().kv_blocks_used == 0);
   const Run h = run_one(sched, hit);
   CHECK(h.text == hit_cold);
+}
+
+TEST_CASE("a cancel ends a restore whose reads are stuck, though the engine has nothing else to step") {
+  TempDir dir;
+  Fixture f("gemma3");
+  const std::vector<int32_t> prompt = random_prompt(300, 19);
+  warm_to_disk(f, prompt, dir);
+  const GenerationRequest stream = greedy(random_prompt(40, 20), -1);
+  const GenerationRequest hit = prefix_plus(prompt, 17);
+  const SchedulerOptions so = options("fp-a");
+  const auto gate = std::make_shared<GatedFileOps>();
+  storage::StoreOptions store_options;
+  store_options.dir = dir.path();
+  store_options.file_ops = gate;
+  auto store = storage::ChunkStore::open(store_options, kv_format(f.model->config(), so.kv_type, "fp-a"));
+  REQUIRE(store.ok());
+  auto created = Scheduler::create(*f.model, *f.backend, *f.tok, so, std::move(*store));
+  REQUIRE(created.ok());
+  Scheduler& sched = **created;
+  // A restore admitted beside a running stream reads on the reader threads; then the stream
+  // is cancelled, and the engine sleeps with only the restoring sequence.
+  gate->shut();
+  HeldStream held(sched, stream);
+  auto hs = submit_all(sched, {hit});
+  held.release();
+  Collector& cs = *held.collector;
+  const bool reading = gate->wait_for_reader();
+  cs.handle->cancel();
+  const bool stream_ended = cs.wait(std::chrono::seconds(60));
+  hs[0]->handle->cancel();
+  const bool ended = hs[0]->wait(std::chrono::seconds(60));  // the disk is still stuck
+  const bool inline_read = gate->engine_thread_waited();
+  gate->open();
+  REQUIRE(reading);
+  REQUIRE_FALSE(inline_read);
+  REQUIRE(stream_ended);
+  REQUIRE(ended);
+  CHECK(cs.end.finish_reason == "cancelled");
+  CHECK(hs[0]->end.finish_reason == "cancelled");
+  CHECK(sched.stats().kv_blocks_used == 0);
 }
 
 TEST_CASE(
