@@ -84,6 +84,10 @@ struct StoreOptions {
   // The file system calls the store makes for chunk files (not sqlite's own I/O); null means
   // the real POSIX calls. Tests pass a FileOps that fails the Nth write, fsync or rename.
   std::shared_ptr<FileOps> file_ops;
+  // Whether open() reconciles the directory with the index (deleting temp files, dropping
+  // rows without files, re-indexing files without rows). Only safe when no other store is
+  // writing there: a daemon serving several models reconciles when it opens the first.
+  bool reconcile = true;
 };
 
 struct OwnerTotals {

@@ -46,8 +46,26 @@ ChunkDirScan scan_chunk_dir(const std::filesystem::path& chunks_dir) {
 // Rows without files are dropped; files without rows are re-indexed when they verify and
 // deleted otherwise; temp files (a write interrupted before its rename) are deleted.
 // With an in-memory index (read-only directory) nothing is deleted and files are indexed
-// from their headers (load() verifies payloads anyway).
+// from their headers (load() verifies payloads anyway). Without options.reconcile (another
+// store of this process writes in the directory) the rows are taken as they are.
 void ChunkStore::Impl::reconcile() {
+  if (!options.reconcile) {
+    Result<std::vector<IndexRow>> rows = db->rows(false);
+    if (!rows) {
+      LOG_WARN("prompt cache: " + rows.error().message);
+      return;
+    }
+    std::lock_guard lk(mu);
+    for (const IndexRow& r : *rows) {
+      if (r.format == key) {
+        add_known_locked(r.hash, r.bytes, r.owner);
+      } else {
+        ++st.entries;
+        st.bytes += r.bytes;
+      }
+    }
+    return;
+  }
   ChunkDirScan scan = scan_chunk_dir(chunks_dir);
   if (!memory_index) {
     for (const std::string& t : scan.temps) ops->unlink(t.c_str());

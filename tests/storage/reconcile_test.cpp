@@ -158,3 +158,27 @@ TEST_CASE("prompt cache: an index that cannot be opened at all serves the chunks
   CHECK(StderrCapture::count(log, "read-only") == 1);
   CHECK(fs::exists(chunk_path(tmp.path(), 1)));  // nothing on disk was touched
 }
+
+TEST_CASE(
+    "prompt cache: a store opened without reconcile beside another leaves its temp files and rows alone, and "
+    "finds its own chunks",
+    "[storage]") {
+  TempDir tmp;
+  const KvFormat f = small_format();
+  write_chunks(tmp.path(), f, {0xab00000000000001ull});
+  // Another model's store is writing: its temp file must stay.
+  auto other = open_store(tmp.path(), f);
+  REQUIRE(other);
+  const fs::path sub = fs::path(chunk_path(tmp.path(), 0xab00000000000001ull)).parent_path();
+  const fs::path temp = sub / temp_file_name(0xab00000000000002ull);
+  write_bytes(temp.string(), std::vector<uint8_t>(500, 7));
+  StoreOptions o;
+  o.dir = tmp.path();
+  o.reconcile = false;
+  auto s = ChunkStore::open(o, f);
+  REQUIRE(s.ok());
+  CHECK(fs::exists(temp));
+  CHECK((*s)->contains(0xab00000000000001ull));
+  CHECK((*s)->load(0xab00000000000001ull, chunk_tokens(0xab00000000000001ull, 16)));
+  CHECK((*s)->stats().entries == 1);
+}
