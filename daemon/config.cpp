@@ -9,6 +9,8 @@
 #include <exception>
 #include <variant>
 
+#include "common/duration.h"
+
 namespace hearth::daemon {
 namespace {
 
@@ -98,6 +100,14 @@ const std::vector<Spec>& specs() {
        0, 0, {}, [](C& c, const Value& v) { c.cache_dir = str(v); }},
       {"cache-max-bytes", Kind::Int, "bytes the prompt cache may use on disk (default 0: the smaller of 4 GiB and 10% of the free space)",
        0, INT64_MAX, {}, [](C& c, const Value& v) { c.cache_max_bytes = std::get<int64_t>(v); }},
+      {"memory-budget", Kind::Int,
+       "bytes of RAM the loaded models may use together, weights and KV (default 0: three quarters of the "
+       "machine's RAM); the least recently used idle model is unloaded to make room for another",
+       0, INT64_MAX, {}, [](C& c, const Value& v) { c.memory_budget = std::get<int64_t>(v); }},
+      {"keep-alive", Kind::String,
+       "how long a model stays loaded after its last request (default 5m; a request's keep_alive overrides it; "
+       "-1: for ever; the model loaded at start stays for ever)",
+       0, 0, {}, [](C& c, const Value& v) { c.keep_alive = str(v); }},
       {"no-disk-cache", Kind::Flag, "keep the prompt cache in memory only",
        0, 0, {}, [](C& c, const Value& v) { c.no_disk_cache = std::get<bool>(v); }},
       {"listen-tcp", Kind::String, "also serve HTTP on HOST:PORT (loopback only unless --allow-remote)",
@@ -186,6 +196,10 @@ Status apply(const Spec& s, const Value& v, const std::string& source, DaemonCon
         bool ok = false;
         for (const std::string& c : s.choices) ok = ok || c == str(v);
         if (!ok) return make_error(source + ": '" + str(v) + "' is not one of " + join(s.choices, ", "));
+      }
+      if (std::string(s.name) == "keep-alive" && !parse_duration(str(v))) {
+        return make_error(source + ": '" + str(v) +
+                          "' is not a duration (\"5m\", \"1h30m\", \"300\" seconds, \"-1\" for ever)");
       }
       if (std::string(s.name) == "listen-tcp" && !str(v).empty()) {
         const std::string& hp = str(v);
@@ -291,8 +305,9 @@ Status apply_toml_file(const std::string& path, DaemonConfig* cfg) {
 std::string value_name(const Spec& s) {
   if (s.kind == Kind::Choice) return join(s.choices, "|");
   static const std::vector<std::pair<std::string, std::string>> kNames = {
-      {"model", "PATH|NAME"},       {"socket", "PATH"},          {"socket-group", "GROUP"},    {"cache-dir", "DIR"},
-      {"cache-max-bytes", "BYTES"}, {"listen-tcp", "HOST:PORT"}, {"shutdown-grace", "SECONDS"}};
+      {"model", "PATH|NAME"},     {"socket", "PATH"},           {"socket-group", "GROUP"},
+      {"cache-dir", "DIR"},       {"cache-max-bytes", "BYTES"}, {"memory-budget", "BYTES"},
+      {"keep-alive", "DURATION"}, {"listen-tcp", "HOST:PORT"},  {"shutdown-grace", "SECONDS"}};
   for (const auto& [name, value] : kNames)
     if (name == s.name) return value;
   return s.kind == Kind::Int ? "N" : "TEXT";

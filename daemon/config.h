@@ -47,6 +47,8 @@ struct DaemonConfig {
   std::string cache_dir;         // "" = default_cache_dir()
   int64_t cache_max_bytes = 0;   // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
   bool no_disk_cache = false;
+  int64_t memory_budget = 0;                 // bytes the loaded models may use; 0 = 3/4 of RAM
+  std::string keep_alive = "5m";             // a model's stay after its last request (common/duration.h)
   std::string listen_tcp;                    // "HOST:PORT"; "" = no TCP listener
   bool allow_remote = false;                 // allow a non-loopback --listen-tcp host
   std::string cache_scope = "user";          // whose prompts share cache entries: "user", "group", "shared"

@@ -5,14 +5,19 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <functional>
+#include <mutex>
 #include <thread>
 
+#include "common/duration.h"
 #include "common/log.h"
 #include "daemon/engine_loader.h"
+#include "daemon/model_host.h"
 #include "daemon/systemd.h"
 #include "engine/model/model_path.h"
 #include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/scheduler.h"
+#include "ipc/routes.h"
 #include "ipc/server.h"
 #include "storage/chunk_store.h"
 
@@ -65,7 +70,15 @@ int wait_signal(const sigset_t& set, std::chrono::nanoseconds timeout) {
 // nothing to do or its step counter moved recently; shutdown must finish by its deadline.
 class Liveness {
  public:
-  void set_scheduler(const Scheduler* s) { scheduler_.store(s); }
+  // What the watchdog reads: requests in flight and forward passes done, over every loaded model.
+  struct Progress {
+    int64_t in_flight = 0;
+    uint64_t steps = 0;
+  };
+  void set_source(std::function<Progress()> source) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    source_ = std::move(source);
+  }
   void set_shutdown_deadline(Clock::time_point t) { deadline_ns_.store(t.time_since_epoch().count()); }
 
   // Watchdog thread only.
@@ -73,11 +86,15 @@ class Liveness {
     const Clock::time_point now = Clock::now();
     const int64_t d = deadline_ns_.load();
     if (d != 0 && now > Clock::time_point(Clock::duration(d))) return false;
-    const Scheduler* s = scheduler_.load();
-    if (s == nullptr) return true;  // loading
-    const uint64_t steps = s->stats().steps_total;
-    if (s->in_flight() == 0 || steps != last_steps_) {
-      last_steps_ = steps;
+    std::function<Progress()> source;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      source = source_;
+    }
+    if (!source) return true;  // loading
+    const Progress p = source();
+    if (p.in_flight == 0 || p.steps != last_steps_) {
+      last_steps_ = p.steps;
       last_progress_ = now;
       return true;
     }
@@ -85,7 +102,8 @@ class Liveness {
   }
 
  private:
-  std::atomic<const Scheduler*> scheduler_{nullptr};
+  std::mutex mutex_;
+  std::function<Progress()> source_;
   std::atomic<int64_t> deadline_ns_{0};
   uint64_t last_steps_ = 0;
   Clock::time_point last_progress_ = Clock::now();
@@ -122,71 +140,6 @@ Status open_listeners(const DaemonConfig& cfg, ipc::Server& server) {
   return {};
 }
 
-// The disk tier's budget when --cache-max-bytes is not given: the smaller of 4 GiB and a
-// tenth of the free space of the filesystem the cache lives on (its nearest existing
-// ancestor when the directory does not exist yet).
-uint64_t default_cache_budget(const std::string& dir) {
-  constexpr uint64_t kMax = uint64_t{4} << 30;
-  std::filesystem::path p = dir;
-  std::error_code ec;
-  while (!p.empty() && !std::filesystem::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
-  struct statvfs vfs {};
-  if (p.empty() || statvfs(p.c_str(), &vfs) != 0) return kMax;
-  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  return std::min(kMax, free_bytes / 10);
-}
-
-// The prompt cache's disk tier: the model file's fingerprint (remembered in the cache's
-// index, so only the first start reads the whole file; it also seeds the hash chain), then
-// the store in the directory, within the budget. Null: memory only, said in the log.
-std::unique_ptr<storage::ChunkStore> open_disk_tier(const DaemonConfig& cfg, const std::string& model_path,
-                                                    const ModelConfig& model, SchedulerOptions& o) {
-  if (cfg.no_disk_cache) {
-    LOG_INFO("prompt cache: memory only (--no-disk-cache)");
-    return nullptr;
-  }
-  const Clock::time_point t0 = Clock::now();
-  Result<std::string> fp = storage::model_fingerprint(cfg.cache_dir, model_path);
-  if (!fp) {
-    LOG_WARN("prompt cache: memory only: cannot fingerprint the model file: " + fp.error().message);
-    return nullptr;
-  }
-  o.model_fingerprint = *fp;
-  const uint64_t max_bytes =
-      cfg.cache_max_bytes > 0 ? static_cast<uint64_t>(cfg.cache_max_bytes) : default_cache_budget(cfg.cache_dir);
-  Result<std::unique_ptr<storage::ChunkStore>> store =
-      open_kv_store(model, o.kv_type, o.model_fingerprint, cfg.cache_dir, max_bytes);
-  if (!store) {
-    LOG_WARN("prompt cache: the disk tier is off: " + store.error().message);
-    return nullptr;
-  }
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  LOG_INFO("prompt cache: " + cfg.cache_dir + ", at most " + std::to_string(max_bytes >> 20) +
-           " MiB on disk; model fingerprint " + o.model_fingerprint + " (" + std::to_string(static_cast<int64_t>(ms)) +
-           " ms)");
-  return std::move(*store);
-}
-
-SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& model) {
-  SchedulerOptions o;
-  o.n_parallel = cfg.parallel;
-  o.n_ctx = cfg.ctx;
-  if (model.n_ctx_train > 0 && cfg.ctx > model.n_ctx_train) {
-    if (cfg.ctx_set) {
-      LOG_WARN("--ctx " + std::to_string(cfg.ctx) + " is more than the model was trained for (" +
-               std::to_string(model.n_ctx_train) + " tokens); quality may drop past that");
-    } else {
-      o.n_ctx = model.n_ctx_train;
-      LOG_INFO("context: " + std::to_string(o.n_ctx) + " tokens (the model's training context)");
-    }
-  }
-  o.prefill_chunk = cfg.prefill_chunk;
-  o.step_budget_ms = cfg.step_budget_ms;
-  o.queue_max = cfg.queue_max;
-  o.kv_type = cfg.kv_type;
-  return o;
-}
-
 }  // namespace
 
 sigset_t shutdown_signals() {
@@ -214,43 +167,6 @@ static ipc::ServerOptions server_options(const DaemonConfig& cfg) {
   return o;
 }
 
-// The model loaded and its scheduler running: what the daemon serves. The scheduler is
-// declared last, so it stops (joining the engine thread) before the model it uses goes.
-struct Serving {
-  LoadedEngine engine;
-  SchedulerOptions options;
-  std::unique_ptr<Scheduler> scheduler;
-};
-
-Result<Serving> start_engine(const DaemonConfig& cfg) {
-  const std::string model_name = cfg.model.empty() ? "the default model" : cfg.model;
-  notify_status("loading " + model_name);
-  LOG_INFO("loading " + model_name);
-  const Clock::time_point load_start = Clock::now();
-  Result<LoadedEngine> loaded = load_engine(cfg.model, cfg.backend, cfg.threads, cfg.vk_device, cfg.chat_template);
-  if (!loaded) return make_error("cannot load the model: " + loaded.error().message);
-  Serving s{std::move(*loaded), {}, nullptr};
-  LoadedEngine& engine = s.engine;
-  s.options = scheduler_options(cfg, engine.model->config());
-  std::unique_ptr<storage::ChunkStore> store =
-      s.options.prefix_cache ? open_disk_tier(cfg, engine.info.path, engine.model->config(), s.options) : nullptr;
-  Result<std::unique_ptr<Scheduler>> created =
-      Scheduler::create(*engine.model, *engine.backend, *engine.tokenizer, s.options, std::move(store));
-  if (!created) return make_error("cannot start the engine: " + created.error().message);
-  s.scheduler = std::move(*created);
-  const SchedulerStats st = s.scheduler->stats();
-  const CacheStats cs = s.scheduler->cache_stats();
-  LOG_DEBUG("KV pool: " + std::to_string(st.kv_blocks_total) + " blocks of " + std::to_string(s.options.block_tokens) +
-            " tokens (" + std::to_string(cs.memory_capacity_bytes >> 20) +
-            " MiB); prompt cache: " + (cs.disk_enabled ? "memory and disk" : "memory only"));
-  engine.info.n_ctx = s.options.n_ctx;
-  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
-  LOG_INFO("model loaded in " + std::to_string(static_cast<int64_t>(load_ms)) + " ms: " + engine.info.path + " (" +
-           engine.info.arch + ", " + engine.backend->info().name + ", ctx " + std::to_string(s.options.n_ctx) +
-           ", parallel " + std::to_string(s.options.n_parallel) + ")");
-  return s;
-}
-
 // Serves until SIGTERM or SIGINT, which it returns; SIGHUP is logged and ignored.
 int wait_for_stop(const sigset_t& signals) {
   for (;;) {
@@ -262,32 +178,32 @@ int wait_for_stop(const sigset_t& signals) {
 
 // After the stop signal `sig`: no new requests; those in flight get the grace period (a
 // second signal cancels them at once), then open connections a short drain.
-void drain(const DaemonConfig& cfg, int sig, const sigset_t& signals, ipc::Server& server, Scheduler& scheduler,
+void drain(const DaemonConfig& cfg, int sig, const sigset_t& signals, ipc::Server& server, DaemonModelHost& host,
            Liveness& liveness) {
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(cfg.shutdown_grace_s);
   liveness.set_shutdown_deadline(deadline + kShutdownHangMargin);
-  notify_stopping("stopping: " + std::to_string(scheduler.in_flight()) + " requests in flight");
-  LOG_INFO(std::string(signal_name(sig)) + ": stopping; " + std::to_string(scheduler.in_flight()) +
+  notify_stopping("stopping: " + std::to_string(host.in_flight()) + " requests in flight");
+  LOG_INFO(std::string(signal_name(sig)) + ": stopping; " + std::to_string(host.in_flight()) +
            " requests in flight get up to " + std::to_string(cfg.shutdown_grace_s) + " s to finish");
   server.stop_accepting();
-  scheduler.stop_accepting();
-  while (scheduler.in_flight() > 0) {
+  host.stop_accepting();
+  while (host.in_flight() > 0) {
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
-      LOG_WARN("grace period over: cancelling " + std::to_string(scheduler.in_flight()) + " requests");
+      LOG_WARN("grace period over: cancelling " + std::to_string(host.in_flight()) + " requests");
       break;
     }
     const int s = wait_signal(signals, std::min<Clock::duration>(deadline - now, 50ms));
     if (s == SIGTERM || s == SIGINT) {
-      LOG_WARN(std::string(signal_name(s)) + " again: cancelling " + std::to_string(scheduler.in_flight()) +
+      LOG_WARN(std::string(signal_name(s)) + " again: cancelling " + std::to_string(host.in_flight()) +
                " requests now");
       break;
     }
     if (s == SIGHUP) LOG_INFO("SIGHUP: reload not supported");
   }
-  if (scheduler.in_flight() > 0) scheduler.cancel_all();
+  if (host.in_flight() > 0) host.cancel_all();
   const Clock::time_point drain_end = Clock::now() + kDrain;
-  while ((scheduler.in_flight() > 0 || server.open_connections() > 0) && Clock::now() < drain_end)
+  while ((host.in_flight() > 0 || server.open_connections() > 0) && Clock::now() < drain_end)
     std::this_thread::sleep_for(10ms);
 }
 
@@ -303,7 +219,7 @@ int run_daemon(const DaemonConfig& cfg) {
     notify_status("failed: " + st.error().message);
     return 1;
   }
-  // /health answers 503 until set_engine.
+  // /health answers 503 until set_host.
   std::thread io([&server] { server.run(); });
   auto stop_server = [&] {
     server.stop();
@@ -311,28 +227,41 @@ int run_daemon(const DaemonConfig& cfg) {
     watchdog.stop();
   };
 
-  Result<Serving> serving = start_engine(cfg);
-  if (!serving) {
-    LOG_ERROR(serving.error().message);
-    notify_status("failed: " + serving.error().message);
+  HostOptions ho;
+  ho.models_dir = models_dir();
+  ho.start_model = cfg.model;
+  ho.memory_budget = static_cast<uint64_t>(cfg.memory_budget);
+  const std::chrono::milliseconds keep = *parse_duration(cfg.keep_alive);  // validated by load_config
+  ho.keep_alive = keep < 0ms ? ipc::KeepAlive{} : ipc::KeepAlive{keep};
+  auto host = std::make_shared<DaemonModelHost>(cfg, ho);
+  const std::optional<std::string> start = host->resolve("");
+  Status loaded = start ? host->load_at_start(*start)
+                        : make_error("no model to serve: " + resolve_model(cfg.model).error().message);
+  if (!loaded) {
+    const std::string message = "cannot load the model: " + loaded.error().message;
+    LOG_ERROR(message);
+    notify_status("failed: " + message);
     stop_server();
     return 1;
   }
-  Scheduler& scheduler = *serving->scheduler;
-  const ipc::ModelInfo& info = serving->engine.info;
-  liveness.set_scheduler(&scheduler);
-  server.set_engine(&scheduler, serving->engine.tokenizer.get(), info);
-  const std::string ready = "serving " + info.id + " on " + info.backend;
+  liveness.set_source([h = host.get()] { return Liveness::Progress{h->in_flight(), h->steps_total()}; });
+  server.set_host(host);
+  const std::string backend = host->loaded(*start)->model.backend;  // not held: an idle model may go
+  const std::string ready =
+      "serving " + *start + " on " + backend +
+      (host->models().size() > 1 ? " (" + std::to_string(host->models().size()) + " models by name, budget " +
+                                       std::to_string(host->memory_budget() >> 20) + " MiB)"
+                                 : "");
   notify_ready(ready);
   LOG_INFO(ready);
 
-  drain(cfg, wait_for_stop(signals), signals, server, scheduler, liveness);
+  drain(cfg, wait_for_stop(signals), signals, server, *host, liveness);
+  liveness.set_source(nullptr);
   stop_server();
   // Chunks still queued for the disk tier are written now, within a bounded time.
-  const size_t unwritten = scheduler.close_cache(kCacheFlush);
+  const size_t unwritten = host->unload_all(kCacheFlush);
   if (unwritten > 0)
     LOG_WARN("prompt cache: " + std::to_string(unwritten) + " chunks were not written in time and are dropped");
-  serving->scheduler.reset();  // joins the engine thread; before the model it uses
   LOG_INFO("stopped");
   return 0;
 }

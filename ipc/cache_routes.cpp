@@ -6,6 +6,7 @@
 
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "ipc/host_routes.h"
 
 namespace hearth::ipc {
 
@@ -215,9 +216,12 @@ RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
 }
 
 RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
-  const EngineRef& engine = *ctx.engine;
   json j;
   if (auto e = parse_json(body, &j)) return error_response(*e);
+  EngineChoice chosen = engine_for(ctx, j);
+  if (auto* r = std::get_if<RouteResult>(&chosen)) return std::move(*r);
+  const std::shared_ptr<const EngineRef> ref = std::get<std::shared_ptr<const EngineRef>>(std::move(chosen));
+  const EngineRef& engine = *ref;
   auto present = [&j](const char* key) { return j.contains(key) && !j[key].is_null(); };
   const bool has_messages = present("messages"), has_prompt = present("prompt");
   if (has_messages && has_prompt) {
@@ -241,7 +245,7 @@ RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
   if (auto* e = std::get_if<ApiError>(&tokens)) return error_response(*e);
 
   GenerationJob job;
-  job.engine = ctx.engine;
+  job.engine = ref;
   job.meta = new_response_meta(Endpoint::Completions, engine.model.id, false);
   job.warm = true;
   job.request.prompt = std::move(std::get<std::vector<int32_t>>(tokens));

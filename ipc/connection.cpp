@@ -188,7 +188,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       cors_ = answer_cors(request, peer_, opt.allowed_origins);
 
       RouteContext ctx;
-      ctx.engine = state_.engine();
+      ctx.host = state_.host().get();
+      ctx.engine = ctx.host ? nullptr : state_.engine();  // a host's engines are chosen per request
       ctx.accepting = state_.accepting.load();
       ctx.check_host = check_host_;
       ctx.peer = peer_;
@@ -198,6 +199,11 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       ctx.open_connections = state_.open_connections.load();
       ctx.models_dir = &opt.models_dir;
       RouteResult result = route(request, ctx);
+      if (auto* load = std::get_if<ModelLoad>(&result)) {
+        std::optional<RouteResult> loaded = co_await load_then_route(std::move(load->id), request, ctx);
+        if (!loaded) break;
+        result = std::move(*loaded);
+      }
       if (auto* response = std::get_if<HttpResponse>(&result)) {
         if (!co_await write_response(*response, version, keep_alive) || !keep_alive) break;
       } else if (auto* call = std::get_if<EngineCall>(&result)) {
@@ -286,39 +292,41 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     };
   }
 
-  // Runs call.run on a thread of its own (it may wait for the engine thread), waits for it
-  // without blocking the io thread, and sends its response. The wait does not end early on
-  // stop(): the call holds the engine and is bounded by one engine step.
-  net::awaitable<bool> run_engine_call(EngineCall call, unsigned version, bool keep_alive) {
+  // Runs run() on a thread of its own (it may wait for the engine thread, or load a
+  // model), waits for it without blocking the io thread, and returns what it returned;
+  // nullopt when the connection is closing meanwhile. The wait does not end early on
+  // stop(): an engine call is bounded by one engine step, a load by reading one file.
+  template <class T>
+  net::awaitable<std::optional<T>> on_call_thread(std::function<T()> run, std::function<T(std::string)> on_error) {
     struct CallResult {
       std::mutex mutex;
-      std::optional<HttpResponse> response;
+      std::optional<T> value;
     };
     auto outcome = std::make_shared<CallResult>();
     std::function<void()> wake = arm_waker();
-    call_thread_ = std::thread([run = std::move(call.run), engine = std::move(call.engine), outcome, wake] {
+    call_thread_ = std::thread([run = std::move(run), on_error = std::move(on_error), outcome, wake] {
       set_thread_name("hearth-call");
-      HttpResponse r;
+      std::optional<T> r;
       try {
         r = run();
       } catch (const std::exception& e) {
-        r = error_response(internal_error(e.what()));
+        r = on_error(e.what());
       } catch (...) {
-        r = error_response(internal_error("the engine call failed"));
+        r = on_error("the engine call failed");
       }
       {
         std::lock_guard<std::mutex> lock(outcome->mutex);
-        outcome->response = std::move(r);
+        outcome->value = std::move(r);
       }
       wake();
     });
-    std::optional<HttpResponse> response;
+    std::optional<T> value;
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(outcome->mutex);
-        response = std::move(outcome->response);
+        value = std::move(outcome->value);
       }
-      if (response) break;
+      if (value) break;
       // As in run_generation: the wake-up posted after the check lands while we wait.
       beast::error_code ec;
       wake_.expires_at(net::steady_timer::time_point::max());
@@ -326,8 +334,42 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     }
     call_thread_.join();
     disarm_waker();
-    if (closing_) co_return false;
+    if (closing_) co_return std::nullopt;
+    co_return value;
+  }
+
+  net::awaitable<bool> run_engine_call(EngineCall call, unsigned version, bool keep_alive) {
+    // Named, not temporaries: GCC 12 mishandles temporaries that outlive a co_await.
+    std::function<HttpResponse()> run = [run = std::move(call.run), engine = std::move(call.engine)] { return run(); };
+    std::function<HttpResponse(std::string)> on_error = [](std::string what) {
+      return error_response(internal_error(std::move(what)));
+    };
+    std::optional<HttpResponse> response = co_await on_call_thread<HttpResponse>(std::move(run), std::move(on_error));
+    if (!response) co_return false;
     co_return co_await write_response(*response, version, keep_alive) && keep_alive;
+  }
+
+  // A request for a model the host has not loaded: loads it on the call thread (other
+  // requests for it wait for the same load), then routes the request again with it.
+  net::awaitable<std::optional<RouteResult>> load_then_route(std::string id, const HttpRequest& request,
+                                                             RouteContext ctx) {
+    ModelHost* host = ctx.host;
+    // Named, not temporaries: GCC 12 mishandles temporaries that outlive a co_await.
+    std::function<RouteResult()> run = [host, id = std::move(id), &request, ctx]() mutable -> RouteResult {
+      std::variant<std::shared_ptr<const EngineRef>, ApiError> loaded = host->load(id);
+      if (auto* e = std::get_if<ApiError>(&loaded)) return error_response(*e);
+      ctx.engine = std::get<std::shared_ptr<const EngineRef>>(std::move(loaded));
+      RouteResult again = route(request, ctx);
+      if (std::holds_alternative<ModelLoad>(again)) {
+        return error_response(unavailable("the model was unloaded while loading; try again", "loading"));
+      }
+      return again;
+    };
+    std::function<RouteResult(std::string)> on_error = [](std::string what) -> RouteResult {
+      return error_response(internal_error(std::move(what)));
+    };
+    std::optional<RouteResult> result = co_await on_call_thread<RouteResult>(std::move(run), std::move(on_error));
+    co_return result;
   }
 
   // Submits the job and relays its events: SSE chunks as they come (stream) or one
@@ -339,6 +381,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     auto on_event = arm_waker();  // on the engine thread: posts, never blocks
     Submitted submitted = job.engine->scheduler->submit(std::move(job.request), std::move(on_event));
     if (submitted.status != SubmitStatus::Accepted) {
+      ended_on_host(job);
       co_return co_await write_response(submit_error_response(submitted), version, keep_alive) && keep_alive;
     }
     handle_ = std::move(submitted.handle);
@@ -411,9 +454,20 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     if (!done) handle_->cancel();  // the client left, a write failed, or stop()
     handle_.reset();
     disarm_waker();
+    ended_on_host(job);
     if (!ok || !done || closing_) co_return false;
     if (job.stream) co_return (!chunked || co_await write_last_chunk()) && keep_alive;
     co_return co_await write_response(*response, version, keep_alive) && keep_alive;
+  }
+
+  // Tells the host a request on its model ended (its keep-alive starts), after letting go
+  // of the engine, so that an unload it allows can happen at once.
+  void ended_on_host(GenerationJob& job) {
+    ModelHost* host = state_.host().get();
+    if (host == nullptr || !job.engine) return;
+    const std::string id = job.engine->model.id;
+    job.engine.reset();
+    host->request_ended(id, job.keep_alive);
   }
 
   void disarm_waker() {

@@ -46,6 +46,10 @@ ApiError unavailable(std::string message, std::string code) {
   return make(503, std::move(message), "server_error", "", std::move(code));
 }
 
+ApiError insufficient_memory(std::string message) {
+  return make(507, std::move(message), "server_error", "", "model_too_large");
+}
+
 ApiError internal_error(std::string message) {
   return make(500, std::move(message), "server_error", "", "engine_error");
 }

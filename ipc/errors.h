@@ -24,6 +24,8 @@ ApiError queue_full(std::string message);
 // 503: the model is not loaded yet ("loading") or the server is stopping ("shutting_down").
 ApiError unavailable(std::string message, std::string code);
 ApiError internal_error(std::string message);
+// 507: a model that alone does not fit in the daemon's memory budget.
+ApiError insufficient_memory(std::string message);
 
 // The JSON text of the error object.
 std::string error_body(const ApiError& e);

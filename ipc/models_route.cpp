@@ -47,8 +47,14 @@ HttpResponse installed_models_response(const RouteContext& ctx) {
   if (ctx.models_dir != nullptr && !ctx.models_dir->empty()) found = scan_models(*ctx.models_dir);
   json models = json::array();
   bool served_listed = false;
+  std::vector<std::string> loaded_paths;  // with a host, every loaded model's file
+  if (ctx.host != nullptr) {
+    for (const HostedModel& h : ctx.host->models())
+      if (h.loaded) loaded_paths.push_back(h.path);
+  }
   for (const InstalledModel& m : found) {
-    const bool loaded = served != nullptr && same_file(m.path, served->path);
+    bool loaded = served != nullptr && same_file(m.path, served->path);
+    for (const std::string& p : loaded_paths) loaded = loaded || same_file(m.path, p);
     served_listed = served_listed || loaded;
     models.push_back(model_json(m, loaded));
   }

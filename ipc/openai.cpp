@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/duration.h"
 #include "engine/scheduler/token_loop.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "ipc/identity.h"
@@ -336,6 +337,23 @@ std::optional<ApiError> parse_json(std::string_view body, json* out) {
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_keep_alive(const json& value, std::optional<KeepAlive>* out) {
+  std::optional<std::chrono::milliseconds> d;
+  if (value.is_number()) {
+    const double s = value.get<double>();
+    if (std::isfinite(s) && std::fabs(s) < 9e15) d = std::chrono::milliseconds(std::llround(s * 1e3));
+  } else if (value.is_string()) {
+    d = parse_duration(value.get_ref<const std::string&>());
+  }
+  if (!d) {
+    return bad_request(
+        "keep_alive must be a number of seconds or a duration such as \"5m\", \"1h30m\" or \"-1\" (for ever)",
+        "keep_alive");
+  }
+  *out = *d < std::chrono::milliseconds::zero() ? KeepAlive{} : KeepAlive{*d};
+  return std::nullopt;
+}
+
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const json& body,
                                                            const std::string& model_id,
                                                            const std::vector<std::string>& aliases) {
@@ -410,6 +428,9 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
     } else {
       req.cache_salt = salt->get<std::string>();
     }
+  }
+  if (const json* keep = r.get("keep_alive")) {
+    if (std::optional<ApiError> e = parse_keep_alive(*keep, &req.keep_alive)) r.fail(*e);
   }
   if (r.integer("n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v) && v != 1) {
     r.fail(bad_request("only n = 1 is supported", "n", "unsupported_value"));

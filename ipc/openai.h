@@ -15,6 +15,7 @@
 #include "engine/scheduler/request.h"
 #include "engine/tokenizer/chat_template.h"
 #include "ipc/errors.h"
+#include "ipc/model_host.h"
 
 namespace hearth {
 class Tokenizer;
@@ -37,6 +38,9 @@ struct OpenAiRequest {
   std::vector<std::string> stop;  // at most 4, empty strings dropped
   // Narrows the request's prompt-cache scope (vLLM's name): 1..256 printable ASCII bytes.
   std::optional<std::string> cache_salt;
+  // Ollama's keep_alive: how long the model stays loaded after this request (a hearthd
+  // serving several models); nullopt: the daemon's --keep-alive.
+  std::optional<KeepAlive> keep_alive;
 };
 
 // Parses body as a JSON object. Errors (400, code "invalid_json"): not JSON, invalid
@@ -49,6 +53,10 @@ std::optional<ApiError> parse_json(std::string_view body, nlohmann::json* out);
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const nlohmann::json& body,
                                                            const std::string& model_id,
                                                            const std::vector<std::string>& aliases = {});
+
+// Ollama's keep_alive: a number of seconds or a duration text (common/duration.h); 0
+// unloads the model after the answer, a negative value keeps it loaded. Else 400.
+std::optional<ApiError> parse_keep_alive(const nlohmann::json& value, std::optional<KeepAlive>* out);
 
 // Renders the chat (family's template) or tokenizes the prompt (BOS added, special-token
 // text kept literal) and checks the prompt fits: 1 .. n_ctx - 1 tokens, else 400 with

@@ -10,6 +10,7 @@
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "ipc/cache_routes.h"
+#include "ipc/host_routes.h"
 #include "ipc/metrics.h"
 #include "ipc/models_route.h"
 
@@ -30,7 +31,10 @@ enum class Route {
   Detokenize,
   Cache,
   CacheWarm,
-  InstalledModels
+  InstalledModels,
+  Ps,
+  Load,
+  Unload
 };
 
 struct RouteSpec {
@@ -63,6 +67,9 @@ std::optional<RouteSpec> find_route(std::string_view path) {
   if (path == "/api/cache") return RouteSpec{Route::Cache, "GET, DELETE"};
   if (path == "/api/cache/warm") return RouteSpec{Route::CacheWarm, "POST"};
   if (path == "/api/models") return RouteSpec{Route::InstalledModels, "GET"};
+  if (path == "/api/ps") return RouteSpec{Route::Ps, "GET"};
+  if (path == "/api/load") return RouteSpec{Route::Load, "POST"};
+  if (path == "/api/unload") return RouteSpec{Route::Unload, "POST"};
   return std::nullopt;
 }
 
@@ -80,21 +87,8 @@ ApiError shutting_down() {
   return unavailable("the server is shutting down", "shutting_down");
 }
 
-json model_object(const ModelInfo& m) {
-  return json{{"id", m.id},
-              {"object", "model"},
-              {"created", m.created},
-              {"owned_by", "hearth"},
-              {"meta",
-               {{"arch", m.arch},
-                {"backend", m.backend},
-                {"n_ctx", m.n_ctx},
-                {"chat_template", chat_family_name(m.chat_template.family)},
-                {"aliases", m.aliases}}}};
-}
-
 HttpResponse health(const RouteContext& ctx) {
-  if (!ctx.engine) {
+  if (ctx.host ? !ctx.host->servable() : !ctx.engine) {
     const ApiError e = loading();
     return json_response(503, json{{"status", "loading"}, {"error", json::parse(error_body(e))["error"]}});
   }
@@ -169,9 +163,12 @@ HttpResponse detokenize(const EngineRef& engine, const std::string& body) {
 }
 
 RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::string& body) {
-  const EngineRef& engine = *ctx.engine;
   json j;
   if (auto e = parse_json(body, &j)) return error_response(*e);
+  EngineChoice chosen = engine_for(ctx, j);
+  if (auto* r = std::get_if<RouteResult>(&chosen)) return std::move(*r);
+  const std::shared_ptr<const EngineRef> ref = std::get<std::shared_ptr<const EngineRef>>(std::move(chosen));
+  const EngineRef& engine = *ref;
   std::variant<OpenAiRequest, ApiError> parsed =
       parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
@@ -180,11 +177,12 @@ RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::st
       build_generation(req, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
   if (auto* e = std::get_if<ApiError>(&gen)) return error_response(*e);
   GenerationJob job;
-  job.engine = ctx.engine;
+  job.engine = ref;
   job.meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
   job.stream = req.stream;
   job.request = std::move(std::get<GenerationRequest>(gen));
   job.request.scope = cache_scope(ctx.peer, ctx.scope_mode, req.cache_salt);
+  job.keep_alive = req.keep_alive;
   return job;
 }
 
@@ -231,6 +229,31 @@ bool all_digits(std::string_view s) {
 }
 
 }  // namespace
+
+json model_object(const ModelInfo& m) {
+  return json{{"id", m.id},
+              {"object", "model"},
+              {"created", m.created},
+              {"owned_by", "hearth"},
+              {"meta",
+               {{"arch", m.arch},
+                {"backend", m.backend},
+                {"n_ctx", m.n_ctx},
+                {"chat_template", chat_family_name(m.chat_template.family)},
+                {"aliases", m.aliases}}}};
+}
+
+std::shared_ptr<const EngineRef> make_engine_ref(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model,
+                                                 std::shared_ptr<const void> owner) {
+  auto ref = std::make_shared<EngineRef>();
+  ref->scheduler = scheduler;
+  ref->tokenizer = tokenizer;
+  ref->model = std::move(model);
+  ref->n_ctx = scheduler->options().n_ctx;
+  if (ref->model.n_ctx > 0) ref->n_ctx = std::min(ref->n_ctx, ref->model.n_ctx);
+  ref->owner = std::move(owner);
+  return ref;
+}
 
 HttpResponse error_response(const ApiError& error) {
   HttpResponse r;
@@ -300,6 +323,15 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
     r.allow = spec->methods;
     return r;
   }
+  const bool chooses =
+      spec->route == Route::ChatCompletions || spec->route == Route::Completions || spec->route == Route::CacheWarm;
+  if (ctx.host && !ctx.engine && !chooses) {
+    // The routes that do not name a model serve the host's default one, when it is loaded;
+    // the context holds it only while this request is routed.
+    RouteContext with_default = ctx;
+    if (const std::optional<std::string> id = ctx.host->resolve("")) with_default.engine = ctx.host->loaded(*id);
+    if (with_default.engine) return route(request, with_default);
+  }
   switch (spec->route) {
     case Route::Health:
       return health(ctx);
@@ -310,7 +342,42 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
     default:
       break;
   }
-  if (!ctx.engine) return error_response(loading());
+  if (ctx.host) {
+    switch (spec->route) {
+      case Route::Models:
+        return hosted_models_response(*ctx.host);
+      case Route::Model:
+        return hosted_model_response(*ctx.host, path.substr(11));
+      case Route::Ps:
+        return ps_response(*ctx.host);
+      case Route::Load:
+        if (!ctx.accepting) return error_response(shutting_down());
+        return load_route(*ctx.host, request.body);
+      case Route::Unload:
+        return unload_route(*ctx.host, request.body);
+      case Route::ChatCompletions:
+      case Route::Completions:
+      case Route::CacheWarm:
+        break;  // they choose the model their body names
+      default:
+        // The other engine routes serve the default model: loaded first when it is not.
+        if (!ctx.engine) {
+          const std::optional<std::string> id = ctx.host->resolve("");
+          if (!id) return error_response(unavailable("no model can be served", "no_model"));
+          return ModelLoad{*id};
+        }
+    }
+  } else if (spec->route == Route::Ps || spec->route == Route::Load || spec->route == Route::Unload) {
+    return error_response(not_found("this server serves one model; " + std::string(path) + " needs a model host"));
+  } else if (!ctx.engine) {
+    return error_response(loading());
+  }
+  if (chooses) {
+    if (!ctx.accepting) return error_response(shutting_down());
+    if (spec->route == Route::CacheWarm) return cache_warm(ctx, request.body);
+    return generation(spec->route == Route::ChatCompletions ? Endpoint::Chat : Endpoint::Completions, ctx,
+                      request.body);
+  }
   const EngineRef& engine = *ctx.engine;
   switch (spec->route) {
     case Route::Models:
@@ -329,14 +396,6 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
     case Route::Cache:
       if (request.method == "DELETE") return cache_clear(ctx, request);
       return cache_stats_response(ctx);
-    case Route::CacheWarm:
-      if (!ctx.accepting) return error_response(shutting_down());
-      return cache_warm(ctx, request.body);
-    case Route::ChatCompletions:
-    case Route::Completions:
-      if (!ctx.accepting) return error_response(shutting_down());
-      return generation(spec->route == Route::ChatCompletions ? Endpoint::Chat : Endpoint::Completions, ctx,
-                        request.body);
     default:
       break;
   }

@@ -16,6 +16,7 @@
 #include "engine/scheduler/request.h"
 #include "ipc/errors.h"
 #include "ipc/identity.h"
+#include "ipc/model_host.h"
 #include "ipc/openai.h"
 #include "ipc/server.h"
 
@@ -37,7 +38,14 @@ struct EngineRef {
   const Tokenizer* tokenizer = nullptr;
   ModelInfo model;
   int32_t n_ctx = 0;  // tokens a sequence holds (prompt + generated): the scheduler's, at most the model's
+  // What the pointers above point into, when someone else does not keep it alive: a
+  // ModelHost's loaded model lives as long as the last request that holds its EngineRef.
+  std::shared_ptr<const void> owner;
 };
+
+// An EngineRef for a running scheduler: n_ctx is the scheduler's, capped by model.n_ctx.
+std::shared_ptr<const EngineRef> make_engine_ref(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model,
+                                                 std::shared_ptr<const void> owner = nullptr);
 
 struct HttpRequest {
   std::string method;  // as sent: "GET", "POST", ...
@@ -66,6 +74,9 @@ struct RouteContext {
   const ResponseCounters* counters = nullptr;
   int64_t open_connections = 0;
   const std::string* models_dir = nullptr;  // GET /api/models lists its files; null: none
+  // The models served by name (a daemon serving several); null: only `engine`. With a host,
+  // route() sets `engine` per request: the model the body names, else the default model.
+  ModelHost* host = nullptr;
 };
 
 struct GenerationJob {
@@ -74,6 +85,13 @@ struct GenerationJob {
   bool stream = false;
   bool warm = false;  // POST /api/cache/warm: never streamed; answered with warm_body()
   GenerationRequest request;
+  std::optional<KeepAlive> keep_alive;  // the request's keep_alive, for the host when it ends
+};
+
+// A request for a model the host has not loaded: the connection calls host->load(id) on a
+// thread of its own (it may take seconds), then routes the request again with that engine.
+struct ModelLoad {
+  std::string id;
 };
 
 // An engine call that may block (it waits for the engine thread between steps): the
@@ -84,7 +102,7 @@ struct EngineCall {
   std::function<HttpResponse()> run;
 };
 
-using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
+using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall, ModelLoad>;
 
 // On the TCP listener, before any route: a request with an Origin not in the allowlist is
 // refused (403); an OPTIONS preflight from an allowed one is answered with CORS headers

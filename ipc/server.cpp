@@ -145,14 +145,9 @@ class Server::Impl {
   }
 
   void set_engine(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model) {
-    auto ref = std::make_shared<EngineRef>();
-    ref->scheduler = scheduler;
-    ref->tokenizer = tokenizer;
-    ref->model = std::move(model);
-    ref->n_ctx = scheduler->options().n_ctx;
-    if (ref->model.n_ctx > 0) ref->n_ctx = std::min(ref->n_ctx, ref->model.n_ctx);
-    state_.set_engine(std::move(ref));
+    state_.set_engine(make_engine_ref(scheduler, tokenizer, std::move(model)));
   }
+  void set_host(std::shared_ptr<ModelHost> host) { state_.set_host(std::move(host)); }
 
   void run() {
     std::vector<std::thread> threads;
@@ -323,6 +318,9 @@ Status Server::listen_tcp(const std::string& host_port, bool allow_remote) {
 }
 void Server::set_engine(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model) {
   impl_->set_engine(scheduler, tokenizer, std::move(model));
+}
+void Server::set_host(std::shared_ptr<ModelHost> host) {
+  impl_->set_host(std::move(host));
 }
 void Server::run() {
   impl_->run();

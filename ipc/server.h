@@ -24,6 +24,8 @@ class Tokenizer;
 
 namespace hearth::ipc {
 
+class ModelHost;
+
 // What /v1/models and the responses' "model" field report.
 struct ModelInfo {
   std::string id;                                 // the file name without ".gguf"
@@ -91,6 +93,9 @@ class Server {
   // Until set_engine, /health and the generation routes answer 503 ("loading").
   // The pointers must stay valid until run() has returned.
   void set_engine(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model);
+  // Serves the models of a host by name (ipc/model_host.h) instead: from then on /health
+  // answers 200 while the host can serve a model. The host must outlive run().
+  void set_host(std::shared_ptr<ModelHost> host);
 
   // Serves on io_threads threads until stop(). Returns when they have all finished.
   void run();

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "ipc/metrics.h"
+#include "ipc/model_host.h"
 #include "ipc/routes.h"
 #include "ipc/server.h"
 
@@ -39,6 +40,14 @@ class ServerState {
   std::shared_ptr<const EngineRef> engine() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return engine_;
+  }
+  std::shared_ptr<ModelHost> host() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return host_;
+  }
+  void set_host(std::shared_ptr<ModelHost> host) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    host_ = std::move(host);
   }
   void set_engine(std::shared_ptr<const EngineRef> engine) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -118,6 +127,7 @@ class ServerState {
  private:
   mutable std::mutex mutex_;
   std::shared_ptr<const EngineRef> engine_;
+  std::shared_ptr<ModelHost> host_;
   std::map<uint64_t, std::function<void()>> closers_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> idle_since_;  // connections waiting for a request
   uint64_t next_id_ = 0;

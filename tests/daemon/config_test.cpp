@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 
+#include "common/duration.h"
+
 namespace {
 
 using namespace hearth;
@@ -233,6 +235,39 @@ TEST_CASE("bad environment values name the variable", "[daemon][config]") {
     env.vars = {{"HEARTH_BACKEND", "metal"}};
     CHECK_THAT(error_of(load({}, env)),
                Catch::Contains("HEARTH_BACKEND") && Catch::Contains("auto, cpu, vulkan, cuda"));
+  }
+}
+
+TEST_CASE("the memory budget and the keep-alive come from any source; a keep-alive must be a duration",
+          "[daemon][config]") {
+  const Result<DaemonConfig> d = load({});
+  CHECK(d->memory_budget == 0);
+  CHECK(d->keep_alive == "5m");
+  CHECK(load({"--memory-budget", "1073741824"})->memory_budget == 1073741824);
+  CHECK(load({"--keep-alive", "1h30m"})->keep_alive == "1h30m");
+  Env env;
+  env.vars = {{"HEARTH_KEEP_ALIVE", "-1"}};
+  CHECK(load({}, env)->keep_alive == "-1");
+  TomlFile f("keep_alive = \"30s\"\nmemory_budget = 4096\n");
+  CHECK(load({"--config", f.path})->keep_alive == "30s");
+  CHECK(load({"--config", f.path})->memory_budget == 4096);
+  CHECK_THAT(error_of(load({"--keep-alive", "soon"})), Catch::Contains("--keep-alive") && Catch::Contains("duration"));
+  CHECK_THAT(error_of(load({"--memory-budget", "-5"})), Catch::Contains("--memory-budget"));
+}
+
+TEST_CASE("durations read as Ollama's keep_alive: units, bare seconds, negative for ever", "[daemon][config]") {
+  using std::chrono::milliseconds;
+  CHECK(hearth::parse_duration("5m") == milliseconds(300000));
+  CHECK(hearth::parse_duration("1h30m") == milliseconds(5400000));
+  CHECK(hearth::parse_duration("250ms") == milliseconds(250));
+  CHECK(hearth::parse_duration("1.5s") == milliseconds(1500));
+  CHECK(hearth::parse_duration("300") == milliseconds(300000));
+  CHECK(hearth::parse_duration("0") == milliseconds(0));
+  CHECK(hearth::parse_duration("-1") == milliseconds(-1000));
+  CHECK(hearth::parse_duration("-1m") == milliseconds(-60000));
+  for (const char* bad : {"", "-", "m", "5x", "5 m", "1.2.3s", "5m3", "3m5", "1e3", "9999999999999999h", "s5"}) {
+    INFO(bad);
+    CHECK_FALSE(hearth::parse_duration(bad));
   }
 }
 

@@ -97,9 +97,10 @@ std::string request_text(const std::string& method, const std::string& target, c
 
 }  // namespace
 
-std::string write_synthetic_model(const std::string& dir, const std::string& name, const std::string& chat_template) {
+std::string write_synthetic_model(const std::string& dir, const std::string& name, const std::string& chat_template,
+                                  const std::string& arch) {
   SyntheticOptions o;
-  o.arch = "gemma3";
+  o.arch = arch;
   o.chat_template = chat_template;
   Result<std::vector<uint8_t>> bytes = make_synthetic_model(o);
   if (!bytes.ok()) return "";

@@ -23,10 +23,10 @@ using namespace std::chrono_literals;
 // hang and not a performance bound. When a wait expires it adds a message saying what it
 // waited for (and what it got) to the failing check that follows (Catch's UNSCOPED_INFO).
 
-// Writes the synthetic gemma3 model (tests/tools/synthetic_model.h) to dir/name; returns its path.
-// chat_template: written as tokenizer.chat_template when not empty.
+// Writes a synthetic model (tests/tools/synthetic_model.h; gemma3 unless arch says) to
+// dir/name; returns its path. chat_template: written as tokenizer.chat_template when not empty.
 std::string write_synthetic_model(const std::string& dir, const std::string& name = "synth-gemma3.gguf",
-                                  const std::string& chat_template = "");
+                                  const std::string& chat_template = "", const std::string& arch = "gemma3");
 
 std::string read_file(const std::string& path);
 

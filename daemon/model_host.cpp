@@ -1,0 +1,460 @@
+#include "daemon/model_host.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+#include "daemon/serving.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/architecture.h"
+#include "engine/model/catalog.h"
+#include "engine/model/installed.h"
+#include "engine/model/model_path.h"
+#include "ipc/routes.h"
+
+namespace hearth::daemon {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// At an unload the prompt cache's writer gets this long for the chunks still queued.
+constexpr auto kUnloadFlush = 5000ms;
+// A load that needs room held by models serving requests waits this long for one of them to
+// go idle, then answers 503.
+constexpr auto kBusyWait = 30s;
+
+std::string mib(uint64_t bytes) {
+  return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return a == b || std::filesystem::equivalent(a, b, ec);
+}
+
+ipc::HostedModel listing(const InstalledModel& m) {
+  ipc::HostedModel h;
+  h.id = model_id_from_path(m.path);
+  for (const CatalogModel& c : catalog())
+    if (c.file == m.file) h.aliases.push_back(c.name);
+  h.path = m.path;
+  h.file_bytes = static_cast<uint64_t>(std::max<int64_t>(m.bytes, 0));
+  h.created = m.modified;
+  h.arch = m.arch;
+  h.quantization = m.quantization;
+  h.available = m.usable;
+  h.reason = m.error;
+  return h;
+}
+
+}  // namespace
+
+uint64_t default_memory_budget() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024 / 4 * 3;
+  }
+  return uint64_t{8} << 30;
+}
+
+struct DaemonModelHost::Slot {
+  ipc::HostedModel info;  // what the listing read; the loaded fields are filled by models()
+  enum class State { Unloaded, Loading, Loaded } state = State::Unloaded;
+  std::shared_ptr<Serving> serving;              // while loaded
+  std::shared_ptr<const ipc::EngineRef> engine;  // while loaded; its owner is serving
+  uint64_t charge = 0;                           // bytes charged to the budget while loading or loaded
+  Clock::time_point last_used{};
+  int64_t loaded_at = 0;
+  std::optional<ipc::KeepAlive> keep_alive;  // nullopt: the daemon's --keep-alive
+  bool unload_requested = false;
+  uint64_t loads = 0;
+  uint64_t attempts = 0;  // loads ended, well or not: a waiter tells the end of the one it waited for
+  std::optional<ipc::ApiError> last_error;
+};
+
+namespace {
+
+// What an unload takes out of its slot; destroyed off the host's lock.
+struct Taken {
+  std::string id;
+  std::shared_ptr<Serving> serving;
+  std::shared_ptr<const ipc::EngineRef> engine;
+};
+
+size_t finish_unload(Taken t, std::chrono::milliseconds flush, const char* why) {
+  const auto t0 = std::chrono::steady_clock::now();
+  t.serving->scheduler->stop_accepting();
+  const size_t dropped = t.serving->scheduler->close_cache(flush);
+  t.engine.reset();
+  t.serving.reset();  // joins the engine thread, then frees the weights
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  LOG_INFO("unloaded " + t.id + " (" + why + ") in " + std::to_string(static_cast<int64_t>(ms)) + " ms");
+  if (dropped > 0) LOG_WARN("prompt cache: " + std::to_string(dropped) + " chunks of " + t.id + " were not written");
+  return dropped;
+}
+
+}  // namespace
+
+DaemonModelHost::DaemonModelHost(DaemonConfig cfg, HostOptions options)
+    : cfg_(std::move(cfg)),
+      options_(std::move(options)),
+      budget_(options_.memory_budget > 0 ? options_.memory_budget : default_memory_budget()) {
+  // Without --model, every model in the folder; with it, that model only.
+  if (options_.start_model.empty()) {
+    for (const InstalledModel& m : scan_models(options_.models_dir)) {
+      auto slot = std::make_unique<Slot>();
+      slot->info = listing(m);
+      if (find(slot->info.id) == nullptr) slots_.push_back(std::move(slot));
+    }
+  }
+  // The start model: --model, else the catalog's default when it is installed, else the
+  // first model that can be served.
+  Result<std::string> start = resolve_model(options_.start_model);
+  if (start) {
+    const Slot* same = nullptr;
+    for (const auto& s : slots_)
+      if (same_file(s->info.path, *start)) same = s.get();
+    if (same == nullptr) {
+      auto slot = std::make_unique<Slot>();
+      slot->info = listing(inspect_model(*start));
+      default_id_ = slot->info.id;
+      if (find(slot->info.id) == nullptr) slots_.push_back(std::move(slot));
+    } else {
+      default_id_ = same->info.id;
+    }
+  } else if (!options_.start_model.empty()) {
+    LOG_WARN("--model " + options_.start_model + ": " + start.error().message);
+  }
+  if (default_id_.empty() && options_.start_model.empty()) {
+    for (const auto& s : slots_) {
+      if (s->info.available) {
+        default_id_ = s->info.id;
+        break;
+      }
+    }
+  }
+  reaper_ = std::thread([this] { reap(); });
+}
+
+DaemonModelHost::~DaemonModelHost() {
+  unload_all(kUnloadFlush);
+}
+
+DaemonModelHost::Slot* DaemonModelHost::find(const std::string& id) {
+  for (const auto& s : slots_)
+    if (s->info.id == id) return s.get();
+  return nullptr;
+}
+const DaemonModelHost::Slot* DaemonModelHost::find(const std::string& id) const {
+  for (const auto& s : slots_)
+    if (s->info.id == id) return s.get();
+  return nullptr;
+}
+
+bool DaemonModelHost::idle(const Slot& s) {
+  return s.state == Slot::State::Loaded && s.engine.use_count() == 1 && s.engine->scheduler->in_flight() == 0;
+}
+
+std::optional<std::string> DaemonModelHost::resolve(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (name.empty()) return default_id_.empty() ? std::nullopt : std::optional<std::string>(default_id_);
+  for (const auto& s : slots_) {
+    if (s->info.id == name) return s->info.id;
+    for (const std::string& a : s->info.aliases)
+      if (a == name) return s->info.id;
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<const ipc::EngineRef> DaemonModelHost::loaded(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot* s = find(id);
+  if (s == nullptr || s->state != Slot::State::Loaded) return nullptr;
+  s->unload_requested = false;
+  return s->engine;
+}
+
+uint64_t DaemonModelHost::estimate_bytes(const Slot& s) const {
+  // The weights as the file has them, plus the KV pool the scheduler will allocate.
+  uint64_t bytes = s.info.file_bytes;
+  Result<std::unique_ptr<gguf::File>> file = gguf::File::open(s.info.path);
+  if (!file) return bytes;
+  ModelConfig c;
+  if (!read_model_config(**file, c)) return bytes;
+  SchedulerOptions o = scheduler_options(cfg_, c);
+  const uint64_t blocks_per_seq = static_cast<uint64_t>((o.n_ctx + o.block_tokens - 1) / o.block_tokens);
+  const uint64_t tokens = static_cast<uint64_t>(o.n_parallel) * blocks_per_seq * o.block_tokens;
+  return bytes + tokens * row_bytes(cfg_.kv_type, c.kv_dim()) * 2 * c.n_layer;
+}
+
+uint64_t DaemonModelHost::charged_bytes() const {
+  uint64_t total = 0;
+  for (const auto& s : slots_)
+    if (s->state != Slot::State::Unloaded) total += s->charge;
+  return total;
+}
+
+std::string DaemonModelHost::loaded_summary() const {
+  std::string out;
+  for (const auto& s : slots_) {
+    if (s->state == Slot::State::Unloaded) continue;
+    if (!out.empty()) out += ", ";
+    out += s->info.id + " (" + mib(s->charge) + (s->state == Slot::State::Loading ? ", loading" : "") + ")";
+  }
+  return out;
+}
+
+std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHost::load(const std::string& id) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Slot* s = find(id);
+  if (s == nullptr) return ipc::not_found("The model '" + id + "' does not exist", "model_not_found");
+  if (!s->info.available) {
+    return ipc::ApiError{500, "The model '" + id + "' cannot be served: " + s->info.reason, "server_error", "",
+                         "model_unavailable"};
+  }
+  for (;;) {
+    if (stopping_) return ipc::unavailable("the server is shutting down", "shutting_down");
+    if (s->state == Slot::State::Loaded) {
+      s->unload_requested = false;
+      return s->engine;
+    }
+    if (s->state == Slot::State::Loading) {
+      const uint64_t attempt = s->attempts;
+      changed_.wait(lock, [&] { return s->attempts != attempt || stopping_; });
+      if (s->state == Slot::State::Unloaded && s->last_error) return *s->last_error;
+      continue;
+    }
+    break;
+  }
+  // This caller loads it. First the room: idle models go, least recently used first.
+  lock.unlock();
+  const uint64_t need = estimate_bytes(*s);
+  lock.lock();
+  if (s->state != Slot::State::Unloaded) {  // another caller started meanwhile
+    lock.unlock();
+    return load(id);
+  }
+  if (need > budget_) {
+    return ipc::insufficient_memory("The model '" + id + "' needs about " + mib(need) +
+                                    " (weights and KV cache), more than the memory budget of " + mib(budget_) +
+                                    " (--memory-budget)");
+  }
+  std::vector<Taken> evicted;
+  const Clock::time_point busy_deadline = Clock::now() + kBusyWait;
+  while (charged_bytes() + need > budget_) {
+    Slot* lru = nullptr;
+    for (const auto& o : slots_)
+      if (o.get() != s && idle(*o) && (lru == nullptr || o->last_used < lru->last_used)) lru = o.get();
+    if (lru == nullptr && !stopping_ && Clock::now() < busy_deadline) {
+      // The others serve requests (or their last request is letting go of them): wait for
+      // one to go idle, as a queued request would.
+      changed_.wait_for(lock, 50ms);
+      continue;
+    }
+    if (lru == nullptr) {
+      const std::string held = loaded_summary();
+      for (Taken& t : evicted) {  // put back what was taken: nothing can be loaded now
+        Slot* back = find(t.id);
+        back->serving = std::move(t.serving);
+        back->engine = std::move(t.engine);
+        back->state = Slot::State::Loaded;
+      }
+      return ipc::unavailable("The model '" + id + "' needs about " + mib(need) + "; the memory budget of " +
+                                  mib(budget_) + " is held by models serving requests: " + held +
+                                  "; try again when they finish",
+                              "memory_busy");
+    }
+    evicted.push_back(Taken{lru->info.id, std::move(lru->serving), std::move(lru->engine)});
+    lru->state = Slot::State::Unloaded;
+  }
+  // The first model this process loads reconciles the shared cache directory; later ones
+  // must not, while another model's store may be writing there.
+  const bool reconcile_cache = !cache_reconciled_;
+  cache_reconciled_ = true;
+  s->state = Slot::State::Loading;
+  s->charge = need;
+  s->last_error.reset();
+  lock.unlock();
+
+  for (Taken& t : evicted) finish_unload(std::move(t), kUnloadFlush, ("to make room for " + id).c_str());
+  Result<Serving> started = start_engine(cfg_, s->info.path, reconcile_cache);
+  std::shared_ptr<Serving> serving;
+  std::shared_ptr<const ipc::EngineRef> engine;
+  if (started) {
+    serving = std::make_shared<Serving>(std::move(*started));
+    engine =
+        ipc::make_engine_ref(serving->scheduler.get(), serving->engine.tokenizer.get(), serving->engine.info, serving);
+  }
+
+  lock.lock();
+  ++s->attempts;
+  if (!started) {
+    s->state = Slot::State::Unloaded;
+    s->charge = 0;
+    s->last_error = ipc::ApiError{500, "The model '" + id + "' could not be loaded: " + started.error().message,
+                                  "server_error", "", "model_load_failed"};
+    LOG_ERROR(s->last_error->message);
+    changed_.notify_all();
+    return *s->last_error;
+  }
+  s->serving = serving;
+  s->engine = engine;
+  s->state = Slot::State::Loaded;
+  s->charge = s->info.file_bytes + serving->scheduler->cache_stats().memory_capacity_bytes;
+  s->loaded_at = static_cast<int64_t>(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
+  s->last_used = Clock::now();
+  s->unload_requested = false;
+  ++s->loads;
+  changed_.notify_all();
+  return engine;
+}
+
+Status DaemonModelHost::load_at_start(const std::string& id) {
+  std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> r = load(id);
+  if (auto* e = std::get_if<ipc::ApiError>(&r)) return make_error(e->message);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Slot* s = find(id); s != nullptr && !s->keep_alive) s->keep_alive = ipc::KeepAlive{};  // for ever
+  return {};
+}
+
+bool DaemonModelHost::unload(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot* s = find(id);
+  if (s == nullptr || s->state != Slot::State::Loaded) return false;
+  s->unload_requested = true;
+  changed_.notify_all();
+  return true;
+}
+
+void DaemonModelHost::request_ended(const std::string& id, std::optional<ipc::KeepAlive> keep_alive) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot* s = find(id);
+  if (s == nullptr) return;
+  s->last_used = Clock::now();
+  if (keep_alive) s->keep_alive = *keep_alive;
+  changed_.notify_all();
+}
+
+std::vector<ipc::HostedModel> DaemonModelHost::models() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<ipc::HostedModel> out;
+  const Clock::time_point now = Clock::now();
+  for (const auto& s : slots_) {
+    ipc::HostedModel m = s->info;
+    m.loads = s->loads;
+    m.loaded = s->state == Slot::State::Loaded;
+    if (m.loaded) {
+      m.backend = s->engine->model.backend;
+      m.memory_bytes = s->charge;
+      m.n_ctx = s->engine->n_ctx;
+      m.in_flight = s->engine->scheduler->in_flight();
+      m.loaded_at = s->loaded_at;
+      const bool busy = !idle(*s);
+      m.idle_s = busy ? 0 : std::chrono::duration<double>(now - s->last_used).count();
+      const ipc::KeepAlive ka = s->unload_requested ? ipc::KeepAlive{0ms} : s->keep_alive.value_or(options_.keep_alive);
+      if (ka.duration) {
+        const double left = std::chrono::duration<double>(s->last_used + *ka.duration - now).count();
+        m.expires_in_s = busy ? std::chrono::duration<double>(*ka.duration).count() : std::max(0.0, left);
+      }
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+bool DaemonModelHost::servable() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_) return false;
+  return std::ranges::any_of(slots_,
+                             [](const auto& s) { return s->state == Slot::State::Loaded || s->info.available; });
+}
+
+// The reaper: unloads each idle model whose keep-alive has run out since its last request.
+void DaemonModelHost::reap() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    const Clock::time_point now = Clock::now();
+    Clock::time_point next = now + 1s;
+    std::vector<Taken> expired;
+    for (const auto& s : slots_) {
+      if (s->state != Slot::State::Loaded) continue;
+      const ipc::KeepAlive ka = s->unload_requested ? ipc::KeepAlive{0ms} : s->keep_alive.value_or(options_.keep_alive);
+      if (!ka.duration) continue;
+      const Clock::time_point deadline = s->last_used + *ka.duration;
+      if (now < deadline) {
+        next = std::min(next, deadline);
+      } else if (idle(*s)) {
+        expired.push_back(Taken{s->info.id, std::move(s->serving), std::move(s->engine)});
+        s->state = Slot::State::Unloaded;
+        s->unload_requested = false;
+      } else {
+        next = std::min(next, now + 50ms);  // its last request is letting go of it
+      }
+    }
+    if (!expired.empty()) {
+      lock.unlock();
+      for (Taken& t : expired) finish_unload(std::move(t), kUnloadFlush, "keep-alive over");
+      lock.lock();
+      continue;
+    }
+    changed_.wait_until(lock, next);
+  }
+}
+
+int64_t DaemonModelHost::in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t n = 0;
+  for (const auto& s : slots_)
+    if (s->state == Slot::State::Loaded) n += s->engine->scheduler->in_flight();
+  return n;
+}
+
+uint64_t DaemonModelHost::steps_total() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t n = 0;
+  for (const auto& s : slots_)
+    if (s->state == Slot::State::Loaded) n += s->engine->scheduler->stats().steps_total;
+  return n;
+}
+
+void DaemonModelHost::stop_accepting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& s : slots_)
+    if (s->state == Slot::State::Loaded) s->engine->scheduler->stop_accepting();
+}
+
+void DaemonModelHost::cancel_all() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& s : slots_)
+    if (s->state == Slot::State::Loaded) s->engine->scheduler->cancel_all();
+}
+
+size_t DaemonModelHost::unload_all(std::chrono::milliseconds flush) {
+  std::vector<Taken> all;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopping_ = true;
+    changed_.notify_all();
+    // A load in progress ends first (its engine is then unloaded with the others).
+    changed_.wait(lock, [&] {
+      return std::ranges::none_of(slots_, [](const auto& s) { return s->state == Slot::State::Loading; });
+    });
+    for (const auto& s : slots_) {
+      if (s->state != Slot::State::Loaded) continue;
+      all.push_back(Taken{s->info.id, std::move(s->serving), std::move(s->engine)});
+      s->state = Slot::State::Unloaded;
+    }
+  }
+  if (reaper_.joinable()) reaper_.join();
+  size_t dropped = 0;
+  for (Taken& t : all) dropped += finish_unload(std::move(t), flush, "stopping");
+  return dropped;
+}
+
+}  // namespace hearth::daemon

@@ -1,0 +1,94 @@
+// hearthd's models by name (ipc/model_host.h): every GGUF in the models folder (or, when
+// --model is given, that model only), loaded on first use within --memory-budget, the least recently used idle one
+// unloaded to make room, each unloaded after its keep-alive. Each loaded model is a
+// Serving (daemon/serving.h): its own backend, engine thread, KV pool and scheduler; the
+// prompt cache's directory is shared, keyed by each file's fingerprint, so a model's cached
+// prefixes outlive its unloading.
+//
+// A loaded model lives in an EngineRef whose owner is its Serving: a request holds it while
+// it runs, so a model is unloaded only when no request holds it and its scheduler is idle.
+// Unloading (flushing its cache writes, joining its engine thread) runs on the host's reaper
+// thread or on the loading thread that needs the room, never on an io thread.
+//
+// Thread-safety: every member may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/config.h"
+#include "ipc/model_host.h"
+
+namespace hearth::daemon {
+
+struct HostOptions {
+  std::string models_dir;      // every *.gguf in it is served when start_model is ""
+  std::string start_model;     // --model ("" = the catalog's default when installed)
+  uint64_t memory_budget = 0;  // bytes; 0 = three quarters of RAM
+  ipc::KeepAlive keep_alive{std::chrono::minutes(5)};
+};
+
+class DaemonModelHost final : public ipc::ModelHost {
+ public:
+  // Lists the models (reading each file's header). The configuration's backend, threads,
+  // context and cache settings apply to every model loaded.
+  DaemonModelHost(DaemonConfig cfg, HostOptions options);
+  // Stops the reaper and unloads every model (flushing their cache writes).
+  ~DaemonModelHost() override;
+
+  std::optional<std::string> resolve(std::string_view name) const override;
+  std::shared_ptr<const ipc::EngineRef> loaded(const std::string& id) override;
+  std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> load(const std::string& id) override;
+  bool unload(const std::string& id) override;
+  void request_ended(const std::string& id, std::optional<ipc::KeepAlive> keep_alive) override;
+  std::vector<ipc::HostedModel> models() const override;
+  bool servable() const override;
+
+  // The model loaded at start: kept loaded (keep-alive for ever) unless a request, an unload
+  // or the budget says otherwise. An error when it cannot be loaded.
+  Status load_at_start(const std::string& id);
+  uint64_t memory_budget() const { return budget_; }
+
+  // For the daemon's lifecycle, over every loaded model.
+  int64_t in_flight() const;
+  uint64_t steps_total() const;
+  void stop_accepting();
+  void cancel_all();
+  // Unloads every model: cache writes still queued get `flush` each; returns how many chunks
+  // were dropped. Loading is refused from then on.
+  size_t unload_all(std::chrono::milliseconds flush);
+
+ private:
+  struct Slot;
+  using Clock = std::chrono::steady_clock;
+  Slot* find(const std::string& id);
+  const Slot* find(const std::string& id) const;
+  static bool idle(const Slot& s);
+  uint64_t estimate_bytes(const Slot& s) const;
+  uint64_t charged_bytes() const;  // under mutex_
+  std::string loaded_summary() const;
+  void reap();
+
+  const DaemonConfig cfg_;
+  const HostOptions options_;
+  const uint64_t budget_;
+  std::string default_id_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;  // a load ended, a request ended, stop
+  std::vector<std::unique_ptr<Slot>> slots_;
+  bool stopping_ = false;
+  bool cache_reconciled_ = false;  // the first load reconciled the prompt cache's directory
+  std::thread reaper_;
+};
+
+// Three quarters of the machine's RAM (/proc/meminfo MemTotal); 8 GiB when unreadable.
+uint64_t default_memory_budget();
+
+}  // namespace hearth::daemon

@@ -1,0 +1,34 @@
+// One model loaded and its scheduler running, as hearthd serves it: the weights, the
+// backend, the scheduler with its options (cfg's, the context capped by the model's), and
+// the prompt cache's disk tier keyed by the file's fingerprint.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "daemon/config.h"
+#include "daemon/engine_loader.h"
+#include "engine/scheduler/scheduler.h"
+
+namespace hearth::daemon {
+
+// The scheduler is declared last, so it stops (joining the engine thread) before the model
+// it uses goes.
+struct Serving {
+  LoadedEngine engine;
+  SchedulerOptions options;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+// The scheduler options cfg gives for a model: its context capped by the model's training
+// context unless --ctx was set.
+SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& model);
+
+// Loads model_arg (a catalog name, a file name in the models folder or a path; "" = the
+// default model) and starts its scheduler. Logs and reports the status to systemd.
+// reconcile_cache: whether opening the prompt cache's directory reconciles it (only when no
+// other loaded model writes there).
+Result<Serving> start_engine(const DaemonConfig& cfg, const std::string& model_arg, bool reconcile_cache = true);
+
+}  // namespace hearth::daemon

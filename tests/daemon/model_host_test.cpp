@@ -1,0 +1,205 @@
+// hearthd serving several models by name (issue 16): a models folder with two synthetic
+// models and a damaged file, no --model. Each model is loaded on first use, within the
+// memory budget (the least recently used idle model unloaded first), unloaded after its
+// keep-alive, and its prompt cache survives the unloading on disk.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "daemon_harness.h"
+
+namespace {
+
+using namespace hearth::test;
+using json = nlohmann::json;
+
+// A hearthd on a models folder holding synth-a (gemma3), synth-b (llama) and broken (not GGUF).
+struct Host {
+  TempDir dir;
+  std::string models = dir.file("models");
+  std::string socket = dir.file("h.sock");
+  std::string log = dir.file("stderr.log");
+  std::unique_ptr<Process> process;
+
+  Host() {
+    std::filesystem::create_directories(models);
+    write_synthetic_model(models, "synth-a.gguf", "", "gemma3");
+    write_synthetic_model(models, "synth-b.gguf",
+                          "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}",
+                          "llama");
+    std::ofstream(models + "/broken.gguf") << "not a GGUF file";
+  }
+  bool start(std::vector<std::string> extra = {}) {
+    SpawnOptions o;
+    o.args = {"--socket", socket,        "--threads",       "1",           "--ctx", "256", "--parallel",
+              "2",        "--cache-dir", dir.file("cache"), "--log-level", "debug"};
+    o.args.insert(o.args.end(), extra.begin(), extra.end());
+    o.env = clean_env();
+    o.env["HEARTH_MODELS"] = models;
+    o.stderr_path = log;
+    process = std::make_unique<Process>(o);
+    return wait_until([&] { return healthy() || !process->running(); }) && process->running();
+  }
+  bool healthy() const { return http_request(socket, "GET", "/health").status == 200; }
+  json get(const std::string& target) const { return json::parse(http_request(socket, "GET", target).body); }
+  // The loaded models as /api/ps lists them, by id.
+  std::map<std::string, json> ps() const {
+    std::map<std::string, json> out;
+    const json ps = get("/api/ps");
+    for (const json& m : ps["models"]) out[m["id"].get<std::string>()] = m;
+    return out;
+  }
+  HttpResponse complete(const std::string& model, const std::string& extra = "") const {
+    const std::string body = "{\"model\": \"" + model + "\", \"prompt\": \"" + prompt() +
+                             "\", \"max_tokens\": 6, \"temperature\": 0" + extra + "}";
+    return http_request(socket, "POST", "/v1/completions", body);
+  }
+  // Long enough for several cache blocks on the synthetic tokenizer.
+  static std::string prompt() {
+    std::string p;
+    for (int i = 0; i < 4; ++i) p += "the quick brown fox jumps over the lazy dog ";
+    return p;
+  }
+  std::string stderr_text() const { return read_file(log); }
+};
+
+json body_of(const HttpResponse& r) {
+  return json::parse(r.body, nullptr, false);
+}
+
+}  // namespace
+
+TEST_CASE("without --model, hearthd lists every model in its folder and loads each on first use", "[daemon][models]") {
+  Host h;
+  REQUIRE(h.start());
+  const json list = h.get("/v1/models");
+  std::map<std::string, json> by_id;
+  for (const json& m : list.at("data")) by_id[m["id"].get<std::string>()] = m;
+  REQUIRE(by_id.size() == 3);
+  CHECK(by_id["synth-a"]["meta"]["available"] == true);
+  CHECK(by_id["synth-a"]["meta"]["arch"] == "gemma3");
+  CHECK(by_id["synth-b"]["meta"]["arch"] == "llama");
+  CHECK(by_id["synth-b"]["meta"]["file_bytes"].get<int64_t>() > 0);
+  CHECK(by_id["broken"]["meta"]["available"] == false);
+  CHECK_FALSE(by_id["broken"]["meta"]["error"].get<std::string>().empty());
+  // The first usable model (by id) is loaded at start; the other waits for a request.
+  CHECK(by_id["synth-a"]["meta"]["loaded"] == true);
+  CHECK(by_id["synth-b"]["meta"]["loaded"] == false);
+  CHECK(h.ps().count("synth-b") == 0);
+
+  for (const char* id : {"synth-a", "synth-b"}) {
+    INFO(id);
+    const HttpResponse r = h.complete(id);
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    CHECK(body_of(r)["model"] == id);
+  }
+  const std::map<std::string, json> loaded = h.ps();
+  REQUIRE(loaded.count("synth-b") == 1);
+  CHECK(loaded.at("synth-b")["memory_bytes"].get<uint64_t>() > 0);
+  CHECK(loaded.at("synth-b")["backend"] == "cpu");
+  // A model the folder does not have is a 404; one it cannot serve says why; the others serve on.
+  const HttpResponse unknown = h.complete("no-such-model");
+  CHECK(unknown.status == 404);
+  CHECK(body_of(unknown)["error"]["code"] == "model_not_found");
+  const HttpResponse broken = h.complete("broken");
+  CHECK(broken.status == 500);
+  CHECK(body_of(broken)["error"]["code"] == "model_unavailable");
+  CHECK(h.complete("synth-b").status == 200);
+  CHECK(h.get("/v1/models/synth-b")["meta"]["loaded"] == true);
+  CHECK(http_request(h.socket, "GET", "/v1/models/no-such-model").status == 404);
+}
+
+TEST_CASE("eight concurrent first requests for a model load it once", "[daemon][models]") {
+  Host h;
+  REQUIRE(h.start());
+  std::vector<int> status(8, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 8; ++i) clients.emplace_back([&, i] { status[i] = h.complete("synth-b").status; });
+  for (std::thread& t : clients) t.join();
+  for (int s : status) CHECK(s == 200);
+  const std::map<std::string, json> loaded = h.ps();
+  REQUIRE(loaded.count("synth-b") == 1);
+  CHECK(h.get("/v1/models")["data"].size() == 3);
+  int loads = 0;
+  const json ps = h.get("/api/ps");
+  for (const json& m : ps["models"])
+    if (m["id"] == "synth-b") loads = m["loads"].get<int>();
+  CHECK(loads == 1);
+}
+
+TEST_CASE("keep_alive 0 unloads the model after its answer, and /api/load and /api/unload work by name",
+          "[daemon][models]") {
+  Host h;
+  REQUIRE(h.start());
+  REQUIRE(h.complete("synth-b", ", \"keep_alive\": 0").status == 200);
+  CHECK(wait_until([&] { return h.ps().count("synth-b") == 0; }));
+  CHECK(h.complete("synth-b", ", \"keep_alive\": \"soon\"").status == 400);
+
+  const HttpResponse load = http_request(h.socket, "POST", "/api/load", R"({"model": "synth-b", "keep_alive": "1h"})");
+  REQUIRE(load.status == 200);
+  CHECK(body_of(load)["model"]["expires_in_s"].get<double>() > 3000);
+  CHECK(h.ps().count("synth-b") == 1);
+  const HttpResponse unload = http_request(h.socket, "POST", "/api/unload", R"({"model": "synth-b"})");
+  REQUIRE(unload.status == 200);
+  CHECK(body_of(unload)["was_loaded"] == true);
+  CHECK(wait_until([&] { return h.ps().count("synth-b") == 0; }));
+  CHECK(http_request(h.socket, "POST", "/api/load", R"({"model": "nope"})").status == 404);
+  CHECK(http_request(h.socket, "POST", "/api/load", R"({})").status == 400);
+}
+
+TEST_CASE("a budget that fits one model unloads the idle one for the other, and its cache hits survive",
+          "[daemon][models]") {
+  // Each model's size as the host charges it, from a daemon without a budget.
+  uint64_t a = 0, b = 0;
+  {
+    Host probe;
+    REQUIRE(probe.start());
+    REQUIRE(probe.complete("synth-b").status == 200);
+    const std::map<std::string, json> loaded = probe.ps();
+    a = loaded.at("synth-a")["memory_bytes"].get<uint64_t>();
+    b = loaded.at("synth-b")["memory_bytes"].get<uint64_t>();
+  }
+  REQUIRE(a > 0);
+  REQUIRE(b > 0);
+  Host h;
+  const uint64_t budget = std::max(a, b) + std::min(a, b) / 2;  // either alone, never both
+  REQUIRE(h.start({"--memory-budget", std::to_string(budget)}));
+  const HttpResponse first = h.complete("synth-a");
+  REQUIRE(first.status == 200);
+  const HttpResponse second = h.complete("synth-b");
+  REQUIRE(second.status == 200);
+  std::map<std::string, json> loaded = h.ps();
+  CHECK(loaded.count("synth-a") == 0);
+  CHECK(loaded.count("synth-b") == 1);
+  // synth-a again: loaded again, in synth-b's place, and its prompt comes from the disk cache.
+  const HttpResponse again = h.complete("synth-a");
+  INFO(h.stderr_text());
+  REQUIRE(again.status == 200);
+  CHECK(body_of(again)["choices"][0]["text"] == body_of(first)["choices"][0]["text"]);
+  CHECK(body_of(again)["timings"]["cached_tokens"]["disk"].get<int>() > 0);
+  loaded = h.ps();
+  CHECK(loaded.count("synth-a") == 1);
+  CHECK(loaded.count("synth-b") == 0);
+
+  // A model that alone exceeds the budget is an error naming the sizes: 507 for a request,
+  // or, for the model loaded at start (synth-a, the first by id), hearthd exits saying so.
+  REQUIRE(a != b);
+  Host tight;
+  const std::vector<std::string> args = {"--memory-budget", std::to_string((a + b) / 2)};
+  if (a > b) {
+    CHECK_FALSE(tight.start(args));
+    CHECK(tight.process->wait_exit() == 1);
+    CHECK(tight.stderr_text().find("more than the memory budget") != std::string::npos);
+  } else {
+    REQUIRE(tight.start(args));
+    const HttpResponse r = tight.complete("synth-b");
+    CHECK(r.status == 507);
+    CHECK(body_of(r)["error"]["message"].get<std::string>().find("MiB") != std::string::npos);
+    CHECK(tight.complete("synth-a").status == 200);
+  }
+}
