@@ -79,5 +79,9 @@ int run_bench(const GlobalOptions& global, const BenchOptions& options);
 
 int run_status(const GlobalOptions& global);
 int run_models(const GlobalOptions& global, bool json);
+// The loaded models (ps), and loading or unloading one by name (ps.cpp).
+int run_ps(const GlobalOptions& global, bool json);
+int run_load(const GlobalOptions& global, const std::string& model, const std::string& keep_alive);
+int run_unload(const GlobalOptions& global, const std::string& model);
 
 }  // namespace hearth::cli

@@ -1,5 +1,5 @@
 // hearth: the command line of hearthd, built only on libhearth-client's C API.
-//   hearth [--socket PATH] ask|chat|status|models|cache|bench ...
+//   hearth [--socket PATH] ask|chat|status|models|ps|load|unload|cache|bench ...
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cmath>
@@ -98,6 +98,16 @@ int main(int argc, char** argv) {
       "and which of hearth's catalog are not installed");
   bool models_json = false;
   models_cmd->add_flag("--json", models_json, "print the daemon's answer (GET /api/models) as JSON");
+  CLI::App* ps_cmd = app.add_subcommand("ps", "the models the daemon has loaded: memory, backend, idle time, expiry");
+  bool ps_json = false;
+  ps_cmd->add_flag("--json", ps_json, "print the daemon's answer (GET /api/ps) as JSON");
+  std::string load_model, keep_alive, unload_model;
+  CLI::App* load_cmd = app.add_subcommand("load", "load a model by name before anyone asks (see `hearth models`)");
+  load_cmd->add_option("model", load_model, "the model's id or catalog name")->required();
+  load_cmd->add_option("--keep-alive", keep_alive,
+                       "how long it stays after its last request: 5m, 1h, -1 for ever (default: the daemon's)");
+  CLI::App* unload_cmd = app.add_subcommand("unload", "unload a model once its running requests end");
+  unload_cmd->add_option("model", unload_model, "the model's id or catalog name")->required();
   CacheOptions cache;
   add_cache_command(&app, &cache);
   BenchOptions bench;
@@ -114,6 +124,9 @@ int main(int argc, char** argv) {
   if (chat_cmd->parsed()) return run_chat(global, chat);
   if (status_cmd->parsed()) return run_status(global);
   if (models_cmd->parsed()) return run_models(global, models_json);
+  if (ps_cmd->parsed()) return run_ps(global, ps_json);
+  if (load_cmd->parsed()) return run_load(global, load_model, keep_alive);
+  if (unload_cmd->parsed()) return run_unload(global, unload_model);
   if (cache.action != CacheOptions::Action::kNone) return run_cache(global, cache);
   if (bench_cmd->parsed()) return run_bench(global, bench);
   return kExitError;

@@ -222,3 +222,50 @@ TEST_CASE("hearth ask --stats, --json, models, status and chat work against hear
   CHECK(chat.err.find("ttft") != std::string::npos);
   CHECK(chat.out.find("(conversation forgotten)") != std::string::npos);
 }
+
+TEST_CASE("the loaded models, unload and load by name through the library and hearth ps, load, unload",
+          "[client][e2e]") {
+  Handle h;
+  const auto loaded_ids = [&h] {
+    char* text = nullptr;
+    REQUIRE(hearth_client_loaded_models(h.client, &text) == HEARTH_OK);
+    const nlohmann::json j = nlohmann::json::parse(text);
+    hearth_free(text);
+    std::vector<std::string> ids;
+    for (const nlohmann::json& m : j.at("models")) ids.push_back(m.at("id").get<std::string>());
+    return ids;
+  };
+  REQUIRE(loaded_ids() == std::vector<std::string>{"synthetic"});
+  CHECK(hearth_client_load_model(h.client, "no-such-model", nullptr) == HEARTH_ERR_BAD_REQUEST);
+  CHECK(hearth_client_http_status(h.client) == 404);
+  CHECK(hearth_client_load_model(h.client, "", nullptr) == HEARTH_ERR_INVALID_ARGUMENT);
+  CHECK(hearth_client_load_model(h.client, "synthetic", "soon") == HEARTH_ERR_BAD_REQUEST);
+
+  // Unloaded once idle; the next request loads it again.
+  REQUIRE(hearth_client_unload_model(h.client, "synthetic") == HEARTH_OK);
+  bool gone = false;
+  for (int i = 0; i < 6000 && !gone; ++i) {
+    gone = loaded_ids().empty();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(gone);
+  hearth_request_options o = greedy(4);
+  REQUIRE(hearth_client_complete(h.client, "Once upon a time", &o, nullptr, nullptr, nullptr, nullptr) == HEARTH_OK);
+  CHECK(loaded_ids() == std::vector<std::string>{"synthetic"});
+
+  const std::string cli =
+      shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(synthetic_daemon().socket_path()) + " ";
+  auto ps = run_command(cli + "ps");
+  CHECK(ps.exit_code == 0);
+  CHECK(ps.out.rfind("ID ", 0) == 0);
+  CHECK(ps.out.find("\nsynthetic ") != std::string::npos);
+  auto load = run_command(cli + "load synthetic --keep-alive 1h");
+  CHECK(load.exit_code == 0);
+  auto ps_json = run_command(cli + "ps --json");
+  REQUIRE(ps_json.exit_code == 0);
+  CHECK(nlohmann::json::parse(ps_json.out).at("models").at(0).at("expires_in_s").get<double>() > 3000);
+  auto unknown = run_command(cli + "unload no-such-model");
+  CHECK(unknown.exit_code != 0);
+  CHECK(unknown.err.find("no-such-model") != std::string::npos);
+  CHECK(run_command(cli + "unload synthetic").exit_code == 0);
+}

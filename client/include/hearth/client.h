@@ -287,6 +287,31 @@ HEARTH_CLIENT_API int hearth_client_list_models(hearth_client* client, hearth_mo
  * hearth_free); on failure it is NULL. Errors as for hearth_client_list_models. */
 HEARTH_CLIENT_API int hearth_client_installed_models(hearth_client* client, char** out_json);
 
+/* ---- several models in one daemon ---------------------------------------------------------- */
+
+/* A hearthd started without --model serves every model in its folder by name
+ * (hearth_request_options.model): each is loaded on its first request, within the daemon's
+ * memory budget, and unloaded after its keep-alive (5 minutes unless the daemon or a request
+ * says otherwise). */
+
+/* The loaded models (GET /api/ps) as a NUL-terminated JSON text: {"models": [{"id",
+ * "aliases", "path", "backend", "memory_bytes", "n_ctx", "in_flight", "idle_s",
+ * "loaded_at", "loads", "expires_in_s"}]} (docs/protocol.md; new fields may appear). On
+ * success *out_json is malloc'ed (free with hearth_free); on failure it is NULL. A daemon
+ * started with --model answers too, listing that model. Errors as for
+ * hearth_client_list_models. */
+HEARTH_CLIENT_API int hearth_client_loaded_models(hearth_client* client, char** out_json);
+
+/* Loads a model by name before anyone asks (POST /api/load); returns when it is loaded.
+ * keep_alive: how long it stays after its last request ("5m", "1h", "-1" for ever; NULL or
+ * "" for the daemon's default). HEARTH_ERR_BAD_REQUEST (status 404) for an unknown name;
+ * HEARTH_ERR_HTTP with status 507 when it alone exceeds the daemon's memory budget. */
+HEARTH_CLIENT_API int hearth_client_load_model(hearth_client* client, const char* model, const char* keep_alive);
+
+/* Unloads a model (POST /api/unload) once its running requests end; a later request loads
+ * it again. HEARTH_OK whether or not it was loaded; an unknown name as above. */
+HEARTH_CLIENT_API int hearth_client_unload_model(hearth_client* client, const char* model);
+
 /* Asks the daemon whether it is ready (GET /health): HEARTH_OK when it is ready to serve,
  * HEARTH_ERR_UNAVAILABLE while it loads its model or shuts down, HEARTH_ERR_NO_DAEMON when
  * nothing listens, another code on other failures. */
