@@ -203,7 +203,7 @@ uint64_t DaemonModelHost::charged_bytes() const {
 std::string DaemonModelHost::loaded_summary() const {
   std::string out;
   for (const auto& s : slots_) {
-    if (s->state == Slot::State::Unloaded) continue;
+    if (s->state == Slot::State::Unloaded || s->charge == 0) continue;  // 0: waiting for room, not charged yet
     if (!out.empty()) out += ", ";
     out += s->info.id + " (" + mib(s->charge) + (s->state == Slot::State::Loading ? ", loading" : "") + ")";
   }
@@ -245,6 +245,10 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
                                     " (weights and KV cache), more than the memory budget of " + mib(budget_) +
                                     " (--memory-budget)");
   }
+  // Loading from here on: other callers for it wait for this one, even while it waits for room.
+  s->state = Slot::State::Loading;
+  s->charge = 0;
+  s->last_error.reset();
   std::vector<Taken> evicted;
   const Clock::time_point busy_deadline = Clock::now() + kBusyWait;
   while (charged_bytes() + need > budget_) {
@@ -265,10 +269,14 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
         back->engine = std::move(t.engine);
         back->state = Slot::State::Loaded;
       }
-      return ipc::unavailable("The model '" + id + "' needs about " + mib(need) + "; the memory budget of " +
-                                  mib(budget_) + " is held by models serving requests: " + held +
-                                  "; try again when they finish",
-                              "memory_busy");
+      s->state = Slot::State::Unloaded;
+      s->last_error = ipc::unavailable("The model '" + id + "' needs about " + mib(need) + "; the memory budget of " +
+                                           mib(budget_) + " is held by models serving requests: " + held +
+                                           "; try again when they finish",
+                                       "memory_busy");
+      ++s->attempts;
+      changed_.notify_all();
+      return *s->last_error;
     }
     evicted.push_back(Taken{lru->info.id, std::move(lru->serving), std::move(lru->engine)});
     lru->state = Slot::State::Unloaded;
@@ -277,9 +285,7 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
   // must not, while another model's store may be writing there.
   const bool reconcile_cache = !cache_reconciled_;
   cache_reconciled_ = true;
-  s->state = Slot::State::Loading;
   s->charge = need;
-  s->last_error.reset();
   lock.unlock();
 
   for (Taken& t : evicted) finish_unload(std::move(t), kUnloadFlush, ("to make room for " + id).c_str());
