@@ -203,9 +203,21 @@ RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
   }
   EngineCall call;
   call.engine = ctx.engine;
-  call.run = [engine = ctx.engine, all_models, owner, peer = ctx.peer, mode = ctx.scope_mode] {
+  call.run = [engine = ctx.engine, all_models, owner, peer = ctx.peer, mode = ctx.scope_mode, host = ctx.host] {
     if (Status s = engine->scheduler->clear_cache(all_models, owner); !s.ok()) {
       return error_response(internal_error("clearing the prompt cache failed: " + s.error().message));
+    }
+    // Every model's: the other loaded models forget their entries in memory too (the disk's
+    // are gone with the first clear).
+    if (host != nullptr && all_models) {
+      for (const HostedModel& m : host->models()) {
+        const std::shared_ptr<const EngineRef> other = m.loaded ? host->loaded(m.id) : nullptr;
+        if (other == nullptr || other == engine || other->scheduler == nullptr) continue;
+        if (Status s = other->scheduler->clear_cache(false, owner); !s.ok()) {
+          return error_response(
+              internal_error("clearing the prompt cache of " + m.id + " failed: " + s.error().message));
+        }
+      }
     }
     json body = cache_stats_json(engine->scheduler->cache_stats(), engine->model.id, peer, mode);
     body["cleared"] = all_models ? "all" : "model";

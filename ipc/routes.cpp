@@ -162,6 +162,28 @@ HttpResponse detokenize(const EngineRef& engine, const std::string& body) {
   return json_response(200, json{{"content", engine.tokenizer->decode(ids)}});
 }
 
+// With a host, /api/cache for the model the query or a DELETE's body names: routed again
+// with that model's engine (loaded first when it is not), or 404 for a name the host does
+// not serve. nullopt: the context's engine serves it (no name, or the name is its model's).
+std::optional<RouteResult> cache_route_for_named_model(const HttpRequest& request, const RouteContext& ctx) {
+  std::optional<std::string> name = query_param(request.target, "model");
+  if (!name && request.method == "DELETE" && !request.body.empty()) {
+    const json j = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("model") && j["model"].is_string()) name = j["model"].get<std::string>();
+  }
+  if (!name || name->empty()) return std::nullopt;
+  const std::optional<std::string> id = ctx.host->resolve(*name);
+  if (!id) {
+    return RouteResult{error_response(not_found(
+        "The model '" + *name + "' does not exist; GET /v1/models lists the models served", "model_not_found"))};
+  }
+  if (ctx.engine && ctx.engine->model.id == *id) return std::nullopt;
+  RouteContext with_model = ctx;
+  with_model.engine = ctx.host->loaded(*id);
+  if (!with_model.engine) return RouteResult{ModelLoad{*id}};
+  return route(request, with_model);
+}
+
 RouteResult generation(Endpoint endpoint, const RouteContext& ctx, const std::string& body) {
   json j;
   if (auto e = parse_json(body, &j)) return error_response(*e);
@@ -359,6 +381,14 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
       case Route::Completions:
       case Route::CacheWarm:
         break;  // they choose the model their body names
+      case Route::Cache:
+        if (std::optional<RouteResult> other = cache_route_for_named_model(request, ctx)) return std::move(*other);
+        if (!ctx.engine) {
+          const std::optional<std::string> id = ctx.host->resolve("");
+          if (!id) return error_response(unavailable("no model can be served", "no_model"));
+          return ModelLoad{*id};
+        }
+        break;
       default:
         // The other engine routes serve the default model: loaded first when it is not.
         if (!ctx.engine) {

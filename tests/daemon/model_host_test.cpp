@@ -203,3 +203,31 @@ TEST_CASE("a budget that fits one model unloads the idle one for the other, and 
     CHECK(tight.complete("synth-a").status == 200);
   }
 }
+
+TEST_CASE("the prompt cache of each model: /api/cache by name, and a clear of every model's forgets them all",
+          "[daemon][models]") {
+  Host h;
+  REQUIRE(h.start());
+  for (const char* id : {"synth-a", "synth-b"}) {
+    REQUIRE(h.complete(id).status == 200);
+    const HttpResponse again = h.complete(id);
+    REQUIRE(again.status == 200);
+    CHECK(body_of(again)["timings"]["cached_tokens"]["memory"].get<int>() > 0);
+  }
+  CHECK(h.get("/api/cache?model=synth-b")["model"] == "synth-b");
+  CHECK(h.get("/api/cache")["model"] == "synth-a");  // no name: the default model
+  CHECK(http_request(h.socket, "GET", "/api/cache?model=no-such-model").status == 404);
+  const HttpResponse cleared = http_request(h.socket, "DELETE", "/api/cache");
+  REQUIRE(cleared.status == 200);
+  CHECK(body_of(cleared)["cleared"] == "all");
+  for (const char* id : {"synth-a", "synth-b"}) {
+    INFO(id);
+    const json t = body_of(h.complete(id))["timings"]["cached_tokens"];
+    CHECK(t["memory"].get<int>() == 0);
+    CHECK(t["disk"].get<int>() == 0);
+  }
+  const HttpResponse one = http_request(h.socket, "DELETE", "/api/cache?model=synth-b");
+  REQUIRE(one.status == 200);
+  CHECK(body_of(one)["model"] == "synth-b");
+  CHECK(body_of(one)["cleared"] == "model");
+}
