@@ -238,7 +238,7 @@ TEST_CASE("bad environment values name the variable", "[daemon][config]") {
   }
 }
 
-TEST_CASE("the memory budget and the keep-alive come from any source; a keep-alive must be a duration",
+TEST_CASE("the memory budget and the keep-alive come from any source, and a keep-alive must be a duration",
           "[daemon][config]") {
   const Result<DaemonConfig> d = load({});
   CHECK(d->memory_budget == 0);
