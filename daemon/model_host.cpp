@@ -176,8 +176,7 @@ std::shared_ptr<const ipc::EngineRef> DaemonModelHost::loaded(const std::string&
   std::lock_guard<std::mutex> lock(mutex_);
   Slot* s = find(id);
   if (s == nullptr || s->state != Slot::State::Loaded) return nullptr;
-  s->unload_requested = false;
-  return s->engine;
+  return s->engine;  // a pending unload stays: the model goes once its requests end
 }
 
 uint64_t DaemonModelHost::estimate_bytes(const Slot& s) const {

@@ -63,8 +63,8 @@ class ModelHost {
   // unknown, 507 when the model alone exceeds the budget, 503 when the budget is held by
   // models serving requests, 500 when the file cannot be loaded.
   virtual std::variant<std::shared_ptr<const EngineRef>, ApiError> load(const std::string& id) = 0;
-  // Unloads the model once its requests have ended (new ones load it again). False when it
-  // is not loaded.
+  // Unloads the model once its requests have ended (requests meanwhile are served; a load()
+  // keeps it). False when it is not loaded.
   virtual bool unload(const std::string& id) = 0;
   // A request on model id ended (loaded() and load() count as its start); keep_alive, when
   // the request gave one, becomes the model's keep-alive from now on.
