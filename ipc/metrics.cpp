@@ -168,7 +168,61 @@ void heap_metrics(std::string& out) {
 #endif
 }
 
+// "value" with Prometheus' label escaping (backslash, double quote, newline).
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+template <class F>
+void per_model(std::string& out, const std::vector<ModelSeries>& models, const char* name, const char* type,
+               const char* help, bool loaded_only, F value) {
+  header(out, name, type, help);
+  for (const ModelSeries& m : models) {
+    if (loaded_only && !m.stats) continue;
+    out += name;
+    out += "{model=\"" + label_value(m.id) + "\"} " + number(value(m)) + "\n";
+  }
+}
+
 }  // namespace
+
+std::string render_model_metrics(const std::vector<ModelSeries>& models) {
+  std::string out;
+  per_model(out, models, "hearth_model_loaded", "gauge", "1 while the model is loaded.", false,
+            [](const ModelSeries& m) { return int64_t{m.loaded}; });
+  per_model(out, models, "hearth_model_memory_bytes", "gauge",
+            "Bytes the loaded model is charged against --memory-budget (weights and KV pool).", false,
+            [](const ModelSeries& m) { return m.memory_bytes; });
+  per_model(out, models, "hearth_model_requests_in_flight", "gauge", "Requests queued or running on the model.", false,
+            [](const ModelSeries& m) { return m.in_flight; });
+  per_model(out, models, "hearth_model_loads_total", "counter", "Times the model was loaded.", false,
+            [](const ModelSeries& m) { return m.loads; });
+  per_model(out, models, "hearth_model_prompt_tokens_total", "counter",
+            "Prompt tokens of the model's requests since it was loaded.", true,
+            [](const ModelSeries& m) { return m.stats->prompt_tokens_total; });
+  per_model(out, models, "hearth_model_generated_tokens_total", "counter",
+            "Tokens the model generated since it was loaded.", true,
+            [](const ModelSeries& m) { return m.stats->generated_tokens_total; });
+  per_model(out, models, "hearth_model_cached_tokens_total", "counter",
+            "Prompt tokens of the model whose KV came from the prompt cache, since it was loaded.", true,
+            [](const ModelSeries& m) { return m.stats->cached_tokens_total; });
+  per_model(out, models, "hearth_model_steps_total", "counter", "Forward passes of the model's engine.", true,
+            [](const ModelSeries& m) { return m.stats->steps_total; });
+  per_model(out, models, "hearth_model_kv_blocks_used", "gauge", "KV cache blocks of the model in use.", true,
+            [](const ModelSeries& m) { return m.stats->kv_blocks_used; });
+  per_model(out, models, "hearth_model_kv_blocks_total", "gauge", "KV cache blocks in the model's pool.", true,
+            [](const ModelSeries& m) { return m.stats->kv_blocks_total; });
+  return out;
+}
 
 std::string render_metrics(const ResponseCounters& responses, const SchedulerStats* engine, const CacheStats* cache,
                            int64_t open_connections) {

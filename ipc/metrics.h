@@ -6,12 +6,11 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
-namespace hearth {
-struct SchedulerStats;
-struct CacheStats;
-}  // namespace hearth
+#include "engine/scheduler/scheduler.h"
 
 namespace hearth::ipc {
 
@@ -38,5 +37,20 @@ class ResponseCounters {
 // null too; it is then left out.
 std::string render_metrics(const ResponseCounters& responses, const SchedulerStats* engine, const CacheStats* cache,
                            int64_t open_connections);
+
+// One model a daemon serves by name, for the hearth_model_* series (label model="id").
+struct ModelSeries {
+  std::string id;
+  bool loaded = false;
+  uint64_t memory_bytes = 0;  // charged to the memory budget while loaded
+  int64_t in_flight = 0;
+  uint64_t loads = 0;
+  std::optional<SchedulerStats> stats;  // its engine's, while loaded
+};
+
+// hearth_model_loaded, _memory_bytes, _requests_in_flight, _loads_total, and while loaded
+// the engine's _prompt_tokens_total, _generated_tokens_total, _cached_tokens_total,
+// _steps_total, _kv_blocks_used and _kv_blocks_total, each with a model label.
+std::string render_model_metrics(const std::vector<ModelSeries>& models);
 
 }  // namespace hearth::ipc

@@ -111,6 +111,16 @@ HttpResponse metrics(const RouteContext& ctx) {
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = render_metrics(ctx.counters ? *ctx.counters : kNone, stats ? &*stats : nullptr, cache ? &*cache : nullptr,
                           ctx.open_connections);
+  if (ctx.host) {
+    std::vector<ModelSeries> series;
+    for (const HostedModel& m : ctx.host->models()) {
+      ModelSeries s{m.id, m.loaded, m.memory_bytes, m.in_flight, m.loads, std::nullopt};
+      if (const std::shared_ptr<const EngineRef> e = m.loaded ? ctx.host->loaded(m.id) : nullptr; e && e->scheduler)
+        s.stats = e->scheduler->stats();
+      series.push_back(std::move(s));
+    }
+    r.body += render_model_metrics(series);
+  }
   return r;
 }
 

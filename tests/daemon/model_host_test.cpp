@@ -111,6 +111,13 @@ TEST_CASE("without --model, hearthd lists every model in its folder and loads ea
   CHECK(body_of(broken)["error"]["code"] == "model_unavailable");
   CHECK(h.complete("synth-b").status == 200);
   CHECK(h.get("/v1/models/synth-b")["meta"]["loaded"] == true);
+  // /metrics: a hearth_model_* series per model, labelled.
+  const std::string metrics = http_request(h.socket, "GET", "/metrics").body;
+  CHECK(metrics.find("hearth_model_loaded{model=\"synth-b\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("hearth_model_loaded{model=\"broken\"} 0\n") != std::string::npos);
+  CHECK(metrics.find("hearth_model_loads_total{model=\"synth-b\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("hearth_model_generated_tokens_total{model=\"synth-b\"} 12\n") != std::string::npos);
+  CHECK(metrics.find("hearth_model_generated_tokens_total{model=\"broken\"}") == std::string::npos);
   CHECK(http_request(h.socket, "GET", "/v1/models/no-such-model").status == 404);
 }
 
