@@ -252,6 +252,19 @@ class GatedFileOps : public storage::FileOps {
   uint64_t openings_ = 0;
 };
 
+// A scheduler on the disk tier in dir whose chunk reads pass through gate.
+std::unique_ptr<Scheduler> gated_scheduler(Fixture& f, const TempDir& dir, std::shared_ptr<GatedFileOps> gate) {
+  const SchedulerOptions so = options("fp-a");
+  storage::StoreOptions store_options;
+  store_options.dir = dir.path();
+  store_options.file_ops = std::move(gate);
+  auto store = storage::ChunkStore::open(store_options, kv_format(f.model->config(), so.kv_type, "fp-a"));
+  REQUIRE(store.ok());
+  auto created = Scheduler::create(*f.model, *f.backend, *f.tok, so, std::move(*store));
+  REQUIRE(created.ok());
+  return std::move(*created);
+}
+
 // Submits a stream whose first event holds the engine thread until release(): a request
 // submitted before release() is admitted while the stream still decodes, however the
 // machine schedules the test's thread (admitted beside a running sequence, a restore reads
@@ -295,16 +308,9 @@ TEST_CASE("a restore beside a stream that is cancelled while its chunks are read
   const GenerationRequest stream = greedy(random_prompt(40, 18), 200);
   const GenerationRequest hit = prefix_plus(prompt, 17);
   const std::string stream_cold = alone(f, stream), hit_cold = alone(f, hit);
-  const SchedulerOptions so = options("fp-a");
   const auto gate = std::make_shared<GatedFileOps>();
-  storage::StoreOptions store_options;
-  store_options.dir = dir.path();
-  store_options.file_ops = gate;
-  auto store = storage::ChunkStore::open(store_options, kv_format(f.model->config(), so.kv_type, "fp-a"));
-  REQUIRE(store.ok());
-  auto created = Scheduler::create(*f.model, *f.backend, *f.tok, so, std::move(*store));
-  REQUIRE(created.ok());
-  Scheduler& sched = **created;
+  const std::unique_ptr<Scheduler> created = gated_scheduler(f, dir, gate);
+  Scheduler& sched = *created;
   for (int round = 0; round < 2; ++round) {
     INFO("round " << round);
     gate->shut();
@@ -338,16 +344,9 @@ TEST_CASE("a cancel ends a restore whose reads are stuck, though the engine has 
   warm_to_disk(f, prompt, dir);
   const GenerationRequest stream = greedy(random_prompt(40, 20), -1);
   const GenerationRequest hit = prefix_plus(prompt, 17);
-  const SchedulerOptions so = options("fp-a");
   const auto gate = std::make_shared<GatedFileOps>();
-  storage::StoreOptions store_options;
-  store_options.dir = dir.path();
-  store_options.file_ops = gate;
-  auto store = storage::ChunkStore::open(store_options, kv_format(f.model->config(), so.kv_type, "fp-a"));
-  REQUIRE(store.ok());
-  auto created = Scheduler::create(*f.model, *f.backend, *f.tok, so, std::move(*store));
-  REQUIRE(created.ok());
-  Scheduler& sched = **created;
+  const std::unique_ptr<Scheduler> created = gated_scheduler(f, dir, gate);
+  Scheduler& sched = *created;
   // A restore admitted beside a running stream reads on the reader threads; then the stream
   // is cancelled, and the engine sleeps with only the restoring sequence.
   gate->shut();
