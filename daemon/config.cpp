@@ -64,8 +64,18 @@ const std::vector<Spec>& specs() {
   static const std::vector<Spec> kSpecs = {
       {"model", Kind::String,
        "a catalog name (qwen2.5-coder:0.5b, smollm2:135m, gemma3:270m), a file name in the models folder, "
-       "or a path (default: qwen2.5-coder:0.5b)",
-       0, 0, {}, [](C& c, const Value& v) { c.model = str(v); }},
+       "or a path; repeatable: the first is loaded at start, the others on their first request (default: every "
+       "model in the models folder, qwen2.5-coder:0.5b loaded at start)",
+       0, 0, {}, [](C& c, const Value& v) {
+         // Repeated on the command line, the values come joined by newlines.
+         std::vector<std::string> all;
+         std::string rest = str(v);
+         for (size_t nl; (nl = rest.find('\n')) != std::string::npos; rest.erase(0, nl + 1))
+           all.push_back(rest.substr(0, nl));
+         all.push_back(rest);
+         c.model = all.front();
+         c.more_models.assign(all.begin() + 1, all.end());
+       }},
       {"chat-template", Kind::Choice,
        "turn format for chat requests when the model's own template is not one hearth recognises "
        "(default: read from the model)",
@@ -351,6 +361,7 @@ Result<DaemonConfig> load_config(const std::vector<std::string>& args, const Env
           flag, [&flags, i] { flags[i] = true; }, s.help);
     } else {
       opts[i] = app.add_option(flag, texts[i], s.help)->type_name(value_name(s));
+      if (std::string(s.name) == "model") opts[i]->multi_option_policy(CLI::MultiOptionPolicy::Join);
     }
   }
   app.add_flag("--list-devices", list_devices, "print the compute devices this build can use, then exit");

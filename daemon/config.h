@@ -30,22 +30,23 @@ struct DaemonConfig {
   Action action = Action::Serve;
   std::string help_text;  // Action::Help: what to print
 
-  std::string config_file;       // the TOML file read, "" if none
-  std::string model;             // catalog name, file name in the models folder or path; "" = default
-  std::string chat_template;     // "chatml", "gemma", "llama3"; "" = from the model's file
-  std::string socket;            // Unix socket path; "" = default_socket_path()
-  std::string socket_group;      // "" = mode 0600; else the socket's group, mode 0660
-  std::string backend = "auto";  // "auto", "cpu", "vulkan", "cuda"
-  int32_t vk_device = -1;        // Vulkan device index (--list-devices); -1 = choose
-  int32_t threads = 0;           // CPU threads; 0 = one per physical core
-  int32_t ctx = 4096;            // tokens per sequence (prompt + generated)
-  bool ctx_set = false;          // ctx came from a source other than the default
-  int32_t parallel = 4;          // sequences running at once
-  int32_t prefill_chunk = 128;   // prompt tokens per step at most; 0 = a whole prompt per step
-  int32_t step_budget_ms = 100;  // target step duration next to decoding streams; 0 = off
-  int32_t queue_max = 64;        // requests waiting for a free sequence
-  std::string cache_dir;         // "" = default_cache_dir()
-  int64_t cache_max_bytes = 0;   // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
+  std::string config_file;               // the TOML file read, "" if none
+  std::string model;                     // catalog name, file name in the models folder or path; "" = default
+  std::vector<std::string> more_models;  // --model given again: served by name, loaded on first use
+  std::string chat_template;             // "chatml", "gemma", "llama3"; "" = from the model's file
+  std::string socket;                    // Unix socket path; "" = default_socket_path()
+  std::string socket_group;              // "" = mode 0600; else the socket's group, mode 0660
+  std::string backend = "auto";          // "auto", "cpu", "vulkan", "cuda"
+  int32_t vk_device = -1;                // Vulkan device index (--list-devices); -1 = choose
+  int32_t threads = 0;                   // CPU threads; 0 = one per physical core
+  int32_t ctx = 4096;                    // tokens per sequence (prompt + generated)
+  bool ctx_set = false;                  // ctx came from a source other than the default
+  int32_t parallel = 4;                  // sequences running at once
+  int32_t prefill_chunk = 128;           // prompt tokens per step at most; 0 = a whole prompt per step
+  int32_t step_budget_ms = 100;          // target step duration next to decoding streams; 0 = off
+  int32_t queue_max = 64;                // requests waiting for a free sequence
+  std::string cache_dir;                 // "" = default_cache_dir()
+  int64_t cache_max_bytes = 0;           // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
   bool no_disk_cache = false;
   int64_t memory_budget = 0;                 // bytes the loaded models may use; 0 = 3/4 of RAM
   std::string keep_alive = "5m";             // a model's stay after its last request (common/duration.h)

@@ -233,10 +233,14 @@ int run_daemon(const DaemonConfig& cfg) {
   ho.memory_budget = static_cast<uint64_t>(cfg.memory_budget);
   const std::chrono::milliseconds keep = *parse_duration(cfg.keep_alive);  // validated by load_config
   ho.keep_alive = keep < 0ms ? ipc::KeepAlive{} : ipc::KeepAlive{keep};
+  ho.more_models = cfg.more_models;
   auto host = std::make_shared<DaemonModelHost>(cfg, ho);
   const std::optional<std::string> start = host->resolve("");
-  Status loaded = start ? host->load_at_start(*start)
-                        : make_error("no model to serve: " + resolve_model(cfg.model).error().message);
+  Status loaded = host->listing_status();
+  if (loaded) {
+    loaded = start ? host->load_at_start(*start)
+                   : make_error("no model to serve: " + resolve_model(cfg.model).error().message);
+  }
   if (!loaded) {
     const std::string message = "cannot load the model: " + loaded.error().message;
     LOG_ERROR(message);

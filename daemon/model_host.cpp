@@ -131,6 +131,18 @@ DaemonModelHost::DaemonModelHost(DaemonConfig cfg, HostOptions options)
   } else if (!options_.start_model.empty()) {
     LOG_WARN("--model " + options_.start_model + ": " + start.error().message);
   }
+  for (const std::string& arg : options_.more_models) {
+    Result<std::string> path = resolve_model(arg);
+    if (!path) {
+      listing_error_ = "--model " + arg + ": " + path.error().message;
+      continue;
+    }
+    bool listed = false;
+    for (const auto& s : slots_) listed = listed || same_file(s->info.path, *path);
+    auto slot = std::make_unique<Slot>();
+    slot->info = listing(inspect_model(*path));
+    if (!listed && find(slot->info.id) == nullptr) slots_.push_back(std::move(slot));
+  }
   if (default_id_.empty() && options_.start_model.empty()) {
     for (const auto& s : slots_) {
       if (s->info.available) {

@@ -1,5 +1,5 @@
 // hearthd's models by name (ipc/model_host.h): every GGUF in the models folder (or, when
-// --model is given, that model only), loaded on first use within --memory-budget, the least recently used idle one
+// --model is given, the models given), loaded on first use within --memory-budget, the least recently used idle one
 // unloaded to make room, each unloaded after its keep-alive. Each loaded model is a
 // Serving (daemon/serving.h): its own backend, engine thread, KV pool and scheduler; the
 // prompt cache's directory is shared, keyed by each file's fingerprint, so a model's cached
@@ -29,9 +29,10 @@
 namespace hearth::daemon {
 
 struct HostOptions {
-  std::string models_dir;      // every *.gguf in it is served when start_model is ""
-  std::string start_model;     // --model ("" = the catalog's default when installed)
-  uint64_t memory_budget = 0;  // bytes; 0 = three quarters of RAM
+  std::string models_dir;                // every *.gguf in it is served when start_model is ""
+  std::string start_model;               // --model ("" = the catalog's default when installed)
+  std::vector<std::string> more_models;  // --model given again: served too, loaded on first use
+  uint64_t memory_budget = 0;            // bytes; 0 = three quarters of RAM
   ipc::KeepAlive keep_alive{std::chrono::minutes(5)};
 };
 
@@ -55,6 +56,8 @@ class DaemonModelHost final : public ipc::ModelHost {
   // or the budget says otherwise. An error when it cannot be loaded.
   Status load_at_start(const std::string& id);
   uint64_t memory_budget() const { return budget_; }
+  // An error when a model given by name (--model repeated) names no file.
+  Status listing_status() const { return listing_error_.empty() ? Status{} : make_error(listing_error_); }
 
   // For the daemon's lifecycle, over every loaded model.
   int64_t in_flight() const;
@@ -80,6 +83,7 @@ class DaemonModelHost final : public ipc::ModelHost {
   const HostOptions options_;
   const uint64_t budget_;
   std::string default_id_;
+  std::string listing_error_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // a load ended, a request ended, stop
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -255,6 +255,16 @@ TEST_CASE("the memory budget and the keep-alive come from any source, and a keep
   CHECK_THAT(error_of(load({"--memory-budget", "-5"})), Catch::Contains("--memory-budget"));
 }
 
+TEST_CASE("the --model option is repeatable: the first is the start model, the others are served too",
+          "[daemon][config]") {
+  const Result<DaemonConfig> one = load({"--model", "a.gguf"});
+  CHECK(one->model == "a.gguf");
+  CHECK(one->more_models.empty());
+  const Result<DaemonConfig> three = load({"--model", "a.gguf", "--model", "smollm2:135m", "--model", "/x/c.gguf"});
+  CHECK(three->model == "a.gguf");
+  CHECK(three->more_models == std::vector<std::string>{"smollm2:135m", "/x/c.gguf"});
+}
+
 TEST_CASE("durations read as Ollama's keep_alive: units, bare seconds, negative for ever", "[daemon][config]") {
   using std::chrono::milliseconds;
   CHECK(hearth::parse_duration("5m") == milliseconds(300000));

@@ -238,3 +238,21 @@ TEST_CASE("the prompt cache of each model: /api/cache by name, and a clear of ev
   CHECK(body_of(one)["model"] == "synth-b");
   CHECK(body_of(one)["cleared"] == "model");
 }
+
+TEST_CASE("a hearthd given --model several times serves those models only, the first loaded at start",
+          "[daemon][models]") {
+  Host h;
+  REQUIRE(h.start({"--model", h.models + "/synth-b.gguf", "--model", h.models + "/synth-a.gguf"}));
+  // HEARTH_MODELS is set, but with --model only the models given are served.
+  const json list = h.get("/v1/models");
+  std::map<std::string, bool> loaded;
+  for (const json& m : list.at("data")) loaded[m["id"].get<std::string>()] = m["meta"]["loaded"].get<bool>();
+  CHECK(loaded == std::map<std::string, bool>{{"synth-a", false}, {"synth-b", true}});
+  CHECK(h.complete("synth-a").status == 200);
+  CHECK(h.complete("broken").status == 404);
+
+  Host bad;
+  CHECK_FALSE(bad.start({"--model", bad.models + "/synth-a.gguf", "--model", bad.models + "/missing.gguf"}));
+  CHECK(bad.process->wait_exit() == 1);
+  CHECK(bad.stderr_text().find("missing.gguf") != std::string::npos);
+}
