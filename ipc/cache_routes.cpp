@@ -165,8 +165,18 @@ json cache_stats_json(const CacheStats& totals, const std::string& model_id, con
 HttpResponse cache_stats_response(const RouteContext& ctx) {
   const EngineRef& engine = *ctx.engine;
   if (engine.scheduler == nullptr) return error_response(unavailable("this engine keeps no prompt cache", "no_cache"));
-  return json_response(200,
-                       cache_stats_json(engine.scheduler->cache_stats(), engine.model.id, ctx.peer, ctx.scope_mode));
+  json body = cache_stats_json(engine.scheduler->cache_stats(), engine.model.id, ctx.peer, ctx.scope_mode);
+  if (ctx.host != nullptr) {
+    // Every loaded model's, the same way (this one's included).
+    json models = json::array();
+    for (const HostedModel& m : ctx.host->models()) {
+      const std::shared_ptr<const EngineRef> e = m.loaded ? ctx.host->loaded(m.id) : nullptr;
+      if (e && e->scheduler)
+        models.push_back(cache_stats_json(e->scheduler->cache_stats(), m.id, ctx.peer, ctx.scope_mode));
+    }
+    body["models"] = std::move(models);
+  }
+  return json_response(200, body);
 }
 
 RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {

@@ -222,7 +222,11 @@ TEST_CASE("the prompt cache of each model: /api/cache by name, and a clear of ev
     CHECK(body_of(again)["timings"]["cached_tokens"]["memory"].get<int>() > 0);
   }
   CHECK(h.get("/api/cache?model=synth-b")["model"] == "synth-b");
-  CHECK(h.get("/api/cache")["model"] == "synth-a");  // no name: the default model
+  const json all = h.get("/api/cache");
+  CHECK(all["model"] == "synth-a");  // no name: the default model, and every loaded model's in "models"
+  std::vector<std::string> ids;
+  for (const json& m : all.at("models")) ids.push_back(m.at("model").get<std::string>());
+  CHECK(ids == std::vector<std::string>{"synth-a", "synth-b"});
   CHECK(http_request(h.socket, "GET", "/api/cache?model=no-such-model").status == 404);
   const HttpResponse cleared = http_request(h.socket, "DELETE", "/api/cache");
   REQUIRE(cleared.status == 200);
