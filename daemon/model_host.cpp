@@ -1,7 +1,6 @@
 #include "daemon/model_host.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +11,7 @@
 #include "engine/model/catalog.h"
 #include "engine/model/installed.h"
 #include "engine/model/model_path.h"
+#include "engine/scheduler/kv_store.h"
 #include "ipc/routes.h"
 
 namespace hearth::daemon {
@@ -28,11 +28,6 @@ constexpr auto kBusyWait = 30s;
 
 std::string mib(uint64_t bytes) {
   return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
-}
-
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  return a == b || std::filesystem::equivalent(a, b, ec);
 }
 
 ipc::HostedModel listing(const InstalledModel& m) {
@@ -169,6 +164,10 @@ const DaemonModelHost::Slot* DaemonModelHost::find(const std::string& id) const 
   return nullptr;
 }
 
+ipc::KeepAlive DaemonModelHost::keep_alive_of(const Slot& s) const {
+  return s.unload_requested ? ipc::KeepAlive{0ms} : s.keep_alive.value_or(options_.keep_alive);
+}
+
 bool DaemonModelHost::idle(const Slot& s) {
   return s.state == Slot::State::Loaded && s.engine.use_count() == 1 && s.engine->scheduler->in_flight() == 0;
 }
@@ -201,7 +200,7 @@ uint64_t DaemonModelHost::estimate_bytes(const Slot& s) const {
   SchedulerOptions o = scheduler_options(cfg_, c);
   const uint64_t blocks_per_seq = static_cast<uint64_t>((o.n_ctx + o.block_tokens - 1) / o.block_tokens);
   const uint64_t tokens = static_cast<uint64_t>(o.n_parallel) * blocks_per_seq * o.block_tokens;
-  return bytes + tokens * row_bytes(cfg_.kv_type, c.kv_dim()) * 2 * c.n_layer;
+  return bytes + tokens * kv_format(c, cfg_.kv_type, "").bytes_per_token();
 }
 
 uint64_t DaemonModelHost::charged_bytes() const {
@@ -374,7 +373,7 @@ std::vector<ipc::HostedModel> DaemonModelHost::models() const {
       m.loaded_at = s->loaded_at;
       const bool busy = !idle(*s);
       m.idle_s = busy ? 0 : std::chrono::duration<double>(now - s->last_used).count();
-      const ipc::KeepAlive ka = s->unload_requested ? ipc::KeepAlive{0ms} : s->keep_alive.value_or(options_.keep_alive);
+      const ipc::KeepAlive ka = keep_alive_of(*s);
       if (ka.duration) {
         const double left = std::chrono::duration<double>(s->last_used + *ka.duration - now).count();
         m.expires_in_s = busy ? std::chrono::duration<double>(*ka.duration).count() : std::max(0.0, left);
@@ -401,7 +400,7 @@ void DaemonModelHost::reap() {
     std::vector<Taken> expired;
     for (const auto& s : slots_) {
       if (s->state != Slot::State::Loaded) continue;
-      const ipc::KeepAlive ka = s->unload_requested ? ipc::KeepAlive{0ms} : s->keep_alive.value_or(options_.keep_alive);
+      const ipc::KeepAlive ka = keep_alive_of(*s);
       if (!ka.duration) continue;
       const Clock::time_point deadline = s->last_used + *ka.duration;
       if (now < deadline) {

@@ -74,6 +74,8 @@ class DaemonModelHost final : public ipc::ModelHost {
   Slot* find(const std::string& id);
   const Slot* find(const std::string& id) const;
   static bool idle(const Slot& s);
+  // How long s stays after its last request: 0 once an unload is asked for.
+  ipc::KeepAlive keep_alive_of(const Slot& s) const;
   uint64_t estimate_bytes(const Slot& s) const;
   uint64_t charged_bytes() const;  // under mutex_
   std::string loaded_summary() const;

@@ -52,10 +52,6 @@ std::string percent_decode(std::string_view s) {
   return out;
 }
 
-ApiError unknown_model(const std::string& id) {
-  return not_found("The model '" + id + "' does not exist", "model_not_found");
-}
-
 // The tokens a warm request prefills: the chat prefix, or the completion prompt.
 std::variant<std::vector<int32_t>, ApiError> warm_tokens(const EngineRef& engine, const OpenAiRequest& req,
                                                          int32_t n_ctx) {

@@ -16,11 +16,6 @@ HttpResponse ok(const json& body) {
   return r;
 }
 
-ApiError unknown_model(std::string_view name) {
-  return not_found("The model '" + std::string(name) + "' does not exist; GET /v1/models lists the models served",
-                   "model_not_found");
-}
-
 // The "model" of a load or unload request: a string naming a model the host knows.
 std::variant<std::string, ApiError> named_model(ModelHost& host, const json& body) {
   const auto it = body.find("model");
@@ -50,15 +45,23 @@ json ps_entry(const HostedModel& m) {
 
 }  // namespace
 
+ApiError unknown_model(std::string_view name) {
+  return not_found("The model '" + std::string(name) + "' does not exist; GET /v1/models lists the models served",
+                   "model_not_found");
+}
+
+RouteResult load_default_model(const ModelHost& host) {
+  const std::optional<std::string> id = host.resolve("");
+  if (!id) return error_response(unavailable("no model can be served", "no_model"));
+  return ModelLoad{*id};
+}
+
 EngineChoice engine_for(const RouteContext& ctx, const json& body) {
   if (ctx.host == nullptr) return ctx.engine;
   std::string name;
   if (const auto it = body.find("model"); it != body.end() && it->is_string()) name = it->get<std::string>();
   const std::optional<std::string> id = ctx.host->resolve(name);
-  if (!id) {
-    if (name.empty()) return RouteResult{error_response(unavailable("no model can be served", "no_model"))};
-    return RouteResult{error_response(unknown_model(name))};
-  }
+  if (!id) return name.empty() ? load_default_model(*ctx.host) : RouteResult{error_response(unknown_model(name))};
   if (ctx.engine && ctx.engine->model.id == *id) return ctx.engine;
   std::shared_ptr<const EngineRef> engine = ctx.host->loaded(*id);
   if (!engine) return RouteResult{ModelLoad{*id}};

@@ -20,6 +20,12 @@ namespace hearth::ipc {
 using EngineChoice = std::variant<std::shared_ptr<const EngineRef>, RouteResult>;
 EngineChoice engine_for(const RouteContext& ctx, const nlohmann::json& body);
 
+// 404 model_not_found for a name the host does not serve.
+ApiError unknown_model(std::string_view name);
+// A route that names no model serves the host's default one: a ModelLoad for it (the
+// caller found it not loaded), or 503 no_model when the host has none.
+RouteResult load_default_model(const ModelHost& host);
+
 HttpResponse hosted_models_response(ModelHost& host);
 HttpResponse hosted_model_response(ModelHost& host, std::string_view id);
 HttpResponse ps_response(ModelHost& host);

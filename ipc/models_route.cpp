@@ -1,9 +1,7 @@
 #include "ipc/models_route.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "engine/model/catalog.h"
@@ -15,12 +13,6 @@ namespace hearth::ipc {
 namespace {
 
 using json = nlohmann::json;
-
-// Whether two paths name one file (the loaded model may have been given by another path).
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  return a == b || std::filesystem::equivalent(a, b, ec);
-}
 
 json model_json(const InstalledModel& m, bool loaded) {
   json j{{"id", m.id},

@@ -183,10 +183,7 @@ std::optional<RouteResult> cache_route_for_named_model(const HttpRequest& reques
   }
   if (!name || name->empty()) return std::nullopt;
   const std::optional<std::string> id = ctx.host->resolve(*name);
-  if (!id) {
-    return RouteResult{error_response(not_found(
-        "The model '" + *name + "' does not exist; GET /v1/models lists the models served", "model_not_found"))};
-  }
+  if (!id) return RouteResult{error_response(unknown_model(*name))};
   if (ctx.engine && ctx.engine->model.id == *id) return std::nullopt;
   RouteContext with_model = ctx;
   with_model.engine = ctx.host->loaded(*id);
@@ -393,19 +390,10 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
         break;  // they choose the model their body names
       case Route::Cache:
         if (std::optional<RouteResult> other = cache_route_for_named_model(request, ctx)) return std::move(*other);
-        if (!ctx.engine) {
-          const std::optional<std::string> id = ctx.host->resolve("");
-          if (!id) return error_response(unavailable("no model can be served", "no_model"));
-          return ModelLoad{*id};
-        }
-        break;
+        [[fallthrough]];
       default:
         // The other engine routes serve the default model: loaded first when it is not.
-        if (!ctx.engine) {
-          const std::optional<std::string> id = ctx.host->resolve("");
-          if (!id) return error_response(unavailable("no model can be served", "no_model"));
-          return ModelLoad{*id};
-        }
+        if (!ctx.engine) return load_default_model(*ctx.host);
     }
   } else if (spec->route == Route::Ps || spec->route == Route::Load || spec->route == Route::Unload) {
     return error_response(not_found("this server serves one model; " + std::string(path) + " needs a model host"));

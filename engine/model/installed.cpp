@@ -26,6 +26,11 @@ std::string file_type_name(int64_t t) {
   return kNames[t];
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return a == b || std::filesystem::equivalent(a, b, ec);
+}
+
 InstalledModel inspect_model(const std::string& path) {
   InstalledModel m;
   const fs::path p(path);

@@ -39,6 +39,9 @@ std::vector<InstalledModel> scan_models(const std::string& dir);
 // One file, as scan_models lists it.
 InstalledModel inspect_model(const std::string& path);
 
+// Whether two paths name one file (a model given by another path than the folder's).
+bool same_file(const std::string& a, const std::string& b);
+
 // llama.cpp's name of a general.file_type value ("Q4_K_M" for 15), or "" when unknown.
 std::string file_type_name(int64_t file_type);
 
