@@ -23,7 +23,7 @@ t0=$SECONDS
 step() { echo "== [$((SECONDS - t0)) s] $*"; }
 
 # The Vulkan loader (the NVIDIA driver brings its ICD; the image may have no loader).
-if ! ldconfig -p | grep -q libvulkan.so.1 && ls "$bundle"/debs/*.deb >/dev/null 2>&1; then
+if ! ldconfig -p | grep libvulkan.so.1 >/dev/null && ls "$bundle"/debs/*.deb >/dev/null 2>&1; then
   for f in "$bundle"/debs/*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi

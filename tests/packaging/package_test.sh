@@ -46,7 +46,7 @@ check_layout() {
   grep -q "qwen2.5-coder:0.5b" <<<"$listing" && ok "hearth-fetch-model --list" ||
     fail "hearth-fetch-model --list does not list the catalog: $listing"
   local lib="$root$prefix/$libdir"
-  local real; real="$(ls "$lib"/libhearth_client.so.$major.* 2>/dev/null | head -n1)"
+  local real; real="$(ls "$lib"/libhearth_client.so.$major.* 2>/dev/null | sed -n 1p)"
   [ -n "$real" ] && [ -f "$real" ] && [ ! -L "$real" ] && ok "$(basename "$real")" || fail "$lib/libhearth_client.so.$major.* missing"
   [ -L "$lib/libhearth_client.so.$major" ] && ok "libhearth_client.so.$major symlink" || fail "$lib/libhearth_client.so.$major not a symlink"
   [ -L "$lib/libhearth_client.so" ] && ok "libhearth_client.so symlink" || fail "$lib/libhearth_client.so not a symlink"
