@@ -114,6 +114,10 @@ const std::vector<Spec>& specs() {
        "bytes of RAM the loaded models may use together, weights and KV (default 0: three quarters of the "
        "machine's RAM); the least recently used idle model is unloaded to make room for another",
        0, INT64_MAX, {}, [](C& c, const Value& v) { c.memory_budget = std::get<int64_t>(v); }},
+      {"gpu-memory-budget", Kind::Int,
+       "bytes of the GPU's memory the models loaded on it may use together, weights and KV (default 0: nine "
+       "tenths of the device's memory); models on a GPU count here, not in --memory-budget",
+       0, INT64_MAX, {}, [](C& c, const Value& v) { c.gpu_memory_budget = std::get<int64_t>(v); }},
       {"keep-alive", Kind::String,
        "how long a model stays loaded after its last request (default 5m; a request's keep_alive overrides it; "
        "-1: for ever; the model loaded at start stays for ever)",
@@ -315,9 +319,10 @@ Status apply_toml_file(const std::string& path, DaemonConfig* cfg) {
 std::string value_name(const Spec& s) {
   if (s.kind == Kind::Choice) return join(s.choices, "|");
   static const std::vector<std::pair<std::string, std::string>> kNames = {
-      {"model", "PATH|NAME"},     {"socket", "PATH"},           {"socket-group", "GROUP"},
-      {"cache-dir", "DIR"},       {"cache-max-bytes", "BYTES"}, {"memory-budget", "BYTES"},
-      {"keep-alive", "DURATION"}, {"listen-tcp", "HOST:PORT"},  {"shutdown-grace", "SECONDS"}};
+      {"model", "PATH|NAME"},         {"socket", "PATH"},           {"socket-group", "GROUP"},
+      {"cache-dir", "DIR"},           {"cache-max-bytes", "BYTES"}, {"memory-budget", "BYTES"},
+      {"gpu-memory-budget", "BYTES"}, {"keep-alive", "DURATION"},   {"listen-tcp", "HOST:PORT"},
+      {"shutdown-grace", "SECONDS"}};
   for (const auto& [name, value] : kNames)
     if (name == s.name) return value;
   return s.kind == Kind::Int ? "N" : "TEXT";

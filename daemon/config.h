@@ -49,6 +49,7 @@ struct DaemonConfig {
   int64_t cache_max_bytes = 0;           // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
   bool no_disk_cache = false;
   int64_t memory_budget = 0;                 // bytes the loaded models may use; 0 = 3/4 of RAM
+  int64_t gpu_memory_budget = 0;             // bytes of a GPU's memory they may use; 0 = 9/10 of it
   std::string keep_alive = "5m";             // a model's stay after its last request (common/duration.h)
   std::string listen_tcp;                    // "HOST:PORT"; "" = no TCP listener
   bool allow_remote = false;                 // allow a non-loopback --listen-tcp host

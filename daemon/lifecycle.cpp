@@ -231,6 +231,7 @@ int run_daemon(const DaemonConfig& cfg) {
   ho.models_dir = models_dir();
   ho.start_model = cfg.model;
   ho.memory_budget = static_cast<uint64_t>(cfg.memory_budget);
+  ho.gpu_memory_budget = static_cast<uint64_t>(cfg.gpu_memory_budget);
   const std::chrono::milliseconds keep = *parse_duration(cfg.keep_alive);  // validated by load_config
   ho.keep_alive = keep < 0ms ? ipc::KeepAlive{} : ipc::KeepAlive{keep};
   ho.more_models = cfg.more_models;
@@ -251,11 +252,10 @@ int run_daemon(const DaemonConfig& cfg) {
   liveness.set_source([h = host.get()] { return Liveness::Progress{h->in_flight(), h->steps_total()}; });
   server.set_host(host);
   const std::string backend = host->loaded(*start)->model.backend;  // not held: an idle model may go
-  const std::string ready =
-      "serving " + *start + " on " + backend +
-      (host->models().size() > 1 ? " (" + std::to_string(host->models().size()) + " models by name, budget " +
-                                       std::to_string(host->memory_budget() >> 20) + " MiB)"
-                                 : "");
+  const std::string ready = "serving " + *start + " on " + backend +
+                            (host->models().size() > 1 ? " (" + std::to_string(host->models().size()) +
+                                                             " models by name, budget " + host->budget_summary() + ")"
+                                                       : "");
   notify_ready(ready);
   LOG_INFO(ready);
 

@@ -63,7 +63,8 @@ struct DaemonModelHost::Slot {
   enum class State { Unloaded, Loading, Loaded } state = State::Unloaded;
   std::shared_ptr<Serving> serving;              // while loaded
   std::shared_ptr<const ipc::EngineRef> engine;  // while loaded; its owner is serving
-  uint64_t charge = 0;                           // bytes charged to the budget while loading or loaded
+  uint64_t charge = 0;                           // bytes charged to RAM's budget while loading or loaded
+  uint64_t device_charge = 0;                    // bytes charged to the GPU's budget while loading or loaded
   Clock::time_point last_used{};
   int64_t loaded_at = 0;
   std::optional<ipc::KeepAlive> keep_alive;  // nullopt: the daemon's --keep-alive
@@ -203,19 +204,41 @@ uint64_t DaemonModelHost::estimate_bytes(const Slot& s) const {
   return bytes + tokens * kv_format(c, cfg_.kv_type, "").bytes_per_token();
 }
 
-uint64_t DaemonModelHost::charged_bytes() const {
+uint64_t DaemonModelHost::charged_bytes(bool device) const {
   uint64_t total = 0;
   for (const auto& s : slots_)
-    if (s->state != Slot::State::Unloaded) total += s->charge;
+    if (s->state != Slot::State::Unloaded) total += device ? s->device_charge : s->charge;
   return total;
+}
+
+uint64_t DaemonModelHost::gpu_budget() const {
+  return options_.gpu_memory_budget > 0 ? options_.gpu_memory_budget : gpu_->memory_bytes / 10 * 9;
+}
+
+std::string DaemonModelHost::budget_summary() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out = mib(budget_) + " of RAM";
+  if (gpu_) out += ", " + mib(gpu_budget()) + " of " + gpu_->name;
+  return out;
+}
+
+std::optional<ipc::ApiError> DaemonModelHost::too_large(const std::string& id, uint64_t host, uint64_t device) const {
+  const bool gpu = device > 0;
+  const uint64_t need = gpu ? device : host, budget = gpu ? gpu_budget() : budget_;
+  if (need <= budget) return std::nullopt;
+  return ipc::insufficient_memory(
+      "The model '" + id + "' needs about " + mib(need) + " (weights and KV cache), more than the " +
+      (gpu ? "GPU memory budget of " + mib(budget) + " (--gpu-memory-budget, " + gpu_->name + ")"
+           : "memory budget of " + mib(budget) + " (--memory-budget)"));
 }
 
 std::string DaemonModelHost::loaded_summary() const {
   std::string out;
   for (const auto& s : slots_) {
-    if (s->state == Slot::State::Unloaded || s->charge == 0) continue;  // 0: waiting for room, not charged yet
+    const uint64_t bytes = s->charge + s->device_charge;
+    if (s->state == Slot::State::Unloaded || bytes == 0) continue;  // 0: waiting for room, not charged yet
     if (!out.empty()) out += ", ";
-    out += s->info.id + " (" + mib(s->charge) + (s->state == Slot::State::Loading ? ", loading" : "") + ")";
+    out += s->info.id + " (" + mib(bytes) + (s->state == Slot::State::Loading ? ", loading" : "") + ")";
   }
   return out;
 }
@@ -242,7 +265,8 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
     }
     break;
   }
-  // This caller loads it. First the room: idle models go, least recently used first.
+  // This caller loads it. First the room: idle models go, least recently used first. The
+  // model goes where the others went: into the GPU's memory once one has loaded there.
   lock.unlock();
   const uint64_t need = estimate_bytes(*s);
   lock.lock();
@@ -250,21 +274,26 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
     lock.unlock();
     return load(id);
   }
-  if (need > budget_) {
-    return ipc::insufficient_memory("The model '" + id + "' needs about " + mib(need) +
-                                    " (weights and KV cache), more than the memory budget of " + mib(budget_) +
-                                    " (--memory-budget)");
-  }
+  const uint64_t need_host = gpu_ ? 0 : need, need_device = gpu_ ? need : 0;
+  if (std::optional<ipc::ApiError> e = too_large(id, need_host, need_device)) return *e;
   // Loading from here on: other callers for it wait for this one, even while it waits for room.
   s->state = Slot::State::Loading;
   s->charge = 0;
+  s->device_charge = 0;
   s->last_error.reset();
   std::vector<Taken> evicted;
   const Clock::time_point busy_deadline = Clock::now() + kBusyWait;
-  while (charged_bytes() + need > budget_) {
+  const auto short_of = [&](bool device) {
+    return device ? need_device > 0 && charged_bytes(true) + need_device > gpu_budget()
+                  : charged_bytes(false) + need_host > budget_;
+  };
+  while (short_of(false) || short_of(true)) {
+    const bool device = !short_of(false);  // RAM's room first, then the GPU's
     Slot* lru = nullptr;
     for (const auto& o : slots_)
-      if (o.get() != s && idle(*o) && (lru == nullptr || o->last_used < lru->last_used)) lru = o.get();
+      if (o.get() != s && idle(*o) && (device ? o->device_charge : o->charge) > 0 &&
+          (lru == nullptr || o->last_used < lru->last_used))
+        lru = o.get();
     if (lru == nullptr && !stopping_ && Clock::now() < busy_deadline) {
       // The others serve requests (or their last request is letting go of them): wait for
       // one to go idle, as a queued request would.
@@ -280,10 +309,11 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
         back->state = Slot::State::Loaded;
       }
       s->state = Slot::State::Unloaded;
-      s->last_error = ipc::unavailable("The model '" + id + "' needs about " + mib(need) + "; the memory budget of " +
-                                           mib(budget_) + " is held by models serving requests: " + held +
-                                           "; try again when they finish",
-                                       "memory_busy");
+      s->last_error = ipc::unavailable(
+          "The model '" + id + "' needs about " + mib(need) + "; the " +
+              (device ? "GPU memory budget of " + mib(gpu_budget()) : "memory budget of " + mib(budget_)) +
+              " is held by models serving requests: " + held + "; try again when they finish",
+          "memory_busy");
       ++s->attempts;
       changed_.notify_all();
       return *s->last_error;
@@ -295,7 +325,8 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
   // must not, while another model's store may be writing there.
   const bool reconcile_cache = !cache_reconciled_;
   cache_reconciled_ = true;
-  s->charge = need;
+  s->charge = need_host;
+  s->device_charge = need_device;
   lock.unlock();
 
   for (Taken& t : evicted) finish_unload(std::move(t), kUnloadFlush, ("to make room for " + id).c_str());
@@ -319,10 +350,28 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
     changed_.notify_all();
     return *s->last_error;
   }
+  // Charged what it holds: its weights and KV pool, in the GPU's memory or in RAM.
+  const DeviceInfo device = serving->engine.backend->info();
+  const uint64_t holds = s->info.file_bytes + serving->scheduler->cache_stats().memory_capacity_bytes;
+  const bool on_gpu = device.memory_bytes > 0;
+  if (on_gpu && !gpu_) gpu_ = device;
+  s->charge = on_gpu ? 0 : holds;
+  s->device_charge = on_gpu ? holds : 0;
+  if (on_gpu && need_device == 0) {
+    // The first model on the GPU (it was charged to RAM until now): it must fit the GPU's budget.
+    if (std::optional<ipc::ApiError> e = too_large(id, 0, holds)) {
+      s->state = Slot::State::Unloaded;
+      s->charge = s->device_charge = 0;
+      s->last_error = *e;
+      changed_.notify_all();
+      lock.unlock();
+      finish_unload(Taken{id, std::move(serving), std::move(engine)}, kUnloadFlush, "over the GPU memory budget");
+      return *e;
+    }
+  }
   s->serving = serving;
   s->engine = engine;
   s->state = Slot::State::Loaded;
-  s->charge = s->info.file_bytes + serving->scheduler->cache_stats().memory_capacity_bytes;
   s->loaded_at = static_cast<int64_t>(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
   s->last_used = Clock::now();
   s->unload_requested = false;
@@ -367,7 +416,9 @@ std::vector<ipc::HostedModel> DaemonModelHost::models() const {
     m.loaded = s->state == Slot::State::Loaded;
     if (m.loaded) {
       m.backend = s->engine->model.backend;
-      m.memory_bytes = s->charge;
+      m.memory_bytes = s->charge + s->device_charge;
+      m.device_memory_bytes = s->device_charge;
+      if (s->device_charge > 0 && gpu_) m.device = gpu_->name;
       m.n_ctx = s->engine->n_ctx;
       m.in_flight = s->engine->scheduler->in_flight();
       m.loaded_at = s->loaded_at;

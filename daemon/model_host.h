@@ -1,6 +1,9 @@
 // hearthd's models by name (ipc/model_host.h): every GGUF in the models folder (or, when
-// --model is given, the models given), loaded on first use within --memory-budget, the least recently used idle one
-// unloaded to make room, each unloaded after its keep-alive. Each loaded model is a
+// --model is given, the models given), loaded on first use within the memory budgets, the
+// least recently used idle one unloaded to make room, each unloaded after its keep-alive.
+// A model on the CPU counts against --memory-budget (RAM); one on a GPU, whose weights and
+// KV pool live in device memory, against --gpu-memory-budget of that device. Every model
+// goes to the device the configuration picks, which the host learns at the first load. Each loaded model is a
 // Serving (daemon/serving.h): its own backend, engine thread, KV pool and scheduler; the
 // prompt cache's directory is shared, keyed by each file's fingerprint, so a model's cached
 // prefixes outlive its unloading.
@@ -23,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/backend.h"
 #include "daemon/config.h"
 #include "ipc/model_host.h"
 
@@ -33,6 +37,7 @@ struct HostOptions {
   std::string start_model;               // --model ("" = the catalog's default when installed)
   std::vector<std::string> more_models;  // --model given again: served too, loaded on first use
   uint64_t memory_budget = 0;            // bytes; 0 = three quarters of RAM
+  uint64_t gpu_memory_budget = 0;        // bytes of the GPU's memory; 0 = nine tenths of it
   ipc::KeepAlive keep_alive{std::chrono::minutes(5)};
 };
 
@@ -56,6 +61,8 @@ class DaemonModelHost final : public ipc::ModelHost {
   // or the budget says otherwise. An error when it cannot be loaded.
   Status load_at_start(const std::string& id);
   uint64_t memory_budget() const { return budget_; }
+  // "N MiB of RAM", and the GPU's budget once a model has loaded on one.
+  std::string budget_summary() const;
   // An error when a model given by name (--model repeated) names no file.
   Status listing_status() const { return listing_error_.empty() ? Status{} : make_error(listing_error_); }
 
@@ -77,7 +84,11 @@ class DaemonModelHost final : public ipc::ModelHost {
   // How long s stays after its last request: 0 once an unload is asked for.
   ipc::KeepAlive keep_alive_of(const Slot& s) const;
   uint64_t estimate_bytes(const Slot& s) const;
-  uint64_t charged_bytes() const;  // under mutex_
+  // Under mutex_: the bytes charged to the GPU's budget (device) or to RAM's.
+  uint64_t charged_bytes(bool device) const;
+  uint64_t gpu_budget() const;  // under mutex_, with gpu_
+  // Under mutex_: 507 when a model needing these bytes exceeds a budget alone.
+  std::optional<ipc::ApiError> too_large(const std::string& id, uint64_t host, uint64_t device) const;
   std::string loaded_summary() const;
   void reap();
 
@@ -91,6 +102,7 @@ class DaemonModelHost final : public ipc::ModelHost {
   std::vector<std::unique_ptr<Slot>> slots_;
   bool stopping_ = false;
   bool cache_reconciled_ = false;  // the first load reconciled the prompt cache's directory
+  std::optional<DeviceInfo> gpu_;  // the GPU models load on, once one has
   std::thread reaper_;
 };
 

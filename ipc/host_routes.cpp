@@ -33,6 +33,8 @@ json ps_entry(const HostedModel& m) {
          {"path", m.path},
          {"backend", m.backend},
          {"memory_bytes", m.memory_bytes},
+         {"device", m.device},
+         {"device_memory_bytes", m.device_memory_bytes},
          {"n_ctx", m.n_ctx},
          {"in_flight", m.in_flight},
          {"idle_s", m.idle_s},

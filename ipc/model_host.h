@@ -40,7 +40,9 @@ struct HostedModel {
   bool loaded = false;
   // Loaded models only.
   std::string backend;
-  uint64_t memory_bytes = 0;  // weights + KV pool + buffers, as charged to the budget
+  uint64_t memory_bytes = 0;         // weights + KV pool, as charged to the budgets
+  std::string device;                // the GPU holding them ("" in RAM)
+  uint64_t device_memory_bytes = 0;  // the part of memory_bytes in the GPU's memory
   int32_t n_ctx = 0;
   int64_t in_flight = 0;               // requests queued or running on it
   double idle_s = 0;                   // since its last request ended (0 while serving)

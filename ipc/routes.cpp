@@ -172,6 +172,19 @@ HttpResponse detokenize(const EngineRef& engine, const std::string& body) {
   return json_response(200, json{{"content", engine.tokenizer->decode(ids)}});
 }
 
+// /api/tokenize and /api/detokenize with the tokenizer of the model the body names (a
+// host's default model when it names none), loaded first when it is not.
+RouteResult tokenize_route(Route route, const RouteContext& ctx, const std::string& body) {
+  std::shared_ptr<const EngineRef> engine = ctx.engine;
+  if (ctx.host) {
+    const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    EngineChoice chosen = engine_for(ctx, j.is_object() ? j : json::object());
+    if (auto* r = std::get_if<RouteResult>(&chosen)) return std::move(*r);
+    engine = std::get<std::shared_ptr<const EngineRef>>(std::move(chosen));
+  }
+  return route == Route::Tokenize ? tokenize(*engine, body) : detokenize(*engine, body);
+}
+
 // With a host, /api/cache for the model the query or a DELETE's body names: routed again
 // with that model's engine (loaded first when it is not), or 404 for a name the host does
 // not serve. nullopt: the context's engine serves it (no name, or the name is its model's).
@@ -352,8 +365,9 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
     r.allow = spec->methods;
     return r;
   }
-  const bool chooses =
-      spec->route == Route::ChatCompletions || spec->route == Route::Completions || spec->route == Route::CacheWarm;
+  const bool tokenizes = spec->route == Route::Tokenize || spec->route == Route::Detokenize;
+  const bool chooses = spec->route == Route::ChatCompletions || spec->route == Route::Completions ||
+                       spec->route == Route::CacheWarm || tokenizes;
   if (ctx.host && !ctx.engine && !chooses) {
     // The routes that do not name a model serve the host's default one, when it is loaded;
     // the context holds it only while this request is routed.
@@ -387,6 +401,8 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
       case Route::ChatCompletions:
       case Route::Completions:
       case Route::CacheWarm:
+      case Route::Tokenize:
+      case Route::Detokenize:
         break;  // they choose the model their body names
       case Route::Cache:
         if (std::optional<RouteResult> other = cache_route_for_named_model(request, ctx)) return std::move(*other);
@@ -400,6 +416,7 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
   } else if (!ctx.engine) {
     return error_response(loading());
   }
+  if (tokenizes) return tokenize_route(spec->route, ctx, request.body);
   if (chooses) {
     if (!ctx.accepting) return error_response(shutting_down());
     if (spec->route == Route::CacheWarm) return cache_warm(ctx, request.body);
@@ -417,10 +434,6 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
       }
       return json_response(200, model_object(engine.model));
     }
-    case Route::Tokenize:
-      return tokenize(engine, request.body);
-    case Route::Detokenize:
-      return detokenize(engine, request.body);
     case Route::Cache:
       if (request.method == "DELETE") return cache_clear(ctx, request);
       return cache_stats_response(ctx);

@@ -253,6 +253,13 @@ TEST_CASE("the memory budget and the keep-alive come from any source, and a keep
   CHECK(load({"--config", f.path})->memory_budget == 4096);
   CHECK_THAT(error_of(load({"--keep-alive", "soon"})), Catch::Contains("--keep-alive") && Catch::Contains("duration"));
   CHECK_THAT(error_of(load({"--memory-budget", "-5"})), Catch::Contains("--memory-budget"));
+  CHECK(d->gpu_memory_budget == 0);
+  CHECK(load({"--gpu-memory-budget", "2147483648"})->gpu_memory_budget == 2147483648);
+  env.vars = {{"HEARTH_GPU_MEMORY_BUDGET", "1048576"}};
+  CHECK(load({}, env)->gpu_memory_budget == 1048576);
+  TomlFile g("gpu_memory_budget = 8192\n");
+  CHECK(load({"--config", g.path})->gpu_memory_budget == 8192);
+  CHECK_THAT(error_of(load({"--gpu-memory-budget", "-1"})), Catch::Contains("--gpu-memory-budget"));
 }
 
 TEST_CASE("the --model option is repeatable: the first is the start model, the others are served too",

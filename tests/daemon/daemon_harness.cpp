@@ -1,6 +1,7 @@
 #include "daemon_harness.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -247,6 +248,11 @@ Process::Process(const SpawnOptions& o) {
     char* colon = v + std::strlen(v);
     *colon = ':';
     write_decimal(colon + 1, static_cast<unsigned long long>(st.st_ino));
+  }
+  if (o.uid) {
+    const gid_t gid = static_cast<gid_t>(*o.uid);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(*o.uid, *o.uid, *o.uid) != 0)
+      _exit(126);
   }
   ::execve(argv[0], argv.data(), envp.data());
   _exit(127);

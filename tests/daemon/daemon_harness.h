@@ -41,6 +41,7 @@ struct SpawnOptions {
   int activation_fd = -1;                                 // >= 0: becomes fd 3 with LISTEN_FDS=1, LISTEN_PID=<child>
   bool journal_stream = false;                            // JOURNAL_STREAM = dev:ino of the child's stderr
   std::string watchdog_usec;                              // not empty: WATCHDOG_USEC = this, WATCHDOG_PID = <child>
+  std::optional<uid_t> uid;  // run as this uid (its gid the same, no supplementary groups); needs root
 };
 
 // A hearthd child process; killed (SIGKILL) and reaped on destruction if still running.

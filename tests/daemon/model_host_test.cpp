@@ -24,6 +24,7 @@ struct Host {
   std::string socket = dir.file("h.sock");
   std::string log = dir.file("stderr.log");
   std::unique_ptr<Process> process;
+  std::optional<uid_t> uid;  // run hearthd as this user
 
   Host() {
     std::filesystem::create_directories(models);
@@ -41,6 +42,7 @@ struct Host {
     o.env = clean_env();
     o.env["HEARTH_MODELS"] = models;
     o.stderr_path = log;
+    o.uid = uid;
     process = std::make_unique<Process>(o);
     return wait_until([&] { return healthy() || !process->running(); }) && process->running();
   }
@@ -119,6 +121,53 @@ TEST_CASE("without --model, hearthd lists every model in its folder and loads ea
   CHECK(metrics.find("hearth_model_generated_tokens_total{model=\"synth-b\"} 12\n") != std::string::npos);
   CHECK(metrics.find("hearth_model_generated_tokens_total{model=\"broken\"}") == std::string::npos);
   CHECK(http_request(h.socket, "GET", "/v1/models/no-such-model").status == 404);
+}
+
+TEST_CASE("/api/tokenize and /api/detokenize use the model the body names, loading it first", "[daemon][models]") {
+  Host h;
+  REQUIRE(h.start());
+  REQUIRE(h.ps().count("synth-b") == 0);
+  const HttpResponse t = http_request(h.socket, "POST", "/api/tokenize", R"({"model": "synth-b", "content": "fox"})");
+  INFO(t.body);
+  REQUIRE(t.status == 200);
+  CHECK_FALSE(body_of(t)["tokens"].empty());
+  CHECK(h.ps().count("synth-b") == 1);
+  const json ids = body_of(t)["tokens"];
+  const HttpResponse d =
+      http_request(h.socket, "POST", "/api/detokenize", json{{"model", "synth-b"}, {"tokens", ids}}.dump());
+  REQUIRE(d.status == 200);
+  CHECK(body_of(d)["content"].get<std::string>().find("fox") != std::string::npos);
+  CHECK(http_request(h.socket, "POST", "/api/tokenize", R"({"model": "nope", "content": "fox"})").status == 404);
+  CHECK(http_request(h.socket, "POST", "/api/tokenize", R"({"content": "fox"})").status == 200);  // the default
+}
+
+TEST_CASE("a model file hearthd cannot read is listed as unavailable with its reason, and the others serve",
+          "[daemon][models]") {
+  Host h;
+  const std::string locked = h.models + "/locked.gguf";
+  std::filesystem::copy_file(h.models + "/synth-b.gguf", locked);
+  REQUIRE(::chmod(locked.c_str(), 0) == 0);
+  if (::geteuid() == 0) {
+    // Root reads any file: hearthd runs as nobody, owning everything in the folder but the
+    // locked file (root's, mode 0).
+    h.uid = 65534;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(h.dir.path()))
+      if (e.path() != locked) REQUIRE(::chown(e.path().c_str(), *h.uid, *h.uid) == 0);
+    REQUIRE(::chown(h.dir.path().c_str(), *h.uid, *h.uid) == 0);
+  }
+  REQUIRE(h.start());
+  INFO(h.stderr_text());
+  const json list = h.get("/v1/models");
+  json entry;
+  for (const json& m : list.at("data"))
+    if (m["id"] == "locked") entry = m;
+  REQUIRE(entry.is_object());
+  CHECK(entry["meta"]["available"] == false);
+  CHECK_THAT(entry["meta"]["error"].get<std::string>(), Catch::Contains("ermission denied"));
+  const HttpResponse r = h.complete("locked");
+  CHECK(r.status == 500);
+  CHECK(body_of(r)["error"]["code"] == "model_unavailable");
+  CHECK(h.complete("synth-b").status == 200);
 }
 
 TEST_CASE("eight concurrent first requests for a model load it once", "[daemon][models]") {
@@ -259,4 +308,71 @@ TEST_CASE("a hearthd given --model several times serves those models only, the f
   CHECK_FALSE(bad.start({"--model", bad.models + "/synth-a.gguf", "--model", bad.models + "/missing.gguf"}));
   CHECK(bad.process->wait_exit() == 1);
   CHECK(bad.stderr_text().find("missing.gguf") != std::string::npos);
+}
+
+TEST_CASE("models on a GPU count against --gpu-memory-budget, not RAM's", "[daemon][models][vulkan]") {
+  if (run_hearthd({"--list-devices", "--threads", "1"}).out.find("; usable") == std::string::npos) {
+    WARN("no usable Vulkan device; test skipped");
+    return;
+  }
+  const std::vector<std::string> vulkan = {"--backend", "vulkan"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), vulkan.begin(), vulkan.end());
+    return more;
+  };
+  // Each model's size on the device, from a daemon with the default budgets.
+  uint64_t a = 0, b = 0;
+  {
+    Host probe;
+    REQUIRE(probe.start(vulkan));
+    REQUIRE(probe.complete("synth-b").status == 200);
+    const std::map<std::string, json> loaded = probe.ps();
+    for (const char* id : {"synth-a", "synth-b"}) {
+      INFO(id << ": " << loaded.at(id).dump());
+      CHECK(loaded.at(id)["backend"] == "vulkan");
+      CHECK_FALSE(loaded.at(id)["device"].get<std::string>().empty());
+      CHECK(loaded.at(id)["device_memory_bytes"] == loaded.at(id)["memory_bytes"]);
+    }
+    a = loaded.at("synth-a")["device_memory_bytes"].get<uint64_t>();
+    b = loaded.at("synth-b")["device_memory_bytes"].get<uint64_t>();
+    CHECK_THAT(probe.stderr_text(), Catch::Contains("MiB of RAM, ") && Catch::Contains("MiB of vulkan: "));
+  }
+  REQUIRE(a > 0);
+  REQUIRE(b > 0);
+  const std::string one = std::to_string(std::max(a, b) + std::min(a, b) / 2);  // either alone, never both
+
+  // A RAM budget that fits one model: both stay loaded, their memory is the GPU's.
+  Host ram;
+  REQUIRE(ram.start(with({"--memory-budget", one})));
+  REQUIRE(ram.complete("synth-b").status == 200);
+  CHECK(ram.ps().size() == 2);
+
+  // A GPU budget that fits one: the idle one goes for the other, and comes back with its cache.
+  Host gpu;
+  REQUIRE(gpu.start(with({"--gpu-memory-budget", one})));
+  const HttpResponse first = gpu.complete("synth-a");
+  REQUIRE(first.status == 200);
+  REQUIRE(gpu.complete("synth-b").status == 200);
+  CHECK(gpu.ps().count("synth-a") == 0);
+  const HttpResponse again = gpu.complete("synth-a");
+  INFO(gpu.stderr_text());
+  REQUIRE(again.status == 200);
+  CHECK(body_of(again)["choices"][0]["text"] == body_of(first)["choices"][0]["text"]);
+  CHECK(body_of(again)["timings"]["cached_tokens"]["disk"].get<int>() > 0);
+  CHECK(gpu.ps().count("synth-b") == 0);
+
+  // A model alone over the GPU's budget: 507 naming it, or hearthd exits when it is the start model.
+  Host tight;
+  const std::vector<std::string> args = with({"--gpu-memory-budget", std::to_string((a + b) / 2)});
+  if (a > b) {
+    CHECK_FALSE(tight.start(args));
+    CHECK(tight.process->wait_exit() == 1);
+    CHECK_THAT(tight.stderr_text(), Catch::Contains("GPU memory budget"));
+  } else {
+    REQUIRE(tight.start(args));
+    const HttpResponse r = tight.complete("synth-b");
+    CHECK(r.status == 507);
+    CHECK_THAT(body_of(r)["error"]["message"].get<std::string>(), Catch::Contains("--gpu-memory-budget"));
+    CHECK(tight.complete("synth-a").status == 200);
+  }
 }
