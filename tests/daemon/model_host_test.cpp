@@ -1,6 +1,7 @@
 // hearthd serving several models by name (issue 16): a models folder with two synthetic
-// models and a damaged file, no --model. Each model is loaded on first use, within the
-// memory budget (the least recently used idle model unloaded first), unloaded after its
+// models and a damaged file (and, in some cases, the default model, an unreadable file),
+// no --model. Each model is loaded on first use, within the memory budget (RAM's, or the
+// GPU's on Vulkan; the least recently used idle model unloaded first), unloaded after its
 // keep-alive, and its prompt cache survives the unloading on disk.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -375,4 +376,49 @@ TEST_CASE("models on a GPU count against --gpu-memory-budget, not RAM's", "[daem
     CHECK_THAT(body_of(r)["error"]["message"].get<std::string>(), Catch::Contains("--gpu-memory-budget"));
     CHECK(tight.complete("synth-a").status == 200);
   }
+}
+
+TEST_CASE(
+    "the default model beside the synthetic ones: all listed, each answers by name, the other unloaded to make room",
+    "[daemon][models]") {
+  const std::string gemma = gemma_model_path();
+  if (gemma.empty()) {
+    WARN("the default model is not installed (scripts/fetch-model gemma3:270m); test skipped");
+    return;
+  }
+  Host h;
+  std::filesystem::create_symlink(gemma, h.models + "/gemma-3-270m-q4_k_m.gguf");
+  REQUIRE(h.start());
+  const json list = h.get("/v1/models");
+  std::map<std::string, json> by_id;
+  for (const json& m : list.at("data")) by_id[m["id"].get<std::string>()] = m;
+  REQUIRE(by_id.count("gemma-3-270m-q4_k_m") == 1);
+  const json& meta = by_id["gemma-3-270m-q4_k_m"]["meta"];
+  CHECK(meta["aliases"] == json::array({"gemma3:270m"}));
+  CHECK(meta["arch"] == "gemma3");
+  CHECK(meta["quantization"] == "Q4_K_M");
+  CHECK(meta["loaded"] == true);  // the first by id: loaded at start
+  // Each answers by name (the default model by its catalog name).
+  for (const char* name : {"synth-b", "gemma3:270m", "synth-a"}) {
+    INFO(name);
+    const HttpResponse r = h.complete(name);
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    CHECK_FALSE(body_of(r)["choices"][0]["text"].get<std::string>().empty());
+  }
+  CHECK(h.ps().size() == 3);
+  // A budget that holds the default model and not another beside it: asking for synth-b
+  // unloads the idle default model, and asking for it again loads it again.
+  const uint64_t gemma_bytes = h.ps().at("gemma-3-270m-q4_k_m")["memory_bytes"].get<uint64_t>();
+  Host tight;
+  std::filesystem::create_symlink(gemma, tight.models + "/gemma-3-270m-q4_k_m.gguf");
+  REQUIRE(tight.start({"--memory-budget", std::to_string(gemma_bytes + 1024 * 1024)}));
+  const HttpResponse first = tight.complete("gemma3:270m");
+  REQUIRE(first.status == 200);
+  REQUIRE(tight.complete("synth-b").status == 200);
+  CHECK(tight.ps().count("gemma-3-270m-q4_k_m") == 0);
+  const HttpResponse again = tight.complete("gemma3:270m");
+  REQUIRE(again.status == 200);
+  CHECK(body_of(again)["choices"][0]["text"] == body_of(first)["choices"][0]["text"]);
+  CHECK(tight.ps().count("gemma-3-270m-q4_k_m") == 1);
 }
