@@ -19,6 +19,26 @@ std::string model_id_from_path(const std::string& path) {
   return name;
 }
 
+ModelNames model_names(const std::string& path) {
+  ModelNames n;
+  const std::string file_name = std::filesystem::path(path).filename().string();
+  for (const CatalogModel& m : catalog()) {
+    if (m.file != file_name) continue;
+    if (n.id.empty()) {
+      n.id = m.name;
+    } else {
+      n.aliases.push_back(m.name);
+    }
+  }
+  const std::string stem = model_id_from_path(path);
+  if (n.id.empty()) {
+    n.id = stem;
+  } else {
+    n.aliases.push_back(stem);
+  }
+  return n;
+}
+
 Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads,
                                  int vk_device, const std::string& chat_template) {
   Result<std::string> path = resolve_model(model_arg);
@@ -38,10 +58,9 @@ Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string
   if (!tok) return make_error(*path + ": tokenizer: " + tok.error().message);
   e.tokenizer = std::move(*tok);
 
-  e.info.id = model_id_from_path(*path);
-  const std::string file_name = std::filesystem::path(*path).filename().string();
-  for (const CatalogModel& m : catalog())
-    if (m.file == file_name) e.info.aliases.push_back(m.name);
+  ModelNames names = model_names(*path);
+  e.info.id = std::move(names.id);
+  e.info.aliases = std::move(names.aliases);
   e.info.path = *path;
   e.info.arch = e.model->config().arch;
   e.info.backend = e.backend->info().kind;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "common/result.h"
@@ -31,7 +32,17 @@ struct LoadedEngine {
 Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads,
                                  int vk_device = -1, const std::string& chat_template = "");
 
-// "gemma-3-270m-q4_k_m" for ".../gemma-3-270m-q4_k_m.gguf": what clients send as "model".
+// "gemma-3-270m-q4_k_m" for ".../gemma-3-270m-q4_k_m.gguf": the file name without ".gguf".
 std::string model_id_from_path(const std::string& path);
+
+// What clients send as "model" for a file: its id is the catalog's name where the file is a
+// catalog model's ("gemma3:270m", as `hearth models` and GET /api/models list it), else the
+// file name without ".gguf"; the other names it answers to (the file name without ".gguf"
+// for a catalog model) are aliases.
+struct ModelNames {
+  std::string id;
+  std::vector<std::string> aliases;
+};
+ModelNames model_names(const std::string& path);
 
 }  // namespace hearth::daemon

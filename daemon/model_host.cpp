@@ -32,9 +32,9 @@ std::string mib(uint64_t bytes) {
 
 ipc::HostedModel listing(const InstalledModel& m) {
   ipc::HostedModel h;
-  h.id = model_id_from_path(m.path);
-  for (const CatalogModel& c : catalog())
-    if (c.file == m.file) h.aliases.push_back(c.name);
+  ModelNames names = model_names(m.path);
+  h.id = std::move(names.id);
+  h.aliases = std::move(names.aliases);
   h.path = m.path;
   h.file_bytes = static_cast<uint64_t>(std::max<int64_t>(m.bytes, 0));
   h.created = m.modified;

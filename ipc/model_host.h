@@ -29,7 +29,7 @@ struct KeepAlive {
 // One model a host can serve, for /v1/models, /api/ps and `hearth ps`.
 struct HostedModel {
   std::string id;                    // what requests name (also its aliases)
-  std::vector<std::string> aliases;  // catalog names of the file
+  std::vector<std::string> aliases;  // its other names (the file name without ".gguf" of a catalog model)
   std::string path;
   uint64_t file_bytes = 0;
   int64_t created = 0;       // unix seconds (the file's mtime)

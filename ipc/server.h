@@ -28,8 +28,8 @@ class ModelHost;
 
 // What /v1/models and the responses' "model" field report.
 struct ModelInfo {
-  std::string id;                                 // the file name without ".gguf"
-  std::vector<std::string> aliases;               // catalog names of this file ("qwen2.5-coder:0.5b")
+  std::string id;                                 // the catalog's name ("qwen2.5-coder:0.5b"), else the file's
+  std::vector<std::string> aliases;               // its other names: the file name without ".gguf"
   std::string path;                               // the weights file
   std::string arch;                               // general.architecture
   std::string backend;                            // "cpu", "vulkan", "cuda"

@@ -392,14 +392,14 @@ TEST_CASE(
   const json list = h.get("/v1/models");
   std::map<std::string, json> by_id;
   for (const json& m : list.at("data")) by_id[m["id"].get<std::string>()] = m;
-  REQUIRE(by_id.count("gemma-3-270m-q4_k_m") == 1);
-  const json& meta = by_id["gemma-3-270m-q4_k_m"]["meta"];
-  CHECK(meta["aliases"] == json::array({"gemma3:270m"}));
+  REQUIRE(by_id.count("gemma3:270m") == 1);
+  const json& meta = by_id["gemma3:270m"]["meta"];
+  CHECK(meta["aliases"] == json::array({"gemma-3-270m-q4_k_m"}));  // the id is the catalog's name
   CHECK(meta["arch"] == "gemma3");
   CHECK(meta["quantization"] == "Q4_K_M");
   CHECK(meta["loaded"] == true);  // the first by id: loaded at start
-  // Each answers by name (the default model by its catalog name).
-  for (const char* name : {"synth-b", "gemma3:270m", "synth-a"}) {
+  // Each answers by name (the default model by its file's name too).
+  for (const char* name : {"synth-b", "gemma3:270m", "gemma-3-270m-q4_k_m", "synth-a"}) {
     INFO(name);
     const HttpResponse r = h.complete(name);
     INFO(r.body);
@@ -409,16 +409,16 @@ TEST_CASE(
   CHECK(h.ps().size() == 3);
   // A budget that holds the default model and not another beside it: asking for synth-b
   // unloads the idle default model, and asking for it again loads it again.
-  const uint64_t gemma_bytes = h.ps().at("gemma-3-270m-q4_k_m")["memory_bytes"].get<uint64_t>();
+  const uint64_t gemma_bytes = h.ps().at("gemma3:270m")["memory_bytes"].get<uint64_t>();
   Host tight;
   std::filesystem::create_symlink(gemma, tight.models + "/gemma-3-270m-q4_k_m.gguf");
   REQUIRE(tight.start({"--memory-budget", std::to_string(gemma_bytes + 1024 * 1024)}));
   const HttpResponse first = tight.complete("gemma3:270m");
   REQUIRE(first.status == 200);
   REQUIRE(tight.complete("synth-b").status == 200);
-  CHECK(tight.ps().count("gemma-3-270m-q4_k_m") == 0);
+  CHECK(tight.ps().count("gemma3:270m") == 0);
   const HttpResponse again = tight.complete("gemma3:270m");
   REQUIRE(again.status == 200);
   CHECK(body_of(again)["choices"][0]["text"] == body_of(first)["choices"][0]["text"]);
-  CHECK(tight.ps().count("gemma-3-270m-q4_k_m") == 1);
+  CHECK(tight.ps().count("gemma3:270m") == 1);
 }

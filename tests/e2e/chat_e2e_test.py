@@ -34,12 +34,12 @@ def main():
         # loaded at start.
         listed = json.loads(raw)["data"]
         loaded = [m for m in listed if m["meta"]["loaded"]]
-        assert [m["id"] for m in loaded] == ["qwen2.5-coder-0.5b-instruct-q4_k_m"], listed
+        assert [m["id"] for m in loaded] == ["qwen2.5-coder:0.5b"], listed
         assert loaded[0]["meta"]["chat_template"] == "chatml", listed
         assert loaded[0]["meta"]["arch"] == "qwen2", listed
-        # The catalog name a user passes to --model names it in requests too.
-        assert loaded[0]["meta"]["aliases"] == ["qwen2.5-coder:0.5b"], listed
-        status, raw = d.request("GET", "/v1/models/qwen2.5-coder:0.5b")
+        # Its id is the catalog name a user passes to --model; the file's name is an alias.
+        assert loaded[0]["meta"]["aliases"] == ["qwen2.5-coder-0.5b-instruct-q4_k_m"], listed
+        status, raw = d.request("GET", "/v1/models/qwen2.5-coder-0.5b-instruct-q4_k_m")
         assert status == 200 and json.loads(raw)["id"] == loaded[0]["id"], (status, raw)
 
         turn1 = [{"role": "user", "content": "What is the capital of France?"}]

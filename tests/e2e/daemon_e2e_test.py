@@ -32,7 +32,7 @@ def check_shapes(d):
     status, full = d.post_json("/v1/chat/completions", {"messages": MESSAGES, "temperature": 0, "max_tokens": n(20)})
     assert status == 200, full
     assert full["object"] == "chat.completion" and full["id"].startswith("chatcmpl-"), full
-    assert full["model"] == "gemma-3-270m-q4_k_m", full
+    assert full["model"] == "gemma3:270m", full
     choice = full["choices"][0]
     assert choice["index"] == 0 and choice["message"]["role"] == "assistant", choice
     assert choice["finish_reason"] in ("stop", "length")

@@ -26,7 +26,7 @@ def main():
                                http_client=httpx.Client(transport=httpx.HTTPTransport(uds=d.socket)))
         models = client.models.list()
         ids = [m.id for m in models.data]
-        assert ids == ["gemma-3-270m-q4_k_m"], ids
+        assert ids == ["gemma3:270m"], ids
         messages = [{"role": "system", "content": "You answer in one short sentence."},
                     {"role": "user", "content": "What is the capital of France?"}]
 
