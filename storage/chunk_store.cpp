@@ -67,6 +67,20 @@ void ChunkStore::Impl::add_known_locked(uint64_t hash, uint64_t bytes, uint32_t 
   add_owner(st, owner, bytes);
 }
 
+void ChunkStore::Impl::add_other_locked(uint64_t hash, uint64_t bytes) {
+  if (!others.emplace(hash, bytes).second) return;
+  ++st.entries;
+  st.bytes += bytes;
+}
+
+void ChunkStore::Impl::erase_other_locked(uint64_t hash) {
+  auto it = others.find(hash);
+  if (it == others.end()) return;
+  --st.entries;
+  st.bytes -= it->second;
+  others.erase(it);
+}
+
 bool ChunkStore::Impl::erase_known_locked(uint64_t hash) {
   auto it = known.find(hash);
   if (it == known.end()) return false;
@@ -345,8 +359,7 @@ Status ChunkStore::clear(bool all_models, std::optional<uint32_t> owner) {
       if (r.format == m.key) {
         m.erase_known_locked(r.hash);
       } else {
-        --m.st.entries;
-        m.st.bytes -= r.bytes;
+        m.erase_other_locked(r.hash);
       }
     }
   }

@@ -332,6 +332,12 @@ Result<std::vector<IndexRow>> IndexDb::eviction_candidates(size_t limit) {
                  limit);
 }
 
+Result<uint64_t> IndexDb::total_bytes() {
+  Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0) FROM chunks");
+  if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW) return make_error(std::string("index: ") + sqlite3_errmsg(db_));
+  return static_cast<uint64_t>(sqlite3_column_int64(s.get(), 0));
+}
+
 Result<std::vector<IndexRow>> IndexDb::lru_candidates(size_t limit) {
   return victims(db_, "SELECT hash, format, bytes, owner FROM chunks ORDER BY last_used, created, hash LIMIT ?", limit);
 }

@@ -60,8 +60,7 @@ void ChunkStore::Impl::reconcile() {
       if (r.format == key) {
         add_known_locked(r.hash, r.bytes, r.owner);
       } else {
-        ++st.entries;
-        st.bytes += r.bytes;
+        add_other_locked(r.hash, r.bytes);
       }
     }
     return;
@@ -134,8 +133,7 @@ void ChunkStore::Impl::reconcile() {
     if (r.format == key) {
       add_known_locked(hash, r.bytes, r.owner);
     } else {
-      ++st.entries;
-      st.bytes += r.bytes;
+      add_other_locked(hash, r.bytes);
     }
   }
 }

@@ -60,6 +60,9 @@ class ChunkStore::Impl {
     uint32_t owner = 0;
   };
   std::unordered_map<uint64_t, Known> known;  // this format's indexed chunks
+  // Other formats' (models') chunks counted in st: those indexed when this store opened.
+  // Chunks other stores write later are not counted; evicting or clearing one leaves st be.
+  std::unordered_map<uint64_t, uint64_t> others;  // hash -> bytes
   uint64_t next_generation = 1;
   std::deque<ChunkWrite> queue;
   std::unordered_set<uint64_t> queued;               // hashes in `queue` or being written
@@ -77,6 +80,9 @@ class ChunkStore::Impl {
   // Under mu: index a chunk of this format / forget it (keeping the totals right).
   void add_known_locked(uint64_t hash, uint64_t bytes, uint32_t owner);
   bool erase_known_locked(uint64_t hash);
+  // Under mu: count another format's chunk / uncount it (when it was counted).
+  void add_other_locked(uint64_t hash, uint64_t bytes);
+  void erase_other_locked(uint64_t hash);
 
   // store_check.cpp; io_mu held, writer not running (reconcile) or between steps (check).
   void reconcile();

@@ -193,21 +193,29 @@ void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
 
 void ChunkStore::Impl::evict_to_budget() {
   for (;;) {
+    // The directory's bytes: the index's total, since other models' stores (one per loaded
+    // model in a daemon serving several) write there too and this store's counts miss
+    // their chunks written after its open. The counts serve when the index cannot answer.
+    Result<uint64_t> indexed = db->total_bytes();
+    uint64_t over = 0;  // bytes to free
     {
       std::lock_guard lk(mu);
-      if (st.bytes <= options.max_bytes) return;
+      const uint64_t total = indexed ? *indexed : st.bytes;
+      if (total <= options.max_bytes) return;
+      over = total - options.max_bytes;
     }
     auto victims = db->eviction_candidates(16);
     if (victims && victims->empty()) victims = db->lru_candidates(16);  // only with a parent cycle
     if (!victims || victims->empty()) return;
     std::vector<uint64_t> gone;
     bool unlink_failed = false;
+    uint64_t freed = 0;
     for (const IndexRow& v : *victims) {
       const bool ours = v.format == key;
       bool counted = true;  // false: load() already forgot it (and fixed the totals)
+      if (freed >= over) break;
       {
         std::lock_guard lk(mu);
-        if (st.bytes <= options.max_bytes) break;
         // Forget it before the unlink, so a load() of this hash misses instead of racing it.
         if (ours) counted = erase_known_locked(v.hash);
       }
@@ -219,11 +227,9 @@ void ChunkStore::Impl::evict_to_budget() {
         unlink_failed = true;
         break;
       }
+      freed += v.bytes;
       std::lock_guard lk(mu);
-      if (!ours) {
-        --st.entries;
-        st.bytes -= v.bytes;
-      }
+      if (!ours) erase_other_locked(v.hash);
       ++st.evictions;
       gone.push_back(v.hash);
     }

@@ -112,3 +112,43 @@ TEST_CASE("prompt cache: the budget covers every model in the directory", "[stor
   CHECK(chunk_dir_bytes(tmp.path()) <= 2 * one);
   REQUIRE(a->check_consistency());
 }
+
+TEST_CASE("prompt cache: two models' stores open at once keep the directory within the one budget", "[storage]") {
+  // A daemon serving several models opens a store per model on one directory; each writes
+  // chunks the other's counts never saw. The budget holds for the directory all the same.
+  TempDir tmp;
+  const KvFormat fa = small_format(kFingerprintA);
+  const KvFormat fb = small_format(kFingerprintB);
+  const uint64_t one = file_bytes_of(fa);
+  auto a = open_store(tmp.path(), fa, 4 * one);
+  REQUIRE(a);
+  StoreOptions o;
+  o.dir = tmp.path();
+  o.max_bytes = 4 * one;
+  o.reconcile = false;  // as the daemon opens every store but the first
+  auto opened = ChunkStore::open(o, fb);
+  REQUIRE(opened.ok());
+  std::unique_ptr<ChunkStore> b = std::move(*opened);
+  for (uint64_t h = 1; h <= 3; ++h) REQUIRE(a->enqueue(make_chunk(h, 0, fa)));
+  REQUIRE(wait_idle(*a));
+  for (uint64_t h = 101; h <= 103; ++h) {
+    REQUIRE(b->enqueue(make_chunk(h, 0, fb)));
+    REQUIRE(wait_idle(*b));
+    CHECK(chunk_dir_bytes(tmp.path()) <= 4 * one);
+  }
+  // The oldest (a's) went; b's three are there.
+  CHECK(chunk_dir_bytes(tmp.path()) == 4 * one);
+  for (uint64_t h = 101; h <= 103; ++h) CHECK(b->contains(h));
+  // a writes again: b's oldest goes now, and neither store's counts went wrong.
+  for (uint64_t h = 4; h <= 5; ++h) {
+    REQUIRE(a->enqueue(make_chunk(h, 0, fa)));
+    REQUIRE(wait_idle(*a));
+  }
+  CHECK(chunk_dir_bytes(tmp.path()) <= 4 * one);
+  CHECK(a->stats().bytes <= 4 * one);
+  CHECK(b->stats().bytes <= 4 * one);
+  CHECK(a->stats().evictions + b->stats().evictions == 4);
+  // a's chunks b evicted are misses for a, not errors.
+  CHECK_FALSE(a->load(1, chunk_tokens(1, 16)));
+  CHECK(a->load(5, chunk_tokens(5, 16)));
+}
