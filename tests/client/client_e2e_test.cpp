@@ -259,6 +259,7 @@ TEST_CASE("the loaded models, unload and load by name through the library and he
   CHECK(ps.exit_code == 0);
   CHECK(ps.out.rfind("ID ", 0) == 0);
   CHECK(ps.out.find("\nsynthetic ") != std::string::npos);
+  CHECK(ps.out.find(" RAM  cpu ") != std::string::npos);  // its weights and KV are in RAM
   auto load = run_command(cli + "load synthetic --keep-alive 1h");
   CHECK(load.exit_code == 0);
   auto ps_json = run_command(cli + "ps --json");
