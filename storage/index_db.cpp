@@ -332,10 +332,11 @@ Result<std::vector<IndexRow>> IndexDb::eviction_candidates(size_t limit) {
                  limit);
 }
 
-Result<uint64_t> IndexDb::total_bytes() {
-  Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0) FROM chunks");
+Result<IndexDb::Totals> IndexDb::totals() {
+  Stmt s(db_, "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM chunks");
   if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW) return make_error(std::string("index: ") + sqlite3_errmsg(db_));
-  return static_cast<uint64_t>(sqlite3_column_int64(s.get(), 0));
+  return Totals{static_cast<uint64_t>(sqlite3_column_int64(s.get(), 0)),
+                static_cast<uint64_t>(sqlite3_column_int64(s.get(), 1))};
 }
 
 Result<std::vector<IndexRow>> IndexDb::lru_candidates(size_t limit) {

@@ -63,8 +63,12 @@ class IndexDb {
   Result<std::vector<IndexRow>> eviction_candidates(size_t limit);
   // Any chunks, least recently used first (used only if no leaf exists, i.e. a cycle).
   Result<std::vector<IndexRow>> lru_candidates(size_t limit);
-  // The bytes of every chunk the index lists, whichever store (model) wrote it.
-  Result<uint64_t> total_bytes();
+  // The chunks the index lists and their bytes, whichever store (model) wrote them.
+  struct Totals {
+    uint64_t entries = 0;
+    uint64_t bytes = 0;
+  };
+  Result<Totals> totals();
 
   std::optional<std::string> remembered_fingerprint(const std::string& path, uint64_t size, int64_t mtime_ns);
   Status remember_fingerprint(const std::string& path, uint64_t size, int64_t mtime_ns, const std::string& fp);

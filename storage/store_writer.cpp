@@ -196,13 +196,17 @@ void ChunkStore::Impl::evict_to_budget() {
     // The directory's bytes: the index's total, since other models' stores (one per loaded
     // model in a daemon serving several) write there too and this store's counts miss
     // their chunks written after its open. The counts serve when the index cannot answer.
-    Result<uint64_t> indexed = db->total_bytes();
+    Result<IndexDb::Totals> indexed = db->totals();
     uint64_t over = 0;  // bytes to free
     {
       std::lock_guard lk(mu);
-      const uint64_t total = indexed ? *indexed : st.bytes;
-      if (total <= options.max_bytes) return;
-      over = total - options.max_bytes;
+      if (indexed) {
+        // The directory's totals as the stats report them: other models' chunks included.
+        st.entries = indexed->entries;
+        st.bytes = indexed->bytes;
+      }
+      if (st.bytes <= options.max_bytes) return;
+      over = st.bytes - options.max_bytes;
     }
     auto victims = db->eviction_candidates(16);
     if (victims && victims->empty()) victims = db->lru_candidates(16);  // only with a parent cycle

@@ -136,9 +136,11 @@ TEST_CASE("prompt cache: two models' stores open at once keep the directory with
     REQUIRE(wait_idle(*b));
     CHECK(chunk_dir_bytes(tmp.path()) <= 4 * one);
   }
-  // The oldest (a's) went; b's three are there.
+  // The oldest (a's) went; b's three are there, and b's stats count the directory.
   CHECK(chunk_dir_bytes(tmp.path()) == 4 * one);
   for (uint64_t h = 101; h <= 103; ++h) CHECK(b->contains(h));
+  CHECK(b->stats().entries == 4);
+  CHECK(b->stats().bytes == 4 * one);
   // a writes again: b's oldest goes now, and neither store's counts went wrong.
   for (uint64_t h = 4; h <= 5; ++h) {
     REQUIRE(a->enqueue(make_chunk(h, 0, fa)));
