@@ -11,7 +11,7 @@
 #include "engine/model/catalog.h"
 #include "engine/model/installed.h"
 #include "engine/model/model_path.h"
-#include "engine/scheduler/kv_store.h"
+#include "engine/scheduler/scheduler.h"
 #include "ipc/routes.h"
 
 namespace hearth::daemon {
@@ -198,10 +198,7 @@ uint64_t DaemonModelHost::estimate_bytes(const Slot& s) const {
   if (!file) return bytes;
   ModelConfig c;
   if (!read_model_config(**file, c)) return bytes;
-  SchedulerOptions o = scheduler_options(cfg_, c);
-  const uint64_t blocks_per_seq = static_cast<uint64_t>((o.n_ctx + o.block_tokens - 1) / o.block_tokens);
-  const uint64_t tokens = static_cast<uint64_t>(o.n_parallel) * blocks_per_seq * o.block_tokens;
-  return bytes + tokens * kv_format(c, cfg_.kv_type, "").bytes_per_token();
+  return bytes + kv_pool_bytes(c, scheduler_options(cfg_, c));
 }
 
 uint64_t DaemonModelHost::charged_bytes(bool device) const {

@@ -57,7 +57,7 @@ struct CacheOptions {
 };
 void add_cache_command(CLI::App* app, CacheOptions* options);
 int run_cache(const GlobalOptions& global, const CacheOptions& options);
-// "f16, 18.0 KiB a token in memory, 18.0 KiB on disk" from GET /api/cache's answer; "" when
+// "f16, 3.0 KiB a token in memory, 18.0 KiB on disk" from GET /api/cache's answer; "" when
 // it has no "kv" member (an older daemon).
 std::string kv_summary(const nlohmann::json& cache_stats);
 

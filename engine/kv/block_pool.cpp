@@ -5,11 +5,65 @@
 
 namespace hearth {
 
-BlockPool::BlockPool(int32_t n_blocks, int32_t block_tokens)
-    : block_tokens_(block_tokens), meta_(static_cast<size_t>(n_blocks)) {
-  assert(n_blocks > 0 && block_tokens > 0);
+BlockPool::BlockPool(int32_t n_blocks, int32_t block_tokens, int32_t n_sliding_blocks)
+    : block_tokens_(block_tokens), meta_(static_cast<size_t>(n_blocks)), sw_(static_cast<size_t>(n_sliding_blocks)) {
+  assert(n_blocks > 0 && block_tokens > 0 && n_sliding_blocks >= 0);
   free_.reserve(meta_.size());
   for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);
+  for (int32_t c = n_sliding_blocks - 1; c >= 0; --c) sw_free_.push_back(c);
+}
+
+int32_t BlockPool::add_companion(int32_t block) {
+  Meta& m = meta_[static_cast<size_t>(block)];
+  assert(bounded_sliding() && m.refs > 0 && m.companion < 0);
+  int32_t c = -1;
+  if (!sw_free_.empty()) {
+    c = sw_free_.back();
+    sw_free_.pop_back();
+  } else if (!sw_lru_.empty()) {
+    c = sw_lru_.front();
+    sw_lru_.pop_front();
+    meta_[static_cast<size_t>(sw_[static_cast<size_t>(c)].block)].companion = -1;
+    ++sw_evictions_;
+  } else {
+    return -1;
+  }
+  sw_[static_cast<size_t>(c)] = SlidingMeta{1, block, {}};
+  m.companion = c;
+  return c;
+}
+
+void BlockPool::hold_companion(int32_t block) {
+  const int32_t c = meta_[static_cast<size_t>(block)].companion;
+  assert(c >= 0);
+  SlidingMeta& s = sw_[static_cast<size_t>(c)];
+  if (s.refs++ == 0) sw_lru_.erase(s.lru);
+}
+
+void BlockPool::release_companion(int32_t block, bool discard) {
+  Meta& m = meta_[static_cast<size_t>(block)];
+  assert(m.companion >= 0);
+  SlidingMeta& s = sw_[static_cast<size_t>(m.companion)];
+  assert(s.refs > 0 && (!discard || s.refs == 1));
+  if (--s.refs > 0) return;
+  if (m.named && !discard) {
+    s.lru = sw_lru_.insert(sw_lru_.end(), m.companion);
+  } else {
+    sw_free_.push_back(m.companion);
+    s = SlidingMeta{};
+    m.companion = -1;
+  }
+}
+
+void BlockPool::drop_companion(int32_t block) {
+  Meta& m = meta_[static_cast<size_t>(block)];
+  if (m.companion < 0) return;
+  SlidingMeta& s = sw_[static_cast<size_t>(m.companion)];
+  assert(s.refs == 0);
+  sw_lru_.erase(s.lru);
+  sw_free_.push_back(m.companion);
+  s = SlidingMeta{};
+  m.companion = -1;
 }
 
 int32_t BlockPool::allocate() {
@@ -25,6 +79,7 @@ int32_t BlockPool::allocate() {
   } else {
     return -1;
   }
+  assert(meta_[static_cast<size_t>(b)].companion < 0);
   meta_[static_cast<size_t>(b)].refs = 1;
   meta_[static_cast<size_t>(b)].sliding_missing = false;
   return b;
@@ -39,6 +94,7 @@ void BlockPool::release(int32_t block) {
   Meta& m = meta_[static_cast<size_t>(block)];
   assert(m.refs > 0);
   if (--m.refs > 0) return;
+  assert(m.companion < 0 || sw_[static_cast<size_t>(m.companion)].refs == 0);  // tables let go of it first
   if (m.named) {
     m.lru = lru_.insert(lru_.end(), block);
   } else {
@@ -68,7 +124,7 @@ bool BlockPool::name_full(int32_t block, uint64_t hash, uint64_t parent, std::sp
     // computed again every time.
     const int32_t old = it->second;
     Meta& o = meta_[static_cast<size_t>(old)];
-    if (!o.sliding_missing || m.sliding_missing) return false;
+    if (!sliding_missing(old) || sliding_missing(block)) return false;
     const int32_t refs = o.refs;
     if (refs == 0) lru_.erase(o.lru);
     unname(old);
@@ -112,7 +168,7 @@ std::pair<int32_t, int32_t> BlockPool::best_child(uint64_t parent, std::span<con
   std::pair<int32_t, int32_t> best{-1, 0};
   auto [lo, hi] = children_.equal_range(parent);
   for (auto it = lo; it != hi; ++it) {
-    if (meta_[static_cast<size_t>(it->second)].sliding_missing) continue;
+    if (sliding_missing(it->second)) continue;
     const std::vector<int32_t>& t = meta_[static_cast<size_t>(it->second)].tokens;
     const size_t n = std::min(t.size(), tokens.size());
     const int32_t common = static_cast<int32_t>(
@@ -125,6 +181,9 @@ std::pair<int32_t, int32_t> BlockPool::best_child(uint64_t parent, std::span<con
 void BlockPool::unname(int32_t block) {
   Meta& m = meta_[static_cast<size_t>(block)];
   if (!m.named) return;
+  // A companion nobody holds goes with the name (one still held is freed when let go).
+  if (m.companion >= 0 && sw_[static_cast<size_t>(m.companion)].refs == 0) drop_companion(block);
+  const int32_t companion = m.companion;
   if (m.full) by_hash_.erase(m.hash);
   auto [lo, hi] = children_.equal_range(m.parent);
   for (auto it = lo; it != hi; ++it)
@@ -140,6 +199,7 @@ void BlockPool::unname(int32_t block) {
     if (o->second.blocks == 0) owners_.erase(o);
   }
   m = Meta{};
+  m.companion = companion;
 }
 
 int32_t BlockPool::clear_cached(std::optional<uint32_t> owner) {
@@ -162,15 +222,68 @@ bool BlockTable::reserve(BlockPool& pool, int32_t n_tokens) {
   const int32_t bt = pool.block_tokens();
   const size_t need = static_cast<size_t>((n_tokens + bt - 1) / bt);
   if (need <= blocks_.size()) return true;
-  if (static_cast<size_t>(pool.n_free()) < need - blocks_.size()) return false;
-  while (blocks_.size() < need) append(pool.allocate(), bt);
+  const int32_t more = static_cast<int32_t>(need - blocks_.size());
+  if (pool.n_free() < more || (pool.bounded_sliding() && pool.n_sliding_free() < more)) return false;
+  while (blocks_.size() < need) {
+    const int32_t b = pool.allocate();
+    if (pool.bounded_sliding()) pool.add_companion(b);
+    append(pool, b);
+    if (pool.bounded_sliding()) pool.release_companion(b);  // the table's reference remains
+  }
   return true;
 }
 
-void BlockTable::append(int32_t block, int32_t block_tokens) {
-  assert(slots_.size() == blocks_.size() * static_cast<size_t>(block_tokens));
+void BlockTable::set_companion(size_t i, int32_t companion, int32_t block_tokens) {
+  held_[i] = companion;
+  const size_t bt = static_cast<size_t>(block_tokens);
+  for (size_t k = 0; k < bt; ++k)
+    sw_slots_[i * bt + k] = companion < 0 ? 0 : companion * block_tokens + static_cast<int32_t>(k);
+}
+
+void BlockTable::append(BlockPool& pool, int32_t block) {
+  const int32_t bt = pool.block_tokens();
+  assert(slots_.size() == blocks_.size() * static_cast<size_t>(bt));
+  if (blocks_.empty()) bounded_ = pool.bounded_sliding();
   blocks_.push_back(block);
-  for (int32_t i = 0; i < block_tokens; ++i) slots_.push_back(block * block_tokens + i);
+  for (int32_t i = 0; i < bt; ++i) slots_.push_back(block * bt + i);
+  if (!bounded_) return;
+  held_.push_back(-1);
+  sw_slots_.resize(slots_.size(), 0);
+  hold_sliding(pool, blocks_.size() - 1);
+}
+
+bool BlockTable::has_sliding(const BlockPool& pool, size_t i) const {
+  return bounded_ ? held_[i] >= 0 : !pool.sliding_missing(blocks_[i]);
+}
+
+bool BlockTable::hold_sliding(BlockPool& pool, size_t i) {
+  if (!bounded_ || held_[i] >= 0) return false;
+  const int32_t c = pool.companion(blocks_[i]);
+  if (c < 0) return false;
+  pool.hold_companion(blocks_[i]);
+  set_companion(i, c, pool.block_tokens());
+  slid_ = std::min(slid_, i);
+  return true;
+}
+
+void BlockTable::drop_sliding(BlockPool& pool, size_t i, bool discard) {
+  if (!bounded_ || held_[i] < 0) return;
+  pool.release_companion(blocks_[i], discard);
+  set_companion(i, -1, pool.block_tokens());
+}
+
+bool BlockTable::add_sliding(BlockPool& pool, size_t i) {
+  if (!bounded_ || held_[i] >= 0 || pool.companion(blocks_[i]) >= 0) return false;
+  const int32_t c = pool.add_companion(blocks_[i]);
+  if (c < 0) return false;
+  set_companion(i, c, pool.block_tokens());
+  slid_ = std::min(slid_, i);
+  return true;
+}
+
+void BlockTable::slide(BlockPool& pool, size_t first_block) {
+  if (!bounded_) return;
+  for (; slid_ < std::min(first_block, blocks_.size()); ++slid_) drop_sliding(pool, slid_, false);
 }
 
 void BlockTable::release(BlockPool& pool) {
@@ -179,9 +292,16 @@ void BlockTable::release(BlockPool& pool) {
 
 void BlockTable::truncate(BlockPool& pool, size_t n_blocks) {
   if (n_blocks >= blocks_.size()) return;
-  for (size_t i = blocks_.size(); i-- > n_blocks;) pool.release(blocks_[i]);
+  for (size_t i = blocks_.size(); i-- > n_blocks;) {
+    if (bounded_ && held_[i] >= 0) pool.release_companion(blocks_[i]);
+    pool.release(blocks_[i]);
+  }
   blocks_.resize(n_blocks);
   slots_.resize(n_blocks * static_cast<size_t>(pool.block_tokens()));
+  if (!bounded_) return;
+  held_.resize(n_blocks);
+  sw_slots_.resize(slots_.size());
+  slid_ = std::min(slid_, n_blocks);
 }
 
 }  // namespace hearth

@@ -14,6 +14,18 @@
 // is remembered too (as a child of its parent's hash with its tokens), so a later prompt
 // can copy its valid part into a block of its own.
 //
+// Sliding-window companions. A model whose sliding-window layers attend to the last
+// `window` positions only needs their KV for the end of each sequence, not for all of it.
+// When the pool is built with n_sliding_blocks > 0, those layers' K and V tensors have that
+// many blocks of slots instead of n_blocks: a block's sliding-window KV lives in a companion
+// block of that smaller pool, taken when the block is allocated and given back once every
+// table holding it has moved past its window. A companion with no holder stays with its
+// block while the block is named (so a later prompt ending there is a memory hit), least
+// recently released first in line for reuse, like the blocks themselves; a block whose
+// companion went lacks its sliding-window KV (sliding_missing) and a prefix that needs it
+// reads it from disk. Without companions (n_sliding_blocks 0, the model has no window)
+// block b's sliding-window KV is in slot range b of every layer, as for the others.
+//
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
@@ -31,7 +43,7 @@ namespace hearth {
 
 class BlockPool {
  public:
-  BlockPool(int32_t n_blocks, int32_t block_tokens);
+  BlockPool(int32_t n_blocks, int32_t block_tokens, int32_t n_sliding_blocks = 0);
 
   int32_t block_tokens() const { return block_tokens_; }
   int32_t n_total() const { return static_cast<int32_t>(meta_.size()); }
@@ -50,6 +62,25 @@ class BlockPool {
     int64_t tokens = 0;
   };
   const std::map<uint32_t, OwnerUsage>& owners() const { return owners_; }
+
+  // Companions (see above): whether blocks have them, how many there are, and how many
+  // are free or held by no table (cached).
+  bool bounded_sliding() const { return !sw_.empty(); }
+  int32_t n_sliding_total() const { return static_cast<int32_t>(sw_.size()); }
+  int32_t n_sliding_free() const { return static_cast<int32_t>(sw_free_.size() + sw_lru_.size()); }
+  uint64_t sliding_evictions() const { return sw_evictions_; }
+  // The companion of `block` (the block of the smaller pool holding its sliding-window KV),
+  // or -1.
+  int32_t companion(int32_t block) const { return meta_[static_cast<size_t>(block)].companion; }
+  // Gives a block (in use, without a companion) a new companion with one reference, taking
+  // a free one or the least recently released cached one (its block then lacks its
+  // sliding-window KV). Returns it, or -1 when every companion is held.
+  int32_t add_companion(int32_t block);
+  // Adds or drops one reference to the companion `block` has. At zero it stays with the
+  // block while the block is named (cached), else it is freed; with `discard` (its
+  // contents were never written) it is freed either way.
+  void hold_companion(int32_t block);
+  void release_companion(int32_t block, bool discard = false);
 
   // A block with one reference, or -1 when none is left. Takes a never-used block when
   // there is one, else the least recently released cached block (forgetting its name).
@@ -77,8 +108,12 @@ class BlockPool {
   // kGlobal): its sliding-window layers' slots hold nothing. Such a block serves a prefix
   // only where it lies outside the window of the prefix's end, until the missing part is
   // written and the mark cleared. allocate() clears it.
+  // With companions the mark is having none: set_sliding_missing is for pools without them.
   void set_sliding_missing(int32_t block, bool missing) { meta_[static_cast<size_t>(block)].sliding_missing = missing; }
-  bool sliding_missing(int32_t block) const { return meta_[static_cast<size_t>(block)].sliding_missing; }
+  bool sliding_missing(int32_t block) const {
+    const Meta& m = meta_[static_cast<size_t>(block)];
+    return bounded_sliding() ? m.companion < 0 : m.sliding_missing;
+  }
   // Among the blocks following `parent` (full or partial), the one whose tokens share the
   // longest common prefix with `tokens`: {block, length}, or {-1, 0}. Blocks whose
   // sliding-window KV is missing are passed over: the block a prefix ends in is always
@@ -94,10 +129,18 @@ class BlockPool {
     bool named = false, full = false, sliding_missing = false;
     uint64_t hash = 0, parent = 0;
     uint32_t owner = 0;
+    int32_t companion = -1;
     std::vector<int32_t> tokens;
     std::list<int32_t>::iterator lru;  // valid while cached
   };
+  struct SlidingMeta {
+    int32_t refs = 0;
+    int32_t block = -1;                // whose companion it is, or -1 when free
+    std::list<int32_t>::iterator lru;  // valid while cached
+  };
   void unname(int32_t block);
+  // Frees the companion of `block` (held by nobody), if it has one.
+  void drop_companion(int32_t block);
 
   int32_t block_tokens_;
   std::vector<Meta> meta_;
@@ -109,29 +152,61 @@ class BlockPool {
   int64_t named_tokens_ = 0;
   std::map<uint32_t, OwnerUsage> owners_;
   uint64_t evictions_ = 0;
+  std::vector<SlidingMeta> sw_;
+  std::vector<int32_t> sw_free_;
+  std::list<int32_t> sw_lru_;  // companions held by no table, least recently released first
+  uint64_t sw_evictions_ = 0;
 };
 
-// One sequence's blocks, in position order, and the slot of each position it holds.
+// One sequence's blocks, in position order, and the slot of each position it holds; with
+// companions (BlockPool::bounded_sliding), also the companions it holds and the
+// sliding-window layers' slot of each position whose block's companion it holds.
 class BlockTable {
  public:
-  // Makes room for positions [0, n_tokens); false (nothing changed) when the pool runs out.
+  // Makes room for positions [0, n_tokens), each new block with a companion when the pool
+  // has them; false (nothing changed) when the pool runs out.
   bool reserve(BlockPool& pool, int32_t n_tokens);
-  // Appends a block taken with BlockPool::attach (shared) or allocate() (own). The table
-  // must end at a block boundary.
-  void append(int32_t block, int32_t block_tokens);
+  // Appends a block taken with BlockPool::attach (shared) or allocate() (own), holding its
+  // companion if it has one. The table must end at a block boundary.
+  void append(BlockPool& pool, int32_t block);
   // Returns every block to the pool, the last one first.
   void release(BlockPool& pool);
   // Returns the blocks from n_blocks on to the pool, the last one first.
   void truncate(BlockPool& pool, size_t n_blocks);
 
+  // Whether block i's sliding-window KV can be read through sliding_slots(): the table
+  // holds its companion, or (without companions) the block has it.
+  bool has_sliding(const BlockPool& pool, size_t i) const;
+  // Holds the companion block i has in the pool (false when it has none, or the table holds
+  // it already).
+  bool hold_sliding(BlockPool& pool, size_t i);
+  // Gives block i (which has no companion) a new one and holds it; false when none is left.
+  bool add_sliding(BlockPool& pool, size_t i);
+  // Lets go of block i's companion (discard: its contents were never written, so it is
+  // freed rather than kept with the block).
+  void drop_sliding(BlockPool& pool, size_t i, bool discard);
+  // Gives back the companions of the blocks before first_block: a sequence whose next
+  // position is n attends in its sliding-window layers from n - window + 1 on only.
+  void slide(BlockPool& pool, size_t first_block);
+
   int32_t capacity() const { return static_cast<int32_t>(slots_.size()); }  // tokens
   const std::vector<int32_t>& blocks() const { return blocks_; }
   // slots()[p] = KV slot of position p, for p < capacity().
   const std::vector<int32_t>& slots() const { return slots_; }
+  // The sliding-window layers' slot of each position: slots() without companions; with
+  // them, the companion's slot where the table holds it, else 0 (never read: outside the
+  // window of every position the sequence computes).
+  const std::vector<int32_t>& sliding_slots() const { return bounded_ ? sw_slots_ : slots_; }
 
  private:
+  void set_companion(size_t i, int32_t companion, int32_t block_tokens);
+
+  bool bounded_ = false;
+  size_t slid_ = 0;  // companions of blocks before it are given back
   std::vector<int32_t> blocks_;
   std::vector<int32_t> slots_;
+  std::vector<int32_t> held_;  // with companions: the companion held for block i, or -1
+  std::vector<int32_t> sw_slots_;
 };
 
 }  // namespace hearth

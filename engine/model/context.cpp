@@ -45,13 +45,15 @@ Status check_kv_type(const ModelConfig& c, const Backend& backend, DType kv_type
 }
 
 Result<ForwardBuffers> allocate_forward_buffers(const ModelConfig& c, Backend& backend, int64_t n_slots,
-                                                int64_t n_batch, int64_t n_logits, DType kv_type) {
+                                                int64_t n_batch, int64_t n_logits, DType kv_type,
+                                                int64_t n_sliding_slots) {
   if (Status s = check_kv_type(c, backend, kv_type); !s) return make_error("context: " + s.error().message);
   ForwardBuffers fb;
   Arena kv_arena;
   for (int il = 0; il < c.n_layer; ++il) {
-    fb.kv.k.push_back(kv_arena.take(kv_type, c.kv_dim(), n_slots));
-    fb.kv.v.push_back(kv_arena.take(kv_type, c.kv_dim(), n_slots));
+    const int64_t n = c.layer_sliding(il) && n_sliding_slots > 0 ? std::min(n_slots, n_sliding_slots) : n_slots;
+    fb.kv.k.push_back(kv_arena.take(kv_type, c.kv_dim(), n));
+    fb.kv.v.push_back(kv_arena.take(kv_type, c.kv_dim(), n));
   }
   Result<std::unique_ptr<Buffer>> kv = backend.alloc(kv_arena.bytes(), BufferKind::KvCache);
   if (!kv) return kv.error();

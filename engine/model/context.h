@@ -30,16 +30,19 @@ struct ContextOptions {
 // (blocks of 32 elements, so kv_dim must be a multiple of 32), and a type the backend runs.
 Status check_kv_type(const ModelConfig& c, const Backend& backend, DType kv_type);
 
-// Device memory for forward passes: a KV pool of n_slots token slots per layer and the
-// activations of one batch of up to n_batch tokens (n_logits logit rows). Shared by the
-// single-sequence context below and by anything that batches several sequences.
+// Device memory for forward passes: a KV pool of n_slots token slots per layer (the
+// sliding-window layers n_sliding_slots, when that is given and smaller: see
+// SeqChunk::sliding_slots) and the activations of one batch of up to n_batch tokens
+// (n_logits logit rows). Shared by the single-sequence context below and by anything that
+// batches several sequences.
 struct ForwardBuffers {
   std::unique_ptr<Buffer> kv_buffer, act_buffer;
   KvTensors kv;
   Activations act;
 };
 Result<ForwardBuffers> allocate_forward_buffers(const ModelConfig& c, Backend& backend, int64_t n_slots,
-                                                int64_t n_batch, int64_t n_logits, DType kv_type);
+                                                int64_t n_batch, int64_t n_logits, DType kv_type,
+                                                int64_t n_sliding_slots = 0);
 
 class InferenceContext {
  public:

@@ -1,5 +1,6 @@
 #include "engine/model/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -224,31 +225,52 @@ int64_t ForwardBatch::n_tokens() const {
   return n;
 }
 
-void Model::build_forward(Graph& g, const ForwardBatch& batch, const Activations& act, const KvTensors& kv) const {
-  const ModelConfig& c = config_;
+namespace {
+
+// The integer inputs of a batch, with each chunk's slots from slots_of(chunk).
+BatchLayout layout_batch(Graph& g, const ForwardBatch& batch, IntSpan positions, auto slots_of) {
   BatchLayout b;
   b.n = batch.n_tokens();
-  std::vector<int32_t> tokens, positions, new_slots;
+  b.positions = positions;
+  std::vector<int32_t> new_slots;
   for (const SeqChunk& sc : batch.seqs) {
-    const int64_t n = static_cast<int64_t>(sc.tokens.size());
-    tokens.insert(tokens.end(), sc.tokens.begin(), sc.tokens.end());
-    for (int64_t i = 0; i < n; ++i) positions.push_back(sc.first_pos + static_cast<int32_t>(i));
-    const std::span<const int32_t> own = sc.kv_slots.subspan(sc.first_pos, n);
+    const std::span<const int32_t> own = slots_of(sc).subspan(sc.first_pos, sc.tokens.size());
     new_slots.insert(new_slots.end(), own.begin(), own.end());
   }
-  const IntSpan tok_span = g.add_ints(tokens);
-  b.positions = g.add_ints(positions);
   b.new_slots = g.add_ints(new_slots);
   int64_t row = 0;
   for (const SeqChunk& sc : batch.seqs) {
     AttnSeq as;
     as.row0 = row;
     as.n = static_cast<int64_t>(sc.tokens.size());
-    as.positions = IntSpan{b.positions.offset + static_cast<uint32_t>(row), static_cast<uint32_t>(as.n)};
-    as.kv_slots = g.add_ints(sc.kv_slots.subspan(0, sc.first_pos + as.n));
+    as.positions = IntSpan{positions.offset + static_cast<uint32_t>(row), static_cast<uint32_t>(as.n)};
+    as.kv_slots = g.add_ints(slots_of(sc).subspan(0, sc.first_pos + as.n));
     b.seqs.push_back(as);
     row += as.n;
   }
+  return b;
+}
+
+}  // namespace
+
+void Model::build_forward(Graph& g, const ForwardBatch& batch, const Activations& act, const KvTensors& kv) const {
+  const ModelConfig& c = config_;
+  std::vector<int32_t> tokens, positions;
+  for (const SeqChunk& sc : batch.seqs) {
+    tokens.insert(tokens.end(), sc.tokens.begin(), sc.tokens.end());
+    for (size_t i = 0; i < sc.tokens.size(); ++i) positions.push_back(sc.first_pos + static_cast<int32_t>(i));
+  }
+  const IntSpan tok_span = g.add_ints(tokens);
+  const IntSpan pos_span = g.add_ints(positions);
+  const BatchLayout b = layout_batch(g, batch, pos_span, [](const SeqChunk& sc) { return sc.kv_slots; });
+  // Sliding-window layers read through their own slots where a chunk has them.
+  const bool own_sliding =
+      std::ranges::any_of(batch.seqs, [](const SeqChunk& sc) { return !sc.sliding_slots.empty(); });
+  const BatchLayout b_sliding =
+      own_sliding
+          ? layout_batch(g, batch, pos_span,
+                         [](const SeqChunk& sc) { return sc.sliding_slots.empty() ? sc.kv_slots : sc.sliding_slots; })
+          : b;
   const int64_t n = b.n;
 
   Op embed{OpKind::GetRows};
@@ -258,7 +280,9 @@ void Model::build_forward(Graph& g, const ForwardBatch& batch, const Activations
   embed.f0 = c.embed_scale;
   g.ops.push_back(embed);
 
-  for (int il = 0; il < c.n_layer; ++il) arch_->build_layer(g, c, weights_.layers[il], il, b, act, kv.k[il], kv.v[il]);
+  for (int il = 0; il < c.n_layer; ++il) {
+    arch_->build_layer(g, c, weights_.layers[il], il, c.layer_sliding(il) ? b_sliding : b, act, kv.k[il], kv.v[il]);
+  }
 
   if (batch.logit_rows.empty()) return;
   const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());

@@ -38,6 +38,10 @@ struct ModelConfig {
   float final_softcap = 0.0f;      // logits softcap, 0 = none
 
   int32_t q_dim() const { return n_head * head_dim; }
+  // Whether layer il attends through the sliding window.
+  bool layer_sliding(int il) const {
+    return sliding_window > 0 && static_cast<size_t>(il) < layer_swa.size() && layer_swa[static_cast<size_t>(il)];
+  }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
 };
 
@@ -80,6 +84,10 @@ struct SeqChunk {
   // KV slot of every position 0 .. first_pos + tokens.size() - 1 of this sequence; the
   // chunk's own keys and values are written to the slots of its positions.
   std::span<const int32_t> kv_slots;
+  // The same for the sliding-window layers, whose KV may live in smaller tensors (a block
+  // pool's companions, engine/kv/block_pool.h); only the positions inside the window of the
+  // chunk's tokens need a real slot. Empty: kv_slots.
+  std::span<const int32_t> sliding_slots = {};
 };
 
 // What one forward pass computes: chunks of one or more sequences (continuous batching
@@ -106,7 +114,8 @@ struct BatchLayout {
   std::vector<AttnSeq> seqs;
 };
 
-// KV cache tensors per layer: [n_slots, kv_dim] in the cache type.
+// KV cache tensors per layer: [n_slots, kv_dim] in the cache type; sliding-window layers
+// may have fewer slots (SeqChunk::sliding_slots).
 struct KvTensors {
   std::vector<Tensor> k, v;
 };

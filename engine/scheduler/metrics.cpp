@@ -57,13 +57,12 @@ void EngineMetrics::retired(const Sequence& s, int64_t n_running, const BlockPoo
   cache_.prefilled_tokens += static_cast<uint64_t>(std::max(0, std::min(s.n_computed(), s.n_prompt()) - cached));
 }
 
-void EngineMetrics::pool(const BlockPool& pool, int64_t kv_token_bytes, int64_t n_running) {
+void EngineMetrics::pool(const BlockPool& pool, int64_t kv_token_bytes, uint64_t capacity_bytes, int64_t n_running) {
   std::lock_guard<std::mutex> lock(mutex_);
   cache_.memory_blocks = pool.n_named();
   cache_.memory_tokens = pool.named_tokens();
   cache_.memory_bytes = static_cast<uint64_t>(pool.named_tokens() * kv_token_bytes);
-  cache_.memory_capacity_bytes =
-      static_cast<uint64_t>(static_cast<int64_t>(pool.n_total()) * pool.block_tokens() * kv_token_bytes);
+  cache_.memory_capacity_bytes = capacity_bytes;
   cache_.memory_evictions = pool.evictions();
   cache_.owners.clear();
   for (const auto& [uid, u] : pool.owners()) {

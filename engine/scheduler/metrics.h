@@ -31,8 +31,9 @@ class EngineMetrics {
   void token(const Sequence& s, size_t n_itl_before);
   // s ended and its blocks went back to pool; n_running sequences remain.
   void retired(const Sequence& s, int64_t n_running, const BlockPool& pool);
-  // The pool's gauges (kv_token_bytes: K and V of one token, all layers).
-  void pool(const BlockPool& pool, int64_t kv_token_bytes, int64_t n_running);
+  // The pool's gauges (kv_token_bytes: K and V of one token in the pool's blocks;
+  // capacity_bytes: the whole KV cache, companions included).
+  void pool(const BlockPool& pool, int64_t kv_token_bytes, uint64_t capacity_bytes, int64_t n_running);
 
   SchedulerStats stats() const;
   // The engine's part of CacheStats (the disk tier's part comes from the store).

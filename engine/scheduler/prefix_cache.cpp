@@ -88,7 +88,7 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
   int32_t i = 0;
   for (int32_t b; i < n_full && (b = in_memory(tokens, st, i)) >= 0; ++i) {
     pool_.attach(b);
-    table.append(b, bt_);
+    table.append(pool_, b);
   }
   auto p = std::make_shared<PendingRestore>();
   p->first_block = i;
@@ -107,6 +107,9 @@ int32_t PrefixCache::attach_prefix(std::span<const int32_t> tokens, int32_t limi
   }
   p->reach = reach;
   const int32_t need_from = window_first_block(reach * bt_);
+  // The companions of blocks before the window go back before any is taken for the chunks
+  // in it (they are taken again if a failed chunk moves the window back).
+  table.slide(pool_, static_cast<size_t>(need_from));
   // The chunks to read: those memory lacks, and those in the window whose blocks in memory
   // lack their sliding-window KV; whole inside the window, the first section before it.
   auto chunk_ids = [&](size_t at, size_t n) {
@@ -160,7 +163,8 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
     assert(table.blocks().size() == static_cast<size_t>(i));
     if (const int32_t b = in_memory(tokens, st, i); b >= 0) {
       pool_.attach(b);
-      table.append(b, bt_);
+      table.append(pool_, b);
+      table.slide(pool_, static_cast<size_t>(window_first_block(p.reach * bt_)));
       p.from_disk.push_back(false);
       ++p.next_block;
       continue;
@@ -203,16 +207,23 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
     auto [from, common] = pool_.best_child(parent_of(st, static_cast<size_t>(i)),
                                            tokens.subspan(static_cast<size_t>(n), static_cast<size_t>(limit - n)));
     if (from >= 0) {
-      pool_.attach(from);  // keeps it from being the block allocate() reuses
+      // Both held while the copy is set up: allocate() and add_companion() reuse what
+      // nobody holds.
+      const bool companions = pool_.bounded_sliding();
+      pool_.attach(from);
+      if (companions) pool_.hold_companion(from);
       const int32_t to = pool_.allocate();
       // A failed copy leaves `to` unused: those tokens are prefilled instead.
-      if (to >= 0 && copy_block(from, to, common)) {
-        table.append(to, bt_);
+      bool copied = false;
+      if (to >= 0 && (!companions || pool_.add_companion(to) >= 0)) copied = copy_block(from, to, common);
+      if (copied) {
+        table.append(pool_, to);
         st.memory_tokens += common;
         n += common;
-      } else if (to >= 0) {
-        pool_.release(to);
       }
+      if (to >= 0 && companions && pool_.companion(to) >= 0) pool_.release_companion(to, !copied);
+      if (to >= 0 && !copied) pool_.release(to);
+      if (companions) pool_.release_companion(from);
       pool_.release(from);
     } else if (store_) {
       const ChunkLoad* tail = nullptr;
@@ -225,6 +236,7 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
       n += got;
     }
   }
+  table.slide(pool_, static_cast<size_t>(window_first_block(n)));
   st.named_blocks = i;  // attached blocks were named by their owner, restored ones here
   // chunks_done stays 0: on_computed offers every full chunk the writer does not have yet,
   // so a chunk the writer once dropped (queue full) is written by a later user.
@@ -249,14 +261,19 @@ bool PrefixCache::place_chunk(std::span<const int32_t> tokens, int32_t chunk, in
   // (the device, not the file) leaves the table as it was and the caller prefills.
   std::vector<int32_t>& blocks = restoring_;
   blocks.clear();
+  const bool companions = pool_.bounded_sliding() && !global_only;
   auto give_back = [&] {
-    for (int32_t b : blocks) pool_.release(b);
+    for (int32_t b : blocks) {
+      if (pool_.companion(b) >= 0) pool_.release_companion(b, true);
+      pool_.release(b);
+    }
     return false;
   };
   for (int32_t blk = first_block; blk <= last; ++blk) {
     const int32_t b = pool_.allocate();
     if (b < 0) return give_back();  // cannot happen while the pool holds n_ctx per sequence
     blocks.push_back(b);
+    if (companions && pool_.add_companion(b) < 0) return give_back();
   }
   if (Status w = write_blocks(payload, chunk_tokens_, blocks, first_block - chunk * kChunkBlocks, false); !w) {
     LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
@@ -264,17 +281,17 @@ bool PrefixCache::place_chunk(std::span<const int32_t> tokens, int32_t chunk, in
   }
   for (int32_t blk = first_block; blk <= last; ++blk) {
     const int32_t b = blocks[static_cast<size_t>(blk - first_block)];
-    table.append(b, bt_);
+    table.append(pool_, b);
     pool_.name_full(b, st.hashes[static_cast<size_t>(blk)], parent_of(st, static_cast<size_t>(blk)),
                     tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)), st.owner);
-    pool_.set_sliding_missing(b, global_only);
+    if (companions) pool_.release_companion(b);  // the table holds it now
+    if (!pool_.bounded_sliding()) pool_.set_sliding_missing(b, global_only);
   }
   st.restore_bytes += payload.size();
   return true;
 }
 
-bool PrefixCache::fill_sliding(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table,
-                               SeqCacheState& st) {
+bool PrefixCache::fill_sliding(std::span<const int32_t> tokens, int32_t chunk, BlockTable& table, SeqCacheState& st) {
   const size_t first = static_cast<size_t>(chunk * kChunkBlocks);
   const size_t last = first + kChunkBlocks - 1;
   if (!store_ || last >= st.hashes.size()) return false;
@@ -293,12 +310,14 @@ bool PrefixCache::fill_sliding(std::span<const int32_t> tokens, int32_t chunk, c
   st.restore_bytes += (*payload)->size();
   for (size_t blk = first; blk <= last && blk < table.blocks().size(); ++blk) {
     const int32_t b = table.blocks()[blk];
-    if (!pool_.sliding_missing(b)) continue;
+    if (table.has_sliding(pool_, blk) || table.hold_sliding(pool_, blk)) continue;
+    if (pool_.bounded_sliding() && !table.add_sliding(pool_, blk)) return false;
     if (Status w = write_blocks(**payload, chunk_tokens_, {&b, 1}, static_cast<int32_t>(blk - first), true); !w) {
       LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
+      table.drop_sliding(pool_, blk, true);
       return false;
     }
-    pool_.set_sliding_missing(b, false);
+    if (!pool_.bounded_sliding()) pool_.set_sliding_missing(b, false);
   }
   return true;
 }
@@ -308,7 +327,8 @@ int32_t PrefixCache::complete_window(std::span<const int32_t> tokens, BlockTable
   for (;;) {
     int32_t bad = -1;
     for (int32_t b = window_first_block(n * bt_); b < n && bad < 0; ++b) {
-      if (pool_.sliding_missing(table.blocks()[static_cast<size_t>(b)]) &&
+      const size_t k = static_cast<size_t>(b);
+      if (!table.has_sliding(pool_, k) && !table.hold_sliding(pool_, k) &&
           !fill_sliding(tokens, b / kChunkBlocks, table, st))
         bad = b;
     }
@@ -333,7 +353,7 @@ Status PrefixCache::for_each_run(size_t payload_bytes, size_t n_tokens, std::spa
         if (at >= payload_bytes) continue;  // a layer of the section not read
         const size_t n = std::min(bt, n_tokens - first) * row_bytes_;
         assert(at + n <= payload_bytes);
-        if (Status s = f(t, slot_offset(t, blocks[k] * bt_), at, n); !s) return s;
+        if (Status s = f(t, slot_offset(t, slot_block(l, blocks[k]) * bt_), at, n); !s) return s;
       }
     }
   }
@@ -393,12 +413,18 @@ int32_t PrefixCache::place_tail(int32_t i, int32_t limit, const ChunkLoad& load,
   if (payload.size() != kv_.k.size() * 2 * n * row_bytes_) return 0;
   const int32_t b = pool_.allocate();
   if (b < 0) return 0;
-  if (Status w = write_blocks(payload, n, {&b, 1}, 0, false); !w) {
-    LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
+  if (pool_.bounded_sliding() && pool_.add_companion(b) < 0) {
     pool_.release(b);
     return 0;
   }
-  table.append(b, bt_);  // its own block, never named here: the sequence writes the rest
+  if (Status w = write_blocks(payload, n, {&b, 1}, 0, false); !w) {
+    LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
+    if (pool_.bounded_sliding()) pool_.release_companion(b, true);
+    pool_.release(b);
+    return 0;
+  }
+  table.append(pool_, b);  // its own block, never named here: the sequence writes the rest
+  if (pool_.bounded_sliding()) pool_.release_companion(b);
   st.restore_bytes += payload.size();
   return std::min(static_cast<int32_t>(n), limit - i * bt_);
 }
@@ -413,11 +439,12 @@ int32_t PrefixCache::extend(std::span<const int32_t> tokens, int32_t n, int32_t 
     // A block without its sliding-window KV ends up inside the window here: computed instead.
     if (b < 0 || !std::ranges::equal(pool_.tokens(b), block_tokens) || pool_.sliding_missing(b)) break;
     pool_.attach(b);
-    table.append(b, bt_);
+    table.append(pool_, b);
     st.memory_tokens += bt_;
     n += bt_;
     st.named_blocks = std::max(st.named_blocks, static_cast<int32_t>(i) + 1);
   }
+  table.slide(pool_, static_cast<size_t>(window_first_block(n)));
   return n;
 }
 
@@ -486,7 +513,8 @@ bool PrefixCache::copy_block(int32_t from, int32_t to, int32_t n) {
   for (size_t l = 0; l < kv_.k.size(); ++l)
     for (int kind = 0; kind < 2; ++kind) {
       const Tensor& t = tensor(l, kind);
-      copies_.push_back(BufferCopy{t.buffer, slot_offset(t, from * bt_), t.buffer, slot_offset(t, to * bt_), bytes});
+      copies_.push_back(BufferCopy{t.buffer, slot_offset(t, slot_block(l, from) * bt_), t.buffer,
+                                   slot_offset(t, slot_block(l, to) * bt_), bytes});
     }
   Status st = backend_.copy(copies_);
   if (!st)

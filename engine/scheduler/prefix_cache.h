@@ -18,6 +18,7 @@
 // Thread-safety: engine thread only (the ChunkStore is thread-safe on its own).
 #pragma once
 
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -110,7 +111,7 @@ class PrefixCache {
   // own; returns the tokens of it the prefix uses (0 on failure).
   int32_t place_tail(int32_t i, int32_t limit, const ChunkLoad& load, BlockTable& table, SeqCacheState& st);
   // Writes the sliding-window KV of the table's blocks in `chunk` that lack it, from disk.
-  bool fill_sliding(std::span<const int32_t> tokens, int32_t chunk, const BlockTable& table, SeqCacheState& st);
+  bool fill_sliding(std::span<const int32_t> tokens, int32_t chunk, BlockTable& table, SeqCacheState& st);
   // Makes every block in the window of the table's end whole (fill_sliding), dropping the
   // table's tail where that fails. Returns the blocks kept.
   int32_t complete_window(std::span<const int32_t> tokens, BlockTable& table, SeqCacheState& st);
@@ -149,6 +150,13 @@ class PrefixCache {
   static uint64_t tail_name(uint64_t parent, std::span<const int32_t> tail_tokens);
   // The K (kind 0) or V (kind 1) tensor of a layer.
   const Tensor& tensor(size_t layer, int kind) const { return kind == 0 ? kv_.k[layer] : kv_.v[layer]; }
+  // The block of layer l's slots that holds `block`'s KV: its companion in a sliding-window
+  // layer when the pool has companions (it must have one).
+  int32_t slot_block(size_t l, int32_t block) const {
+    if (!sliding_[l] || !pool_.bounded_sliding()) return block;
+    assert(pool_.companion(block) >= 0);
+    return pool_.companion(block);
+  }
   size_t slot_offset(const Tensor& t, int32_t slot) const {
     return t.offset + static_cast<size_t>(slot) * t.row_stride;
   }

@@ -37,6 +37,27 @@ struct Queued {
   Clock::time_point submitted;
 };
 
+// Companions for the sliding-window layers' KV (engine/kv/block_pool.h), 0 when the model
+// has no sliding-window layer. A sequence whose step reads n tokens from position P holds
+// the blocks of [P - window + 1, P + n): at most (window + n) / bt + 2; the steps' tokens,
+// all sequences together, are at most n_batch. Another window per sequence keeps a finished
+// prompt's end in memory for the next request that continues it. Never more than the pool
+// has blocks: then nothing is saved, but nothing changes either.
+int32_t sliding_blocks(const ModelConfig& c, const SchedulerOptions& o, int32_t n_blocks) {
+  bool any = false;
+  for (int il = 0; il < c.n_layer; ++il) any = any || c.layer_sliding(il);
+  if (!any) return 0;
+  const int64_t bt = o.block_tokens;
+  const int64_t prefill = o.prefill_chunk > 0 ? o.prefill_chunk : o.n_ctx;
+  const int64_t window_blocks = (c.sliding_window + bt - 1) / bt;
+  const int64_t n = int64_t{o.n_parallel} * (2 * window_blocks + 4) + (o.n_parallel + prefill + bt - 1) / bt;
+  return static_cast<int32_t>(std::min<int64_t>(n, n_blocks));
+}
+
+int32_t pool_blocks(const SchedulerOptions& o) {
+  return o.n_parallel * ((o.n_ctx + o.block_tokens - 1) / o.block_tokens);
+}
+
 }  // namespace
 
 // While other sequences can step, one engine loop spends at most this long copying a
@@ -58,7 +79,7 @@ class Scheduler::Impl {
         clock_(o.clock ? o.clock : steady_step_clock()),
         work_(token_work(model.file())),
         store_(std::move(store)),
-        pool_(o.n_parallel * ((o.n_ctx + o.block_tokens - 1) / o.block_tokens), o.block_tokens) {}
+        pool_(pool_blocks(o), o.block_tokens, sliding_blocks(model.config(), o, pool_blocks(o))) {}
 
   ~Impl() {
     stop_accepting();
@@ -78,9 +99,9 @@ class Scheduler::Impl {
     // budget; with no budget (prefill_chunk 0) a whole prompt fits.
     const int64_t prefill = options_.prefill_chunk > 0 ? options_.prefill_chunk : options_.n_ctx;
     n_batch_ = options_.n_parallel + prefill;
-    Result<ForwardBuffers> fb = allocate_forward_buffers(model_.config(), backend_,
-                                                         static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens(),
-                                                         n_batch_, options_.n_parallel, options_.kv_type);
+    Result<ForwardBuffers> fb = allocate_forward_buffers(
+        model_.config(), backend_, static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens(), n_batch_,
+        options_.n_parallel, options_.kv_type, int64_t{pool_.n_sliding_total()} * pool_.block_tokens());
     if (!fb) return fb.error();
     buffers_ = std::move(*fb);
     open_cache();
@@ -477,13 +498,14 @@ class Scheduler::Impl {
     for (const Planned& p : plan) {
       Sequence& s = **p.seq;
       const int32_t first = s.n_computed();
-      // The pool holds n_ctx tokens for every running sequence, so this cannot fail.
-      const bool ok = s.table().reserve(pool_, first + p.n);
-      (void)ok;
+      // The pool holds n_ctx tokens for every running sequence, and its companions the
+      // windows of every step (sliding_blocks), so this cannot fail.
+      if (!s.table().reserve(pool_, first + p.n)) return make_error("the KV cache has no free block (a bug)");
       if (s.prefilling()) s.on_prefill_chunk(start);
-      batch.seqs.push_back(
-          SeqChunk{std::span<const int32_t>(s.tokens()).subspan(static_cast<size_t>(first), static_cast<size_t>(p.n)),
-                   first, s.table().slots()});
+      batch.seqs.push_back(SeqChunk{
+          std::span<const int32_t>(s.tokens()).subspan(static_cast<size_t>(first), static_cast<size_t>(p.n)), first,
+          s.table().slots(),
+          pool_.bounded_sliding() ? std::span<const int32_t>(s.table().sliding_slots()) : std::span<const int32_t>()});
       row += p.n;
       if (p.wants_logits) batch.logit_rows.push_back(static_cast<int32_t>(row - 1));
     }
@@ -517,6 +539,12 @@ class Scheduler::Impl {
       Sequence& s = **p.seq;
       s.on_computed(p.n, end);
       if (cache_) cache_->on_computed(s.tokens(), s.n_computed(), s.table(), s.cache());
+      // Written to disk above where a store takes it, the sliding-window KV before the next
+      // position's window goes back to the pool.
+      if (pool_.bounded_sliding()) {
+        const int32_t window = model_.config().sliding_window;
+        s.table().slide(pool_, static_cast<size_t>(std::max(0, s.n_computed() - window + 1) / pool_.block_tokens()));
+      }
       if (!p.wants_logits) continue;
       const size_t n_itl_before = s.itl_ms().size();
       const char* finished = s.on_logits(logits_.data() + logit_row++ * n_vocab, static_cast<int32_t>(n_vocab), end);
@@ -575,13 +603,18 @@ class Scheduler::Impl {
   }
 
   // K and V of one token, every layer, in the KV pool.
+  // K and V of one token in the pool's layers: all of them, or without companions the
+  // full-attention ones only (the sliding-window layers hold a window per sequence).
   int64_t kv_token_bytes() const {
-    return static_cast<int64_t>(row_bytes(options_.kv_type, model_.config().kv_dim())) * 2 * model_.config().n_layer;
+    const ModelConfig& c = model_.config();
+    int32_t layers = c.n_layer;
+    for (int il = 0; il < c.n_layer && pool_.bounded_sliding(); ++il) layers -= c.layer_sliding(il) ? 1 : 0;
+    return static_cast<int64_t>(row_bytes(options_.kv_type, c.kv_dim())) * 2 * layers;
   }
 
   void publish_gauges() {
     std::lock_guard<std::mutex> lock(mutex_);  // n_running_
-    metrics_.pool(pool_, kv_token_bytes(), n_running_);
+    metrics_.pool(pool_, kv_token_bytes(), kv_pool_bytes(model_.config(), options_), n_running_);
   }
 
   const Model& model_;
@@ -624,6 +657,16 @@ class Scheduler::Impl {
   std::vector<std::packaged_task<void()>> tasks_;
   bool engine_done_ = false;
 };
+
+uint64_t kv_pool_bytes(const ModelConfig& c, const SchedulerOptions& o) {
+  const int32_t n_blocks = pool_blocks(o);
+  const int32_t n_sliding = sliding_blocks(c, o, n_blocks);
+  const uint64_t row = row_bytes(o.kv_type, c.kv_dim());
+  uint64_t slots = 0;
+  for (int il = 0; il < c.n_layer; ++il)
+    slots += static_cast<uint64_t>(c.layer_sliding(il) && n_sliding > 0 ? n_sliding : n_blocks);
+  return 2 * slots * static_cast<uint64_t>(o.block_tokens) * row;
+}
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(const Model& model, Backend& backend, const Tokenizer& tokenizer,
                                                      const SchedulerOptions& o,

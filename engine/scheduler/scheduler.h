@@ -128,6 +128,11 @@ struct CacheStats {
   std::map<uint32_t, OwnerCacheUsage> owners;  // by uid (CacheScope::owner)
 };
 
+// The bytes of the KV cache a scheduler with options o allocates for model c: n_ctx
+// tokens per sequence in every full-attention layer, and in the sliding-window layers a
+// window per sequence and per step (engine/kv/block_pool.h), unless that is no smaller.
+uint64_t kv_pool_bytes(const ModelConfig& c, const SchedulerOptions& o);
+
 class Scheduler {
  public:
   // Allocates the KV block pool (n_parallel * n_ctx tokens) and the activations of one

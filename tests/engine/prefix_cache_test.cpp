@@ -195,7 +195,12 @@ TEST_CASE("warming a prompt persists it without generating, a restart restores i
     const ModelConfig& c = f.model->config();
     const uint64_t per_token = 2 * static_cast<uint64_t>(c.n_layer) * row_bytes(DType::F16, c.kv_dim());
     CHECK(cs.kv_type == "f16");
-    CHECK(cs.kv_bytes_per_token_memory == per_token);
+    // In memory a token's KV is its full-attention layers': the sliding-window layers hold
+    // a window per sequence (companions), whatever the context.
+    int n_global = 0;
+    for (int il = 0; il < c.n_layer; ++il) n_global += c.layer_sliding(il) ? 0 : 1;
+    CHECK(n_global < c.n_layer);
+    CHECK(cs.kv_bytes_per_token_memory == 2 * static_cast<uint64_t>(n_global) * row_bytes(DType::F16, c.kv_dim()));
     CHECK(cs.kv_bytes_per_token_disk == Approx(per_token + (144.0 + 4 * 16) / 16));  // header, token ids
     // The restore read every layer of the last full chunk (the 4-token window of its end
     // lies in it) and of the tail, and only the one full-attention layer of the 17 chunks
