@@ -6,7 +6,9 @@
 // cached prompt whose window's companions were reused by other prompts reads that KV from
 // disk (or computes it without a disk tier) and gives the cold answer.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "engine/kv/block_pool.h"
 #include "tests/engine/scheduler_fixture.h"
@@ -101,7 +103,15 @@ TEST_CASE("a cached prompt whose window's companions went to other prompts reads
     TempDir dir;
     auto sched = disk ? with_store(*f.model, *f.backend, *f.tok, so, dir.path())
                       : std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
-    CHECK(run_one(*sched, a).text == cold);
+    const Run first = run_one(*sched, a);
+    CHECK(first.text == cold);
+    // The writer has its chunks on disk before anything needs them (it runs on its own
+    // thread, which a busy machine may hold back).
+    for (const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+         sched->cache_stats().disk.written_chunks < static_cast<uint64_t>(first.usage.chunks_written) &&
+         std::chrono::steady_clock::now() < deadline;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(sched->cache_stats().disk.written_chunks == static_cast<uint64_t>(first.usage.chunks_written));
     const Run hit = run_one(*sched, a);  // a whole memory hit while its companions stay
     CHECK(hit.text == cold);
     CHECK(hit.usage.cached_memory_tokens == 99);
