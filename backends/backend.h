@@ -172,7 +172,8 @@ struct DeviceInfo {
 // cache written by one backend serves another (DESIGN.md, storage).
 // 2: the CPU's AVX-512 Q4_0 / Q5_0 / Q4_K / Q6_K kernels follow the scalar arithmetic.
 // 3: and its Q8_0 kernels; its attention has its own exp and sums q.k per key in order.
-inline constexpr uint32_t kNumericsVersion = 3;
+// 4: its attention is an online softmax over tiles of 256 keys on the grid of absolute positions.
+inline constexpr uint32_t kNumericsVersion = 4;
 
 class Backend {
  public:

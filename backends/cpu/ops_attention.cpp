@@ -2,8 +2,6 @@
 //
 // For every (query row t, head h): s_j = f0 * q_h . k_j for the visible positions j, an
 // optional softcap, p = softmax(s), out_h = sum_j p_j v_j, with j in increasing order.
-// The same arithmetic runs whatever the number of query rows, so a token's output does
-// not depend on how its prompt was chunked.
 //
 // Keys and values are first converted from the cache type to f32 for the positions any
 // row can see ([lo, n_kv)), once per op, in parallel (keys transposed where the level's
@@ -11,18 +9,21 @@
 // loops then read f32. Where the level reads f16 or Q8_0 values in place, values are not
 // staged at all.
 //
-// Two schedules compute the same bits. Row tiles (the one used): a task is up to
-// kAttnRowTile consecutive query rows and the heads of one KV group; it walks the keys in
-// tiles small enough to stay in L1 or L2, computing every (row, head)'s scores against a
-// tile before the next, then each row's softmax over its whole score row, then the weighted
-// sums over tiles of values, each output continuing its sums from the previous tile. Per row
-// (the former schedule, kept as the reference the tests compare with): a task is one query
-// row and the heads of one KV group, over all its keys at once. Every key's score, every
-// softmax and every output element's chain of fmas over j are the same arithmetic in both,
-// but in row tiles a key or value fetched from L3 or memory serves all the tile's rows
-// instead of one: on Zen 5, 512 rows over 4096 keys of Gemma 3 270M's global attention take
-// 30% less time, Qwen2.5-0.5B's 10% less, and decode steps half as long (heads that share a
-// KV head share one task instead of one task per head).
+// The softmax is online (as in flash attention): each (row, head) walks its keys in tiles of
+// kAttnTile on the grid of absolute positions, keeping a running maximum m and sum; a tile's
+// weights are exp(s_j - m), and when a tile raises m the output and the sum so far are
+// scaled by exp(m_old - m_new) first; the output is divided by the sum at the end. The tiles
+// lie where the row's position puts them, so a token's output does not depend on how its
+// prompt was chunked or what was batched beside it. A task is up to kAttnMaxRows
+// consecutive query rows and the heads of one KV group: a tile's keys and values, fetched
+// once, serve every (row, head) pair of the task, and its scores (pairs x kAttnTile floats)
+// stay in L2 however long the context. The per-row schedule (a task per row, kept as the
+// reference the tests compare with) runs the same arithmetic.
+//
+// Before (numerics 3) each row's softmax was exact over its whole score row, which the
+// tasks kept in memory: 16 rows of Gemma 3's 4 heads at 16,384 keys are 4 MB, past L2. On
+// Zen 5, default model, a 16,384-token prompt now reads at 1,599-1,690 tok/s at 2 threads
+// (1,354-1,507 before) and 876-898 at 1 (744-800); 4,096 tokens and decode as before.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -39,24 +40,23 @@ namespace hearth::cpu {
 namespace {
 
 // Query rows per task of the row-tiled schedule (at most): each key and value tile fetched
-// serves up to kAttnRowTile x (heads per KV group) (row, head) pairs. 16 rows were as fast
-// as 8 and faster than 4 or 32 on Gemma 3 and Qwen2.5 shapes (Zen 5, 1 MB L2).
-constexpr int64_t kAttnRowTile = 16;
-// A task's score rows (row tile x heads x keys floats, 1 MB for Gemma 3's 4 heads of 16 rows
-// at 4096 keys) stay under this, so long contexts take fewer rows per tile rather than
-// growing every thread's scratch without bound.
-constexpr int64_t kScoreBytes = 4 << 20;
-// Keys per tile of the scores: 32 KB of transposed keys of one KV head (32 keys of Gemma 3's
-// 256 floats, 128 of Qwen2.5's 64), which stay in L1 while the pairs of the tile go through
-// them; a multiple of 32, the keys the kernel takes at a time. The staged keys are blocked
-// by the same number. (Tiles of 64 keys of 256 floats, or 32 of 64, measured slower.)
+// serves up to kAttnMaxRows x (heads per KV group) (row, head) pairs. On the default model
+// 64 rows read a 16,384-token prompt 10% faster than 16 at 1 thread (861 vs 769-793 tok/s),
+// and as fast at 2 threads and at 512 or 4,096 tokens; Qwen2.5 is the same at 16 or 64.
+constexpr int64_t kAttnMaxRows = 64;
+// Keys per tile of the online softmax, on a grid of absolute positions (so that a row's
+// arithmetic depends on its position only, not on the rows batched with it). A task's
+// scores are kAttnMaxRows x heads x kAttnTile floats (64 KB for Gemma 3's 4 heads), in L2
+// whatever the context; 256 f16 value rows of one KV head are 32 KB (64 floats) to 128 KB
+// (256 floats).
+constexpr int64_t kAttnTile = 256;
+// Keys per block of the staged (transposed) keys: 32 KB of one KV head (32 keys of Gemma
+// 3's 256 floats, 128 of Qwen2.5's 64), which stay in L1 while the pairs of a task go
+// through them; a multiple of 32, the keys the kernel takes at a time. (Blocks of 64 keys
+// of 256 floats, or 32 of 64, measured slower.)
 int64_t key_tile_for(int64_t head_dim) {
   return std::clamp<int64_t>(32 * 1024 / 4 / std::max<int64_t>(head_dim, 1) / 32 * 32, 32, 256);
 }
-// Keys per tile of the weighted sums: 256 f16 value rows of one KV head are 32 KB (64
-// floats) to 128 KB (256 floats), in L2; tiles this long amortize the load and store of
-// each call's running sums (tiles of 32 or 64 keys measured 5-10% slower).
-constexpr int64_t kValueTile = 256;
 
 AttnSchedule initial_schedule() {
   const char* env = std::getenv("HEARTH_ATTN_SCHEDULE");
@@ -204,27 +204,118 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
       kern.weighted_sum(out, w, nh, v_f32 + (j - lo) * kv_dim + kvh * head_dim, kv_dim, n_j, head_dim, accumulate);
     }
   };
-  // A score row of n_j keys becomes its softmax weights, in place.
-  const auto softmax = [&](float* sc, int64_t n_j) {
-    float max_s;
-    if (softcap > 0.0f) {
-      max_s = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < n_j; ++j) {
-        const float s = scale * sc[j];
-        sc[j] = softcap * std::tanh(s / softcap);
-        max_s = std::max(max_s, sc[j]);
-      }
-    } else {
-      max_s = kern.scale_max(sc, n_j, scale);
-    }
-    const double sum = kern.exp_sum(sc, n_j, max_s);
-    kern.scale(sc, n_j, static_cast<float>(1.0 / sum));
-  };
   // The keys query row t sees: [j_begin, j_end), empty when j_end <= j_begin.
   const auto key_range = [&](int64_t t, int64_t* j_begin, int64_t* j_end) {
     const int64_t p = q_pos[t];
     *j_begin = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
     *j_end = std::min<int64_t>(n_kv, p + 1);
+  };
+  const float* q_data = row_f32(op.src0, 0);
+  float* out_data = row_f32(op.dst, 0);
+  const int64_t q_stride = static_cast<int64_t>(op.src0.row_stride / sizeof(float));
+  const int64_t out_stride = static_cast<int64_t>(op.dst.row_stride / sizeof(float));
+  const int64_t sc_stride = score_stride(kAttnTile);
+
+  // Attention of query rows [t0, t0 + nr) with heads [h0, h0 + nh) of KV head kvh: pair
+  // (r, h). Walks the keys in tiles of kAttnTile on the grid of absolute positions; for
+  // each tile, the pairs' scores (in `scores`, pair (r, h) at (r * nh + h) * sc_stride),
+  // then each pair's online-softmax step, then the weighted sums continuing each output.
+  const auto attend = [&](std::vector<float>& scores, int64_t t0, int64_t nr, int64_t kvh, int64_t h0, int64_t nh) {
+    int64_t jb[kAttnMaxRows], je[kAttnMaxRows];
+    float m[kAttnMaxRows * kAttnMaxGroup];
+    double sum[kAttnMaxRows * kAttnMaxGroup];
+    int64_t span_lo = n_kv, span_hi = 0;
+    for (int64_t r = 0; r < nr; ++r) {
+      key_range(t0 + r, &jb[r], &je[r]);
+      std::fill_n(out_data + (t0 + r) * out_stride + h0 * head_dim, nh * head_dim, 0.0f);
+      if (je[r] <= jb[r]) continue;
+      span_lo = std::min(span_lo, jb[r]);
+      span_hi = std::max(span_hi, je[r]);
+    }
+    std::fill_n(m, nr * nh, -std::numeric_limits<float>::infinity());
+    std::fill_n(sum, nr * nh, 0.0);
+    if (span_hi <= span_lo) return;
+    if (static_cast<int64_t>(scores.size()) < nr * nh * sc_stride) scores.resize(nr * nh * sc_stride);
+    const auto q_of = [&](int64_t r, int64_t h, int64_t) { return q_data + (t0 + r) * q_stride + (h0 + h) * head_dim; };
+    const auto out_of = [&](int64_t r, int64_t h, int64_t) {
+      return out_data + (t0 + r) * out_stride + (h0 + h) * head_dim;
+    };
+    int64_t tile0 = 0;  // the current tile's first key
+    const auto sc_of = [&](int64_t r, int64_t h, int64_t j) {
+      return scores.data() + (r * nh + h) * sc_stride + (j - tile0);
+    };
+    // Calls step(pairs, j, n_j) for the keys of [from, to) in parts of `part` keys on a
+    // grid from `origin`, in increasing j: the rows that see a whole part together,
+    // kAttnMaxGroup pairs a call; each row that sees some of it alone over that. Pair (r, h)
+    // of a call starting at key j reads in_of(r, h, j) and writes out_of(r, h, j).
+    const auto for_each_part = [&](int64_t part, int64_t origin, int64_t from, int64_t to, auto in_of, auto out_of,
+                                   auto step) {
+      for (int64_t k0 = origin + (from - origin) / part * part; k0 < to; k0 += part) {
+        const int64_t j0 = std::max(k0, from), j1 = std::min(k0 + part, to);
+        PairBatch full;
+        for (int64_t r = 0; r < nr; ++r) {
+          const int64_t a = std::max(j0, jb[r]), b = std::min(j1, je[r]);
+          if (a >= b) continue;
+          PairBatch one;
+          PairBatch& batch = a == j0 && b == j1 ? full : one;
+          for (int64_t h = 0; h < nh; ++h) {
+            batch.in[batch.n] = in_of(r, h, a);
+            batch.out[batch.n] = out_of(r, h, a);
+            if (++batch.n == kAttnMaxGroup) {
+              step(batch, a, b - a);
+              batch.n = 0;
+            }
+          }
+          if (one.n > 0) step(one, a, b - a);
+        }
+        if (full.n > 0) step(full, j0, j1 - j0);
+      }
+    };
+    for (tile0 = span_lo / kAttnTile * kAttnTile; tile0 < span_hi; tile0 += kAttnTile) {
+      const int64_t from = std::max(tile0, span_lo), to = std::min(tile0 + kAttnTile, span_hi);
+      // Scores a block of staged keys at a time, so that it stays in L1 while every pair
+      // goes through it.
+      for_each_part(key_block, lo, from, to, q_of, sc_of,
+                    [&](const PairBatch& b, int64_t j, int64_t n_j) { qk(b.in, b.n, kvh, j, j + n_j, b.out); });
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t a = std::max(from, jb[r]), b = std::min(to, je[r]);
+        for (int64_t h = 0; h < nh && a < b; ++h) {
+          float* sc = sc_of(r, h, a);
+          const int64_t n_j = b - a;
+          float tile_max;
+          if (softcap > 0.0f) {
+            tile_max = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < n_j; ++j) {
+              sc[j] = softcap * std::tanh(scale * sc[j] / softcap);
+              tile_max = std::max(tile_max, sc[j]);
+            }
+          } else {
+            tile_max = kern.scale_max(sc, n_j, scale);
+          }
+          const int64_t k = r * nh + h;
+          if (tile_max > m[k]) {
+            // A new maximum: what was summed so far is scaled down to it.
+            if (sum[k] > 0.0) {
+              const float alpha = std::exp(m[k] - tile_max);
+              sum[k] *= static_cast<double>(alpha);
+              kern.scale(out_of(r, h, 0), head_dim, alpha);
+            }
+            m[k] = tile_max;
+          }
+          if (m[k] == -std::numeric_limits<float>::infinity()) {
+            std::fill_n(sc, n_j, 0.0f);  // no finite score yet: nothing to weigh
+            continue;
+          }
+          sum[k] += kern.exp_sum(sc, n_j, m[k]);
+        }
+      }
+      for_each_part(kAttnTile, tile0, from, to, sc_of, out_of, [&](const PairBatch& b, int64_t j, int64_t n_j) {
+        weighted_sum(b.out, b.in, b.n, kvh, j, n_j, true);
+      });
+    }
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t h = 0; h < nh; ++h)
+        if (sum[r * nh + h] > 0.0) kern.scale(out_of(r, h, 0), head_dim, static_cast<float>(1.0 / sum[r * nh + h]));
   };
 
   if (schedule().load(std::memory_order_relaxed) == AttnSchedule::PerRow) {
@@ -236,117 +327,32 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
     const int64_t n_tasks = n_q * n_kv_heads * subs;
     ctx.pool->run([&](int ith, int nth) {
       std::vector<float>& scores = ctx.thread_scratch[ThreadPool::current_worker()];
-      const int64_t sc_stride = score_stride(n_stage);
-      if (static_cast<int64_t>(scores.size()) < kAttnMaxGroup * sc_stride) scores.resize(kAttnMaxGroup * sc_stride);
       for (int64_t task = ith; task < n_tasks; task += nth) {
         const int64_t t = task / (n_kv_heads * subs), kvh = task / subs % n_kv_heads;
         const int64_t h0 = kvh * group + task % subs * sub;
-        const int nh = static_cast<int>(std::min(sub, kvh * group + group - h0));
-        int64_t j_begin, j_end;
-        key_range(t, &j_begin, &j_end);
-        const float* q[kAttnMaxGroup];
-        float* out[kAttnMaxGroup];
-        float* sc[kAttnMaxGroup];
-        for (int h = 0; h < nh; ++h) {
-          q[h] = row_f32(op.src0, t) + (h0 + h) * head_dim;
-          out[h] = row_f32(op.dst, t) + (h0 + h) * head_dim;
-          sc[h] = scores.data() + h * sc_stride;
-        }
-        if (j_end <= j_begin) {
-          for (int h = 0; h < nh; ++h) std::fill(out[h], out[h] + head_dim, 0.0f);
-          continue;
-        }
-        const int64_t n_j = j_end - j_begin;
-        qk(q, nh, kvh, j_begin, j_end, sc);
-        for (int h = 0; h < nh; ++h) softmax(sc[h], n_j);
-        weighted_sum(out, sc, nh, kvh, j_begin, n_j, false);
+        attend(scores, t, 1, kvh, h0, std::min(sub, kvh * group + group - h0));
       }
     });
     return;
   }
 
-  // Row tiles: task = (tile of n_rows query rows, KV head, nh <= n_sub of its heads). Pair
-  // (r, h) is row t0 + r with head h0 + h; its score for key j sits at
-  // scores[(r * nh + h) * sc_stride + j - span_lo], [span_lo, span_hi) being the union of
-  // the rows' keys.
-  // Rows per tile: up to kAttnRowTile, fewer when that leaves threads without two tasks or
-  // the scores past kScoreBytes; a group's heads split between tasks only when even single
-  // rows leave threads idle (decode with one KV head).
+  // Row tiles: task = (tile of n_rows query rows, KV head, nh <= n_sub of its heads), so a
+  // key or value fetched serves every row and head of the task. Rows per tile: up to
+  // kAttnMaxRows, fewer when that leaves threads without two tasks; a group's heads split
+  // between tasks only when even single rows leave threads idle (decode with one KV head).
   const int64_t n_threads = ctx.pool->size();
-  const int64_t max_rows = std::min<int64_t>(kAttnRowTile, kScoreBytes / (group * score_stride(n_stage) * 4));
-  const int64_t n_rows = std::clamp<int64_t>(n_q * n_kv_heads / (2 * n_threads), 1, std::max<int64_t>(max_rows, 1));
+  const int64_t n_rows = std::clamp<int64_t>(n_q * n_kv_heads / (2 * n_threads), 1, kAttnMaxRows);
   const int64_t n_row_tiles = (n_q + n_rows - 1) / n_rows;
   const int64_t splits = std::clamp<int64_t>(n_threads / std::max<int64_t>(n_row_tiles * n_kv_heads, 1), 1, group);
   const int64_t n_sub = (group + splits - 1) / splits;  // heads per task
   const int64_t subs = (group + n_sub - 1) / n_sub;     // tasks per (row tile, KV head)
   const int64_t n_tasks = n_row_tiles * n_kv_heads * subs;
-  const float* q_data = row_f32(op.src0, 0);
-  float* out_data = row_f32(op.dst, 0);
-  const int64_t q_stride = static_cast<int64_t>(op.src0.row_stride / sizeof(float));
-  const int64_t out_stride = static_cast<int64_t>(op.dst.row_stride / sizeof(float));
   ctx.pool->run([&](int ith, int nth) {
     std::vector<float>& scores = ctx.thread_scratch[ThreadPool::current_worker()];
     for (int64_t task = ith; task < n_tasks; task += nth) {
       const int64_t t0 = task / (n_kv_heads * subs) * n_rows, kvh = task / subs % n_kv_heads;
       const int64_t h0 = kvh * group + task % subs * n_sub;
-      const int64_t nh = std::min(n_sub, kvh * group + group - h0);
-      const int64_t nr = std::min(n_rows, n_q - t0);
-      int64_t jb[kAttnRowTile], je[kAttnRowTile];
-      int64_t span_lo = n_kv, span_hi = 0;
-      for (int64_t r = 0; r < nr; ++r) {
-        key_range(t0 + r, &jb[r], &je[r]);
-        // Sums accumulate from 0, tile by tile.
-        std::fill_n(out_data + (t0 + r) * out_stride + h0 * head_dim, nh * head_dim, 0.0f);
-        if (je[r] <= jb[r]) continue;
-        span_lo = std::min(span_lo, jb[r]);
-        span_hi = std::max(span_hi, je[r]);
-      }
-      if (span_hi <= span_lo) continue;
-      const int64_t sc_stride = score_stride(span_hi - span_lo);
-      if (static_cast<int64_t>(scores.size()) < nr * nh * sc_stride) scores.resize(nr * nh * sc_stride);
-      const auto q_of = [&](int64_t r, int64_t h, int64_t) {
-        return q_data + (t0 + r) * q_stride + (h0 + h) * head_dim;
-      };
-      const auto out_of = [&](int64_t r, int64_t h, int64_t) {
-        return out_data + (t0 + r) * out_stride + (h0 + h) * head_dim;
-      };
-      // Score (or weight) of key j for pair (r, h).
-      const auto sc_of = [&](int64_t r, int64_t h, int64_t j) {
-        return scores.data() + (r * nh + h) * sc_stride + (j - span_lo);
-      };
-      // Calls step(pairs, j, n_j) for the keys of each tile of `tile` keys (from lo), in
-      // increasing j: the rows that see the whole tile together, kAttnMaxGroup pairs a
-      // call; each row that sees part of it alone over its part. Pair (r, h) of a call
-      // starting at key j reads in_of(r, h, j) and writes out_of(r, h, j).
-      const auto for_each_tile = [&](int64_t tile, auto in_of, auto out_of, auto step) {
-        for (int64_t k0 = lo + (span_lo - lo) / tile * tile; k0 < span_hi; k0 += tile) {
-          const int64_t j0 = std::max(k0, span_lo), j1 = std::min(k0 + tile, span_hi);
-          PairBatch full;
-          for (int64_t r = 0; r < nr; ++r) {
-            const int64_t a = std::max(j0, jb[r]), b = std::min(j1, je[r]);
-            if (a >= b) continue;
-            PairBatch part;
-            PairBatch& batch = a == j0 && b == j1 ? full : part;
-            for (int64_t h = 0; h < nh; ++h) {
-              batch.in[batch.n] = in_of(r, h, a);
-              batch.out[batch.n] = out_of(r, h, a);
-              if (++batch.n == kAttnMaxGroup) {
-                step(batch, a, b - a);
-                batch.n = 0;
-              }
-            }
-            if (part.n > 0) step(part, a, b - a);
-          }
-          if (full.n > 0) step(full, j0, j1 - j0);
-        }
-      };
-      for_each_tile(key_block, q_of, sc_of,
-                    [&](const PairBatch& b, int64_t j, int64_t n_j) { qk(b.in, b.n, kvh, j, j + n_j, b.out); });
-      for (int64_t r = 0; r < nr; ++r)
-        for (int64_t h = 0; h < nh && je[r] > jb[r]; ++h) softmax(sc_of(r, h, jb[r]), je[r] - jb[r]);
-      for_each_tile(kValueTile, sc_of, out_of, [&](const PairBatch& b, int64_t j, int64_t n_j) {
-        weighted_sum(b.out, b.in, b.n, kvh, j, n_j, true);
-      });
+      attend(scores, t0, std::min(n_rows, n_q - t0), kvh, h0, std::min(n_sub, kvh * group + group - h0));
     }
   });
 }

@@ -1,8 +1,9 @@
 // The CPU attention's two schedules (one task per query row; tiles of query rows walking
 // the keys in tiles) give the same output bits, and the weighted-sum kernels continue a sum
-// from memory exactly as they would have in registers. Bit identity is what lets the
-// row-tiled schedule in without a new numerics version: the prompt cache's KV rows are
-// computed from these outputs.
+// from memory exactly as they would have in registers. Bit identity means a row's output
+// depends on its position only, not on the rows that share its task: the online softmax's
+// tiles lie on the grid of absolute positions, and the prompt cache's KV rows are computed
+// from these outputs.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -110,13 +111,14 @@ class AttentionRun {
 // Gemma 3 270M's attention (4 heads on 1 KV head of 256, sliding window of 512 on most
 // layers) and Qwen2.5-0.5B's (14 heads on 2 KV heads of 64, 7 heads a group), over f16, Q8_0
 // and f32 caches whose positions sit in shuffled slots, for decode steps, batches around the
-// row tile of 16, a whole 600-token prefill and later chunks of one, at every SIMD level.
-// Windows of 7 and a softcap put row ranges' ends inside key tiles at both sides.
+// row tile of 64, a whole 600-token prefill (three key tiles of 256) and later chunks of
+// one, at every SIMD level. Windows of 7 and a softcap put row ranges' ends inside key tiles
+// at both sides.
 TEST_CASE("Attention's row-tiled schedule gives the per-row schedule's output bit for bit") {
   Restore restore;
   const Shape shapes[] = {{"gemma3-270m", 4, 1, 256}, {"qwen2.5-0.5b", 14, 2, 64}};
-  const Batch batches[] = {{0, 1, 1},   {300, 1, 301}, {0, 15, 15},    {0, 16, 16},    {0, 17, 40},
-                           {5, 47, 52}, {0, 600, 600}, {512, 88, 600}, {100, 333, 433}};
+  const Batch batches[] = {{0, 1, 1},      {300, 1, 301}, {0, 15, 15},    {0, 64, 64},    {0, 65, 130},
+                           {200, 63, 263}, {0, 600, 600}, {512, 88, 600}, {100, 333, 433}};
   const int32_t max_kv = 600, n_slots = 640;
   std::mt19937 rng(2026);
   for (const Shape& shape : shapes)
