@@ -340,6 +340,9 @@ Status ChunkStore::clear(bool all_models, std::optional<uint32_t> owner) {
       }
     }
     m.queue = std::move(kept);
+    // The chunk the writer took before this clear is dropped too: it waits for io_mu, held
+    // here, and checks this once it has it.
+    if (m.in_flight && (!owner || m.in_flight_owner == *owner)) m.in_flight_dropped = true;
   }
   m.apply_pending();
   auto rows = m.db->rows(false, all_models ? nullptr : &m.key);
@@ -352,7 +355,10 @@ Status ChunkStore::clear(bool all_models, std::optional<uint32_t> owner) {
       first_error = "cannot delete " + path + ": " + std::strerror(errno);
     }
   }
-  Status removed = owner ? m.db->remove(hashes_of(*rows)) : m.db->remove_format(all_models ? nullptr : &m.key);
+  // The rows listed above, not every row of the format: another model's store may have
+  // indexed a chunk since, whose file was not among those deleted. Removing its row would
+  // leave the file, and that store still counting it as present.
+  Status removed = m.db->remove(hashes_of(*rows));
   {
     std::lock_guard lk(m.mu);
     for (const IndexRow& r : *rows) {
@@ -364,6 +370,7 @@ Status ChunkStore::clear(bool all_models, std::optional<uint32_t> owner) {
     }
   }
   if (!removed) return removed;
+  m.refresh_totals();  // another store may have cleared or written meanwhile
   if (!first_error.empty()) return make_error("prompt cache: " + first_error);
   return {};
 }

@@ -262,14 +262,6 @@ Status IndexDb::touch(std::span<const IndexTouch> touches) {
   return exec("COMMIT");
 }
 
-Status IndexDb::remove_format(const std::string* format) {
-  Stmt s(db_, format ? "DELETE FROM chunks WHERE format = ?" : "DELETE FROM chunks");
-  if (!s.ok()) return fail("prepare clear");
-  if (format) sqlite3_bind_text(s.get(), 1, format->data(), static_cast<int>(format->size()), SQLITE_STATIC);
-  if (sqlite3_step(s.get()) != SQLITE_DONE) return fail("clear");
-  return {};
-}
-
 Result<std::vector<IndexRow>> IndexDb::rows(bool with_tokens, const std::string* format) {
   std::string sql = "SELECT hash, parent, format, bytes, created, last_used, hits, scope, owner";
   sql += with_tokens ? ", tokens FROM chunks" : " FROM chunks";

@@ -55,7 +55,6 @@ class IndexDb {
   Status insert(const IndexRow& row);                 // replaces a row with the same hash
   Status remove(std::span<const uint64_t> hashes);    // one transaction
   Status touch(std::span<const IndexTouch> touches);  // one transaction
-  Status remove_format(const std::string* format);    // null: every row
   // Every row (tokens only when with_tokens), or those of one format.
   Result<std::vector<IndexRow>> rows(bool with_tokens, const std::string* format = nullptr);
   // Up to `limit` chunks no other chunk names as its parent (leaves of the prefix tree),

@@ -69,6 +69,10 @@ class ChunkStore::Impl {
   std::unordered_map<uint64_t, IndexTouch> touches;  // hits not yet in the index
   std::vector<uint64_t> row_deletes;                 // rows of chunks load() found gone or bad
   bool in_flight = false;
+  // The chunk the writer has taken from the queue: whose it is, and whether a clear()
+  // that ran meanwhile dropped it (the writer then does not write it).
+  uint32_t in_flight_owner = 0;
+  bool in_flight_dropped = false;
   bool closing = false;  // enqueue() refused from now on
   bool stop = false;     // the writer exits when idle
   bool closed = false;
@@ -92,6 +96,9 @@ class ChunkStore::Impl {
   void writer_loop();
   void apply_pending();
   void write_chunk(ChunkWrite& chunk);
+  // Under io_mu: the stats' totals (entries, bytes) from the index: the directory's, other
+  // models' chunks included. Unchanged when the index cannot answer (the counts serve).
+  void refresh_totals();
   void evict_to_budget();
   void stop_writing(const std::string& reason);
   bool ensure_dir(const std::filesystem::path& dir, bool fsync_parent);

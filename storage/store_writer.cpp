@@ -58,6 +58,8 @@ void ChunkStore::Impl::writer_loop() {
         item = std::move(queue.front());
         queue.pop_front();
         in_flight = true;
+        in_flight_owner = item->owner;
+        in_flight_dropped = false;
       } else if (stop && touches.empty() && row_deletes.empty()) {
         return;
       }
@@ -65,7 +67,13 @@ void ChunkStore::Impl::writer_loop() {
     {
       std::lock_guard io(io_mu);
       apply_pending();
-      if (item) write_chunk(*item);
+      bool dropped = false;
+      {
+        std::lock_guard lk(mu);
+        dropped = in_flight_dropped;
+      }
+      // A clear() between taking the chunk and here dropped it with the queue.
+      if (item && !dropped) write_chunk(*item);
     }
     {
       std::lock_guard lk(mu);
@@ -191,20 +199,23 @@ void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
   evict_to_budget();
 }
 
+void ChunkStore::Impl::refresh_totals() {
+  Result<IndexDb::Totals> indexed = db->totals();
+  if (!indexed) return;
+  std::lock_guard lk(mu);
+  st.entries = indexed->entries;
+  st.bytes = indexed->bytes;
+}
+
 void ChunkStore::Impl::evict_to_budget() {
   for (;;) {
     // The directory's bytes: the index's total, since other models' stores (one per loaded
     // model in a daemon serving several) write there too and this store's counts miss
     // their chunks written after its open. The counts serve when the index cannot answer.
-    Result<IndexDb::Totals> indexed = db->totals();
+    refresh_totals();
     uint64_t over = 0;  // bytes to free
     {
       std::lock_guard lk(mu);
-      if (indexed) {
-        // The directory's totals as the stats report them: other models' chunks included.
-        st.entries = indexed->entries;
-        st.bytes = indexed->bytes;
-      }
       if (st.bytes <= options.max_bytes) return;
       over = st.bytes - options.max_bytes;
     }

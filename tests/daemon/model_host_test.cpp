@@ -284,6 +284,7 @@ TEST_CASE("the prompt cache of each model: /api/cache by name, and a clear of ev
   for (const char* id : {"synth-a", "synth-b"}) {
     INFO(id);
     const json t = body_of(h.complete(id))["timings"]["cached_tokens"];
+    INFO(h.stderr_text());
     CHECK(t["memory"].get<int>() == 0);
     CHECK(t["disk"].get<int>() == 0);
   }

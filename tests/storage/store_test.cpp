@@ -1,6 +1,8 @@
 // The prompt cache's chunk store: round trips, verification on load, the writer's queue,
 // a disk that refuses writes, clear().
 #include <catch2/catch.hpp>
+#include <functional>
+#include <utility>
 
 #include "store_test_util.h"
 
@@ -329,6 +331,43 @@ TEST_CASE("prompt cache: clear() deletes this model's chunks, or every model's",
   CHECK(a->stats().bytes == 0);
   CHECK(chunk_dir_bytes(tmp.path()) == 0);
   REQUIRE(a->check_consistency());
+}
+
+// Another model's store writes a chunk while this one clears every model's: its row is
+// indexed after this clear listed the rows to delete, so its file is not deleted; the row
+// must stay too (it used to go with a DELETE of every row, leaving a file that the other
+// store still counted as present and that no clear would find again).
+TEST_CASE("prompt cache: a chunk another store indexes during clear(true) keeps its row and file", "[storage]") {
+  struct WriteDuringUnlink : FileOps {
+    std::function<void()> once;
+    int unlink(const char* p) override {
+      if (once) std::exchange(once, nullptr)();
+      return FileOps::unlink(p);
+    }
+  };
+  TempDir tmp;
+  const KvFormat fa = small_format(kFingerprintA);
+  const KvFormat fb = small_format(kFingerprintB);
+  auto ops = std::make_shared<WriteDuringUnlink>();
+  auto a = open_store(tmp.path(), fa, 1 << 30, ops);
+  auto b = open_store(tmp.path(), fb);
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(a->enqueue(make_chunk(1, 0, fa)));
+  REQUIRE(wait_idle(*a));
+  ops->once = [&] {
+    REQUIRE(b->enqueue(make_chunk(200, 0, fb)));
+    REQUIRE(wait_idle(*b));
+  };
+  REQUIRE(a->clear(true));
+  CHECK_FALSE(a->contains(1));
+  CHECK(b->contains(200));
+  CHECK(fs::exists(chunk_path(tmp.path(), 200)));
+  REQUIRE(a->check_consistency());  // the file has its row; a's totals count it
+  // b's own clear finds it.
+  REQUIRE(b->clear(false));
+  CHECK_FALSE(fs::exists(chunk_path(tmp.path(), 200)));
+  REQUIRE(b->check_consistency());
 }
 
 TEST_CASE("prompt cache: malformed chunks and formats are refused", "[storage]") {
