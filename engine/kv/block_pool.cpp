@@ -81,8 +81,20 @@ int32_t BlockPool::allocate() {
   }
   assert(meta_[static_cast<size_t>(b)].companion < 0);
   meta_[static_cast<size_t>(b)].refs = 1;
-  meta_[static_cast<size_t>(b)].sliding_missing = false;
   return b;
+}
+
+int32_t BlockPool::allocate_for_kv(bool sliding) {
+  const bool companion = sliding && bounded_sliding();
+  if (n_free() < 1 || (companion && n_sliding_free() < 1)) return -1;
+  const int32_t b = allocate();
+  if (companion) add_companion(b);  // cannot fail: allocate() frees companions, never takes one
+  return b;
+}
+
+void BlockPool::discard(int32_t block) {
+  if (meta_[static_cast<size_t>(block)].companion >= 0) release_companion(block, true);
+  release(block);
 }
 
 void BlockPool::retain(int32_t block) {
@@ -129,7 +141,6 @@ bool BlockPool::name_full(int32_t block, uint64_t hash, uint64_t parent, std::sp
     if (refs == 0) lru_.erase(o.lru);
     unname(old);
     meta_[static_cast<size_t>(old)].refs = refs;
-    meta_[static_cast<size_t>(old)].sliding_missing = true;  // still, for the tables holding it
     if (refs == 0) free_.push_back(old);
   }
   m.named = m.full = true;
@@ -224,12 +235,7 @@ bool BlockTable::reserve(BlockPool& pool, int32_t n_tokens) {
   if (need <= blocks_.size()) return true;
   const int32_t more = static_cast<int32_t>(need - blocks_.size());
   if (pool.n_free() < more || (pool.bounded_sliding() && pool.n_sliding_free() < more)) return false;
-  while (blocks_.size() < need) {
-    const int32_t b = pool.allocate();
-    if (pool.bounded_sliding()) pool.add_companion(b);
-    append(pool, b);
-    if (pool.bounded_sliding()) pool.release_companion(b);  // the table's reference remains
-  }
+  while (blocks_.size() < need) adopt(pool, pool.allocate_for_kv());
   return true;
 }
 
@@ -240,7 +246,7 @@ void BlockTable::set_companion(size_t i, int32_t companion, int32_t block_tokens
     sw_slots_[i * bt + k] = companion < 0 ? 0 : companion * block_tokens + static_cast<int32_t>(k);
 }
 
-void BlockTable::append(BlockPool& pool, int32_t block) {
+void BlockTable::push(BlockPool& pool, int32_t block) {
   const int32_t bt = pool.block_tokens();
   assert(slots_.size() == blocks_.size() * static_cast<size_t>(bt));
   if (blocks_.empty()) bounded_ = pool.bounded_sliding();
@@ -249,11 +255,17 @@ void BlockTable::append(BlockPool& pool, int32_t block) {
   if (!bounded_) return;
   held_.push_back(-1);
   sw_slots_.resize(slots_.size(), 0);
+}
+
+void BlockTable::append(BlockPool& pool, int32_t block) {
+  push(pool, block);
   hold_sliding(pool, blocks_.size() - 1);
 }
 
-bool BlockTable::has_sliding(const BlockPool& pool, size_t i) const {
-  return bounded_ ? held_[i] >= 0 : !pool.sliding_missing(blocks_[i]);
+void BlockTable::adopt(BlockPool& pool, int32_t block) {
+  push(pool, block);
+  if (bounded_ && pool.companion(block) >= 0)
+    set_companion(blocks_.size() - 1, pool.companion(block), pool.block_tokens());
 }
 
 bool BlockTable::hold_sliding(BlockPool& pool, size_t i) {

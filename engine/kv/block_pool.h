@@ -23,12 +23,13 @@
 // block while the block is named (so a later prompt ending there is a memory hit), least
 // recently released first in line for reuse, like the blocks themselves; a block whose
 // companion went lacks its sliding-window KV (sliding_missing) and a prefix that needs it
-// reads it from disk. Without companions (n_sliding_blocks 0, the model has no window)
-// block b's sliding-window KV is in slot range b of every layer, as for the others.
+// reads it from disk. Without companions (n_sliding_blocks 0: the model has no sliding
+// window) no block lacks anything.
 //
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -76,6 +77,11 @@ class BlockPool {
   // a free one or the least recently released cached one (its block then lacks its
   // sliding-window KV). Returns it, or -1 when every companion is held.
   int32_t add_companion(int32_t block);
+  // allocate(), and with companions and `sliding` add_companion() too: a block for new KV
+  // (computed, restored or copied), or -1 (nothing taken) when either is lacking. It goes
+  // to a table with BlockTable::adopt(), or back with discard() when it was never written.
+  int32_t allocate_for_kv(bool sliding = true);
+  void discard(int32_t block);
   // Adds or drops one reference to the companion `block` has. At zero it stays with the
   // block while the block is named (cached), else it is freed; with `discard` (its
   // contents were never written) it is freed either way.
@@ -104,15 +110,12 @@ class BlockPool {
   bool name_full(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens, uint32_t owner = 0);
   // Remembers a partly filled block whose first tokens.size() slots hold valid KV.
   void name_partial(int32_t block, uint64_t parent, std::span<const int32_t> tokens, uint32_t owner = 0);
-  // A block restored with the KV of its full-attention layers only (storage::Sections::
-  // kGlobal): its sliding-window layers' slots hold nothing. Such a block serves a prefix
-  // only where it lies outside the window of the prefix's end, until the missing part is
-  // written and the mark cleared. allocate() clears it.
-  // With companions the mark is having none: set_sliding_missing is for pools without them.
-  void set_sliding_missing(int32_t block, bool missing) { meta_[static_cast<size_t>(block)].sliding_missing = missing; }
+  // Whether a block lacks its sliding-window KV: it has no companion (restored with the KV
+  // of its full-attention layers only, storage::Sections::kGlobal, or its companion was
+  // reused). Such a block serves a prefix only where it lies outside the window of the
+  // prefix's end, until a companion is added and written.
   bool sliding_missing(int32_t block) const {
-    const Meta& m = meta_[static_cast<size_t>(block)];
-    return bounded_sliding() ? m.companion < 0 : m.sliding_missing;
+    return bounded_sliding() && meta_[static_cast<size_t>(block)].companion < 0;
   }
   // Among the blocks following `parent` (full or partial), the one whose tokens share the
   // longest common prefix with `tokens`: {block, length}, or {-1, 0}. Blocks whose
@@ -126,7 +129,7 @@ class BlockPool {
  private:
   struct Meta {
     int32_t refs = 0;
-    bool named = false, full = false, sliding_missing = false;
+    bool named = false, full = false;
     uint64_t hash = 0, parent = 0;
     uint32_t owner = 0;
     int32_t companion = -1;
@@ -166,17 +169,19 @@ class BlockTable {
   // Makes room for positions [0, n_tokens), each new block with a companion when the pool
   // has them; false (nothing changed) when the pool runs out.
   bool reserve(BlockPool& pool, int32_t n_tokens);
-  // Appends a block taken with BlockPool::attach (shared) or allocate() (own), holding its
-  // companion if it has one. The table must end at a block boundary.
+  // Appends a block taken with BlockPool::attach (shared), holding its companion if it has
+  // one; adopt() appends one from BlockPool::allocate_for_kv, taking over its references.
+  // The table must end at a block boundary.
   void append(BlockPool& pool, int32_t block);
+  void adopt(BlockPool& pool, int32_t block);
   // Returns every block to the pool, the last one first.
   void release(BlockPool& pool);
   // Returns the blocks from n_blocks on to the pool, the last one first.
   void truncate(BlockPool& pool, size_t n_blocks);
 
   // Whether block i's sliding-window KV can be read through sliding_slots(): the table
-  // holds its companion, or (without companions) the block has it.
-  bool has_sliding(const BlockPool& pool, size_t i) const;
+  // holds its companion (always, without companions).
+  bool has_sliding(size_t i) const { return !bounded_ || held_[i] >= 0; }
   // Holds the companion block i has in the pool (false when it has none, or the table holds
   // it already).
   bool hold_sliding(BlockPool& pool, size_t i);
@@ -200,6 +205,7 @@ class BlockTable {
 
  private:
   void set_companion(size_t i, int32_t companion, int32_t block_tokens);
+  void push(BlockPool& pool, int32_t block);
 
   bool bounded_ = false;
   size_t slid_ = 0;  // companions of blocks before it are given back
@@ -208,5 +214,11 @@ class BlockTable {
   std::vector<int32_t> held_;  // with companions: the companion held for block i, or -1
   std::vector<int32_t> sw_slots_;
 };
+
+// The first block a sequence whose next position is n still attends to in a layer with a
+// window of `window` positions (0: none, every block).
+inline size_t first_window_block(int32_t n, int32_t window, int32_t block_tokens) {
+  return window > 0 ? static_cast<size_t>(std::max(0, n - window + 1) / block_tokens) : 0;
+}
 
 }  // namespace hearth

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "common/log.h"
 #include "engine/model/architecture.h"
@@ -266,11 +267,12 @@ void Model::build_forward(Graph& g, const ForwardBatch& batch, const Activations
   // Sliding-window layers read through their own slots where a chunk has them.
   const bool own_sliding =
       std::ranges::any_of(batch.seqs, [](const SeqChunk& sc) { return !sc.sliding_slots.empty(); });
-  const BatchLayout b_sliding =
-      own_sliding
-          ? layout_batch(g, batch, pos_span,
-                         [](const SeqChunk& sc) { return sc.sliding_slots.empty() ? sc.kv_slots : sc.sliding_slots; })
-          : b;
+  const std::optional<BatchLayout> own =
+      own_sliding ? std::optional(layout_batch(
+                        g, batch, pos_span,
+                        [](const SeqChunk& sc) { return sc.sliding_slots.empty() ? sc.kv_slots : sc.sliding_slots; }))
+                  : std::nullopt;
+  const BatchLayout& b_sliding = own ? *own : b;
   const int64_t n = b.n;
 
   Op embed{OpKind::GetRows};

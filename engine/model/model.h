@@ -38,9 +38,14 @@ struct ModelConfig {
   float final_softcap = 0.0f;      // logits softcap, 0 = none
 
   int32_t q_dim() const { return n_head * head_dim; }
-  // Whether layer il attends through the sliding window.
+  // Whether layer il attends through the sliding window, and how many layers do.
   bool layer_sliding(int il) const {
     return sliding_window > 0 && static_cast<size_t>(il) < layer_swa.size() && layer_swa[static_cast<size_t>(il)];
+  }
+  int32_t n_sliding_layers() const {
+    int32_t n = 0;
+    for (int il = 0; il < n_layer; ++il) n += layer_sliding(il) ? 1 : 0;
+    return n;
   }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
 };

@@ -11,7 +11,7 @@ storage::KvFormat kv_format(const ModelConfig& c, DType kv_type, const std::stri
   f.n_layer = static_cast<uint32_t>(c.n_layer);
   f.kv_dim = static_cast<uint32_t>(c.kv_dim());
   f.row_bytes = static_cast<uint32_t>(row_bytes(kv_type, c.kv_dim()));
-  if (c.sliding_window > 0) f.n_sliding = static_cast<uint32_t>(std::ranges::count(c.layer_swa, true));
+  f.n_sliding = static_cast<uint32_t>(c.n_sliding_layers());
   return f;
 }
 

@@ -44,8 +44,10 @@ PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv,
   const size_t n_layer = kv.k.size();
   for (size_t l = 0; l < n_layer; ++l) assert(kv.k[l].row_stride == row_bytes_ && kv.v[l].row_stride == row_bytes_);
   sliding_.assign(n_layer, false);
-  for (size_t l = 0; l < n_layer && c.sliding_window > 0; ++l) sliding_[l] = l < c.layer_swa.size() && c.layer_swa[l];
-  n_sliding_ = static_cast<int32_t>(std::ranges::count(sliding_, true));
+  for (size_t l = 0; l < n_layer; ++l) sliding_[l] = c.layer_sliding(static_cast<int>(l));
+  n_sliding_ = c.n_sliding_layers();
+  // A block lacks its sliding-window KV by having no companion.
+  assert(n_sliding_ == 0 || pool.bounded_sliding());
   window_ = n_sliding_ > 0 ? c.sliding_window : 0;
   int32_t next = 0;  // full-attention layers first, then the sliding ones
   payload_slot_.assign(n_layer, 0);
@@ -59,7 +61,7 @@ PrefixCache::PrefixCache(BlockPool& pool, Backend& backend, const KvTensors& kv,
 
 int32_t PrefixCache::window_first_block(int32_t n_tokens) const {
   if (window_ <= 0) return n_tokens / bt_;
-  return std::max(0, n_tokens - window_ + 1) / bt_;
+  return static_cast<int32_t>(first_window_block(n_tokens, window_, bt_));
 }
 
 void PrefixCache::hash_blocks(std::span<const int32_t> tokens, int32_t n_tokens, SeqCacheState& st) const {
@@ -207,22 +209,19 @@ std::optional<int32_t> PrefixCache::advance_restore(std::span<const int32_t> tok
     auto [from, common] = pool_.best_child(parent_of(st, static_cast<size_t>(i)),
                                            tokens.subspan(static_cast<size_t>(n), static_cast<size_t>(limit - n)));
     if (from >= 0) {
-      // Both held while the copy is set up: allocate() and add_companion() reuse what
+      // Held, with its companion, while the copy is set up: allocate_for_kv() reuses what
       // nobody holds.
       const bool companions = pool_.bounded_sliding();
       pool_.attach(from);
       if (companions) pool_.hold_companion(from);
-      const int32_t to = pool_.allocate();
       // A failed copy leaves `to` unused: those tokens are prefilled instead.
-      bool copied = false;
-      if (to >= 0 && (!companions || pool_.add_companion(to) >= 0)) copied = copy_block(from, to, common);
-      if (copied) {
-        table.append(pool_, to);
+      if (const int32_t to = pool_.allocate_for_kv(); to >= 0 && copy_block(from, to, common)) {
+        table.adopt(pool_, to);
         st.memory_tokens += common;
         n += common;
+      } else if (to >= 0) {
+        pool_.discard(to);
       }
-      if (to >= 0 && companions && pool_.companion(to) >= 0) pool_.release_companion(to, !copied);
-      if (to >= 0 && !copied) pool_.release(to);
       if (companions) pool_.release_companion(from);
       pool_.release(from);
     } else if (store_) {
@@ -261,19 +260,14 @@ bool PrefixCache::place_chunk(std::span<const int32_t> tokens, int32_t chunk, in
   // (the device, not the file) leaves the table as it was and the caller prefills.
   std::vector<int32_t>& blocks = restoring_;
   blocks.clear();
-  const bool companions = pool_.bounded_sliding() && !global_only;
   auto give_back = [&] {
-    for (int32_t b : blocks) {
-      if (pool_.companion(b) >= 0) pool_.release_companion(b, true);
-      pool_.release(b);
-    }
+    for (int32_t b : blocks) pool_.discard(b);
     return false;
   };
   for (int32_t blk = first_block; blk <= last; ++blk) {
-    const int32_t b = pool_.allocate();
-    if (b < 0) return give_back();  // cannot happen while the pool holds n_ctx per sequence
+    const int32_t b = pool_.allocate_for_kv(!global_only);
+    if (b < 0) return give_back();
     blocks.push_back(b);
-    if (companions && pool_.add_companion(b) < 0) return give_back();
   }
   if (Status w = write_blocks(payload, chunk_tokens_, blocks, first_block - chunk * kChunkBlocks, false); !w) {
     LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
@@ -281,11 +275,9 @@ bool PrefixCache::place_chunk(std::span<const int32_t> tokens, int32_t chunk, in
   }
   for (int32_t blk = first_block; blk <= last; ++blk) {
     const int32_t b = blocks[static_cast<size_t>(blk - first_block)];
-    table.append(pool_, b);
+    table.adopt(pool_, b);
     pool_.name_full(b, st.hashes[static_cast<size_t>(blk)], parent_of(st, static_cast<size_t>(blk)),
                     tokens.subspan(static_cast<size_t>(blk * bt_), static_cast<size_t>(bt_)), st.owner);
-    if (companions) pool_.release_companion(b);  // the table holds it now
-    if (!pool_.bounded_sliding()) pool_.set_sliding_missing(b, global_only);
   }
   st.restore_bytes += payload.size();
   return true;
@@ -310,14 +302,13 @@ bool PrefixCache::fill_sliding(std::span<const int32_t> tokens, int32_t chunk, B
   st.restore_bytes += (*payload)->size();
   for (size_t blk = first; blk <= last && blk < table.blocks().size(); ++blk) {
     const int32_t b = table.blocks()[blk];
-    if (table.has_sliding(pool_, blk) || table.hold_sliding(pool_, blk)) continue;
-    if (pool_.bounded_sliding() && !table.add_sliding(pool_, blk)) return false;
+    if (table.has_sliding(blk) || table.hold_sliding(pool_, blk)) continue;
+    if (!table.add_sliding(pool_, blk)) return false;
     if (Status w = write_blocks(**payload, chunk_tokens_, {&b, 1}, static_cast<int32_t>(blk - first), true); !w) {
       LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
       table.drop_sliding(pool_, blk, true);
       return false;
     }
-    if (!pool_.bounded_sliding()) pool_.set_sliding_missing(b, false);
   }
   return true;
 }
@@ -328,8 +319,7 @@ int32_t PrefixCache::complete_window(std::span<const int32_t> tokens, BlockTable
     int32_t bad = -1;
     for (int32_t b = window_first_block(n * bt_); b < n && bad < 0; ++b) {
       const size_t k = static_cast<size_t>(b);
-      if (!table.has_sliding(pool_, k) && !table.hold_sliding(pool_, k) &&
-          !fill_sliding(tokens, b / kChunkBlocks, table, st))
+      if (!table.has_sliding(k) && !table.hold_sliding(pool_, k) && !fill_sliding(tokens, b / kChunkBlocks, table, st))
         bad = b;
     }
     if (bad < 0) return n;
@@ -411,20 +401,14 @@ int32_t PrefixCache::place_tail(int32_t i, int32_t limit, const ChunkLoad& load,
   const size_t n = load.tokens.size();
   const std::vector<uint8_t>& payload = *load.payload;
   if (payload.size() != kv_.k.size() * 2 * n * row_bytes_) return 0;
-  const int32_t b = pool_.allocate();
+  const int32_t b = pool_.allocate_for_kv();
   if (b < 0) return 0;
-  if (pool_.bounded_sliding() && pool_.add_companion(b) < 0) {
-    pool_.release(b);
-    return 0;
-  }
   if (Status w = write_blocks(payload, n, {&b, 1}, 0, false); !w) {
     LOG_WARN("prompt cache: restoring a chunk failed, its tokens are computed instead: " + w.error().message);
-    if (pool_.bounded_sliding()) pool_.release_companion(b, true);
-    pool_.release(b);
+    pool_.discard(b);
     return 0;
   }
-  table.append(pool_, b);  // its own block, never named here: the sequence writes the rest
-  if (pool_.bounded_sliding()) pool_.release_companion(b);
+  table.adopt(pool_, b);  // its own block, never named here: the sequence writes the rest
   st.restore_bytes += payload.size();
   return std::min(static_cast<int32_t>(n), limit - i * bt_);
 }

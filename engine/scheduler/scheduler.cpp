@@ -44,9 +44,7 @@ struct Queued {
 // prompt's end in memory for the next request that continues it. Never more than the pool
 // has blocks: then nothing is saved, but nothing changes either.
 int32_t sliding_blocks(const ModelConfig& c, const SchedulerOptions& o, int32_t n_blocks) {
-  bool any = false;
-  for (int il = 0; il < c.n_layer; ++il) any = any || c.layer_sliding(il);
-  if (!any) return 0;
+  if (c.n_sliding_layers() == 0) return 0;
   const int64_t bt = o.block_tokens;
   const int64_t prefill = o.prefill_chunk > 0 ? o.prefill_chunk : o.n_ctx;
   const int64_t window_blocks = (c.sliding_window + bt - 1) / bt;
@@ -541,10 +539,7 @@ class Scheduler::Impl {
       if (cache_) cache_->on_computed(s.tokens(), s.n_computed(), s.table(), s.cache());
       // Written to disk above where a store takes it, the sliding-window KV before the next
       // position's window goes back to the pool.
-      if (pool_.bounded_sliding()) {
-        const int32_t window = model_.config().sliding_window;
-        s.table().slide(pool_, static_cast<size_t>(std::max(0, s.n_computed() - window + 1) / pool_.block_tokens()));
-      }
+      s.table().slide(pool_, first_window_block(s.n_computed(), model_.config().sliding_window, pool_.block_tokens()));
       if (!p.wants_logits) continue;
       const size_t n_itl_before = s.itl_ms().size();
       const char* finished = s.on_logits(logits_.data() + logit_row++ * n_vocab, static_cast<int32_t>(n_vocab), end);
@@ -607,8 +602,7 @@ class Scheduler::Impl {
   // full-attention ones only (the sliding-window layers hold a window per sequence).
   int64_t kv_token_bytes() const {
     const ModelConfig& c = model_.config();
-    int32_t layers = c.n_layer;
-    for (int il = 0; il < c.n_layer && pool_.bounded_sliding(); ++il) layers -= c.layer_sliding(il) ? 1 : 0;
+    const int32_t layers = c.n_layer - (pool_.bounded_sliding() ? c.n_sliding_layers() : 0);
     return static_cast<int64_t>(row_bytes(options_.kv_type, c.kv_dim())) * 2 * layers;
   }
 

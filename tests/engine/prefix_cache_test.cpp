@@ -197,8 +197,7 @@ TEST_CASE("warming a prompt persists it without generating, a restart restores i
     CHECK(cs.kv_type == "f16");
     // In memory a token's KV is its full-attention layers': the sliding-window layers hold
     // a window per sequence (companions), whatever the context.
-    int n_global = 0;
-    for (int il = 0; il < c.n_layer; ++il) n_global += c.layer_sliding(il) ? 0 : 1;
+    const int n_global = c.n_layer - c.n_sliding_layers();
     CHECK(n_global < c.n_layer);
     CHECK(cs.kv_bytes_per_token_memory == 2 * static_cast<uint64_t>(n_global) * row_bytes(DType::F16, c.kv_dim()));
     CHECK(cs.kv_bytes_per_token_disk == Approx(per_token + (144.0 + 4 * 16) / 16));  // header, token ids

@@ -34,7 +34,7 @@ TEST_CASE("block pool companions: held by tables, cached with named blocks, reus
   REQUIRE(pool.name_full(b0, 100, 1, a));
   t.slide(pool, 1);
   CHECK(t.sliding_slots()[0] == 0);
-  CHECK_FALSE(t.has_sliding(pool, 0));
+  CHECK_FALSE(t.has_sliding(0));
   CHECK(pool.companion(b0) >= 0);
   CHECK_FALSE(pool.sliding_missing(b0));
   CHECK(pool.n_sliding_free() == 1);
@@ -42,7 +42,7 @@ TEST_CASE("block pool companions: held by tables, cached with named blocks, reus
   BlockTable u;
   pool.attach(b0);
   u.append(pool, b0);
-  CHECK(u.has_sliding(pool, 0));
+  CHECK(u.has_sliding(0));
   CHECK(pool.n_sliding_free() == 0);
   u.release(pool);
   // The third block takes block 0's companion: block 0 lacks its sliding-window KV now,
@@ -58,7 +58,7 @@ TEST_CASE("block pool companions: held by tables, cached with named blocks, reus
   // add_sliding gives block 0 a fresh companion, to be written from disk; a discarded one
   // (the write failed) does not stay with the named block.
   REQUIRE(t.add_sliding(pool, 0));
-  CHECK(t.has_sliding(pool, 0));
+  CHECK(t.has_sliding(0));
   t.drop_sliding(pool, 0, true);
   CHECK(pool.sliding_missing(b0));
   t.release(pool);
