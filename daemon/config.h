@@ -38,6 +38,7 @@ struct DaemonConfig {
   std::string socket_group;              // "" = mode 0600; else the socket's group, mode 0660
   std::string backend = "auto";          // "auto", "cpu", "vulkan", "cuda"
   int32_t vk_device = -1;                // Vulkan device index (--list-devices); -1 = choose
+  int32_t cuda_device = -1;              // CUDA device index (--list-devices); -1 = choose
   int32_t threads = 0;                   // CPU threads; 0 = one per physical core
   int32_t ctx = 4096;                    // tokens per sequence (prompt + generated)
   bool ctx_set = false;                  // ctx came from a source other than the default

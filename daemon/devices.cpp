@@ -202,22 +202,69 @@ std::string cuda_reason(const Error& e) {
   return e.message.rfind(kPrefix, 0) == 0 ? e.message.substr(kPrefix.size()) : e.message;
 }
 
-Status check_cuda() {
+// "0 NVIDIA H200": how log lines and errors name a device.
+std::string cuda_label(const cuda::CudaDeviceInfo& d) {
+  return std::to_string(d.index) + " " + d.name;
+}
+
+std::string cuda_device_names(const std::vector<cuda::CudaDeviceInfo>& devices) {
+  std::string out;
+  for (const cuda::CudaDeviceInfo& d : devices) out += (out.empty() ? "" : ", ") + cuda_label(d);
+  return out.empty() ? "none" : out;
+}
+
+// The device --cuda-device names, or an error saying there is no such device or it cannot
+// be used.
+Result<cuda::CudaDeviceInfo> explicit_cuda_device(const std::vector<cuda::CudaDeviceInfo>& devices, int index) {
+  for (const cuda::CudaDeviceInfo& d : devices) {
+    if (d.index != index) continue;
+    if (!d.usable)
+      return make_error("--cuda-device " + std::to_string(index) + ": CUDA device " + cuda_label(d) +
+                        " cannot run hearth: " + d.why_not);
+    return d;
+  }
+  return make_error("--cuda-device " + std::to_string(index) + ": no such CUDA device (this machine has " +
+                    std::to_string(devices.size()) + ": " + cuda_device_names(devices) + "; see --list-devices)");
+}
+
+Status check_cuda(int cuda_device) {
   Result<std::vector<cuda::CudaDeviceInfo>> devices = cuda::list_devices();
   if (!devices) return make_error("--backend cuda: " + cuda_reason(devices.error()));
+  if (cuda_device >= 0) {
+    Result<cuda::CudaDeviceInfo> d = explicit_cuda_device(*devices, cuda_device);
+    if (!d) return d.error();
+    return {};
+  }
   for (const cuda::CudaDeviceInfo& d : *devices)
     if (d.usable) return {};
   std::string why;
-  for (const cuda::CudaDeviceInfo& d : *devices)
-    why += "; " + std::to_string(d.index) + " " + d.name + ": " + d.why_not;
+  for (const cuda::CudaDeviceInfo& d : *devices) why += "; " + cuda_label(d) + ": " + d.why_not;
   return make_error("--backend cuda: no CUDA device can run hearth (" + std::to_string(devices->size()) + " found" +
                     why + ")");
 }
 
-// auto's CUDA step: a backend on the usable device with the most memory, or null after one
-// log line saying why CUDA was passed over.
-std::unique_ptr<Backend> try_cuda_for_auto() {
-  Result<std::unique_ptr<Backend>> be = cuda::make_cuda_backend({});
+Result<std::unique_ptr<Backend>> make_cuda(int cuda_device) {
+  cuda::CudaOptions o;
+  o.device = cuda_device;
+  return cuda::make_cuda_backend(o);
+}
+
+// auto's CUDA step: a backend on the device --cuda-device names, else on the usable device
+// with the most memory, or null after one log line saying why CUDA was passed over.
+std::unique_ptr<Backend> try_cuda_for_auto(int cuda_device) {
+  if (cuda_device >= 0) {
+    Result<std::vector<cuda::CudaDeviceInfo>> devices = cuda::list_devices();
+    if (!devices) {
+      LOG_INFO("backend auto: cuda not used: " + cuda_reason(devices.error()));
+      return nullptr;
+    }
+    Result<cuda::CudaDeviceInfo> d = explicit_cuda_device(*devices, cuda_device);
+    if (!d) {
+      LOG_INFO("backend auto: cuda not used: " + d.error().message);
+      return nullptr;
+    }
+  }
+  Result<std::unique_ptr<Backend>> be = make_cuda(cuda_device);
   if (!be) {
     LOG_INFO("backend auto: cuda not used: " + cuda_reason(be.error()));
     return nullptr;
@@ -245,41 +292,41 @@ std::string cuda_lines() {
 
 }  // namespace
 
-Status check_backend_available(const std::string& choice, int vk_device) {
-  if (choice == "auto" || choice == "cpu") return {};
+Status check_backend_available(const BackendChoice& choice) {
+  const std::string& name = choice.backend;
+  if (name == "auto" || name == "cpu") return {};
 #ifdef HEARTH_CUDA_BUILT
-  if (choice == "cuda") return check_cuda();
+  if (name == "cuda") return check_cuda(choice.cuda_device);
 #endif
 #ifdef HEARTH_VULKAN_BUILT
-  if (choice == "vulkan") return check_vulkan(vk_device);
-#else
-  (void)vk_device;
+  if (name == "vulkan") return check_vulkan(choice.vk_device);
 #endif
-  if (choice == "vulkan" || choice == "cuda")
-    return make_error("--backend " + choice + ": the " + choice + " backend is " + kNotBuilt +
+  if (name == "vulkan" || name == "cuda")
+    return make_error("--backend " + name + ": the " + name + " backend is " + kNotBuilt +
                       " (use --backend cpu or auto)");
-  return make_error("--backend " + choice + ": unknown backend (auto, cpu, vulkan, cuda)");
+  return make_error("--backend " + name + ": unknown backend (auto, cpu, vulkan, cuda)");
 }
 
-Result<std::unique_ptr<Backend>> make_backend(const std::string& choice, int threads, int vk_device) {
-  Status st = check_backend_available(choice, vk_device);
+Result<std::unique_ptr<Backend>> make_backend(const BackendChoice& choice) {
+  Status st = check_backend_available(choice);
   if (!st) return st.error();
+  const std::string& name = choice.backend;
 #ifdef HEARTH_CUDA_BUILT
-  if (choice == "cuda") return cuda::make_cuda_backend({});
-  if (choice == "auto")
-    if (std::unique_ptr<Backend> be = try_cuda_for_auto()) return be;
+  if (name == "cuda") return make_cuda(choice.cuda_device);
+  if (name == "auto")
+    if (std::unique_ptr<Backend> be = try_cuda_for_auto(choice.cuda_device)) return be;
 #else
-  if (choice == "auto") LOG_INFO(std::string("backend auto: cuda ") + kNotBuilt);
+  if (name == "auto") LOG_INFO(std::string("backend auto: cuda ") + kNotBuilt);
 #endif
 #ifdef HEARTH_VULKAN_BUILT
-  if (choice == "vulkan") return make_vulkan(vk_device);
-  if (choice == "auto")
-    if (std::unique_ptr<Backend> be = try_vulkan_for_auto(vk_device)) return be;
+  if (name == "vulkan") return make_vulkan(choice.vk_device);
+  if (name == "auto")
+    if (std::unique_ptr<Backend> be = try_vulkan_for_auto(choice.vk_device)) return be;
 #else
-  if (choice == "auto") LOG_INFO(std::string("backend auto: vulkan ") + kNotBuilt);
+  if (name == "auto") LOG_INFO(std::string("backend auto: vulkan ") + kNotBuilt);
 #endif
-  if (choice == "auto") LOG_INFO("backend auto: using cpu");
-  return make_cpu(threads);
+  if (name == "auto") LOG_INFO("backend auto: using cpu");
+  return make_cpu(choice.threads);
 }
 
 std::string list_devices(int threads) {

@@ -1,13 +1,14 @@
 // Which compute backends this build has, and making the one the configuration asks for.
 // Shared by hearthd and hearth-run. The CPU backend is always built in; the Vulkan backend
-// when CMake found the Vulkan SDK (HEARTH_VULKAN_BUILT); cuda is named so that --backend
-// and --list-devices can say it is not built in.
+// when CMake found the Vulkan SDK (HEARTH_VULKAN_BUILT), the CUDA backend when it found the
+// CUDA toolkit (HEARTH_CUDA_BUILT); --backend and --list-devices say which are not built in.
 //
 // --backend auto tries cuda, then vulkan, then the cpu, and logs one line for each backend
-// it passes over (not built in, no loader, no device, a device lacking a required feature).
-// It does not pick a software Vulkan device (type "cpu", e.g. Mesa's llvmpipe): hearth's own
-// CPU backend is faster than a software rasterizer on the same cores. --backend vulkan, or
-// an explicit --vk-device, does use such a device.
+// it passes over (not built in, no driver or loader, no device, a device lacking a required
+// feature). An explicit --cuda-device or --vk-device is the only device auto tries for that
+// backend. It does not pick a software Vulkan device (type "cpu", e.g. Mesa's llvmpipe):
+// hearth's own CPU backend is faster than a software rasterizer on the same cores.
+// --backend vulkan, or an explicit --vk-device, does use such a device.
 #pragma once
 
 #include <memory>
@@ -18,16 +19,23 @@
 
 namespace hearth::daemon {
 
-// Whether `choice` ("auto", "cpu", "vulkan", "cuda") with Vulkan device `vk_device` (-1:
-// let the backend choose) can be served by this build and machine: an error saying why not
-// otherwise (not built in, no Vulkan loader, no such device, a device lacking a feature) -
-// exit code 2 for the caller. Enumerates the Vulkan devices when vulkan is asked for.
-Status check_backend_available(const std::string& choice, int vk_device = -1);
+// What --backend, --threads, --vk-device and --cuda-device ask for.
+struct BackendChoice {
+  std::string backend = "auto";  // "auto", "cpu", "vulkan", "cuda"
+  int threads = 0;               // CPU worker threads; 0 = one per physical core
+  int vk_device = -1;            // Vulkan device index (--list-devices); -1 = let the backend choose
+  int cuda_device = -1;          // CUDA device index (--list-devices); -1 = let the backend choose
+};
 
-// Creates the backend for `choice` (auto: the best one built in, logging one line on why
-// each better one was not chosen). threads: CPU worker threads, 0 = one per physical core.
-// vk_device: as for check_backend_available.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& choice, int threads, int vk_device = -1);
+// Whether `choice` can be served by this build and machine: an error saying why not
+// otherwise (not built in, no driver or Vulkan loader, no such device, a device lacking a
+// feature) - exit code 2 for the caller. Enumerates the devices of the backend asked for.
+// A device index for a backend other than choice.backend is not checked.
+Status check_backend_available(const BackendChoice& choice);
+
+// Creates the backend `choice` asks for (auto: the best one built in, logging one line on
+// why each better one was not chosen).
+Result<std::unique_ptr<Backend>> make_backend(const BackendChoice& choice);
 
 // One line per device: the CPU (name, kind, memory, threads, SIMD level), every Vulkan
 // device the loader reports (index, name, type, memory, API version, driver, features,

@@ -39,12 +39,12 @@ ModelNames model_names(const std::string& path) {
   return n;
 }
 
-Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads,
-                                 int vk_device, const std::string& chat_template) {
+Result<LoadedEngine> load_engine(const std::string& model_arg, const BackendChoice& backend_choice,
+                                 const std::string& chat_template) {
   Result<std::string> path = resolve_model(model_arg);
   if (!path) return path.error();
   LoadedEngine e;
-  Result<std::unique_ptr<Backend>> backend = make_backend(backend_choice, threads, vk_device);
+  Result<std::unique_ptr<Backend>> backend = make_backend(backend_choice);
   if (!backend) return backend.error();
   e.backend = std::move(*backend);
 

@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "common/result.h"
+#include "daemon/devices.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -26,11 +27,11 @@ struct LoadedEngine {
 };
 
 // model_arg: a catalog name, a file name or a path (engine/model/model_path.h);
-// backend_choice, threads and vk_device as in devices.h; chat_template: "" = the model's own
+// backend: the backend and device (devices.h); chat_template: "" = the model's own
 // (an unrecognised one is an error naming the override), else chatml|gemma|llama3.
 // Errors name the file and what failed.
-Result<LoadedEngine> load_engine(const std::string& model_arg, const std::string& backend_choice, int threads,
-                                 int vk_device = -1, const std::string& chat_template = "");
+Result<LoadedEngine> load_engine(const std::string& model_arg, const BackendChoice& backend,
+                                 const std::string& chat_template = "");
 
 // "gemma-3-270m-q4_k_m" for ".../gemma-3-270m-q4_k_m.gguf": the file name without ".gguf".
 std::string model_id_from_path(const std::string& path);

@@ -14,6 +14,7 @@
 #include "daemon/config.h"
 #include "daemon/devices.h"
 #include "daemon/lifecycle.h"
+#include "daemon/serving.h"
 #include "daemon/systemd.h"
 
 namespace {
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
 
   set_log_level(cfg.log_level);
   set_log_syslog_prefix(stderr_is_journal());
-  if (Status st = check_backend_available(cfg.backend, cfg.vk_device); !st) return config_error(st.error().message);
+  if (Status st = check_backend_available(backend_choice(cfg)); !st) return config_error(st.error().message);
   const unsigned euid = ::geteuid();
   if (cfg.socket.empty()) {
     Result<std::string> path = default_socket_path(env, euid);

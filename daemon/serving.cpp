@@ -63,6 +63,15 @@ std::unique_ptr<storage::ChunkStore> open_disk_tier(const DaemonConfig& cfg, con
 
 }  // namespace
 
+BackendChoice backend_choice(const DaemonConfig& cfg) {
+  BackendChoice c;
+  c.backend = cfg.backend;
+  c.threads = cfg.threads;
+  c.vk_device = cfg.vk_device;
+  c.cuda_device = cfg.cuda_device;
+  return c;
+}
+
 SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& model) {
   SchedulerOptions o;
   o.n_parallel = cfg.parallel;
@@ -88,7 +97,7 @@ Result<Serving> start_engine(const DaemonConfig& cfg, const std::string& model_a
   notify_status("loading " + model_name);
   LOG_INFO("loading " + model_name);
   const Clock::time_point load_start = Clock::now();
-  Result<LoadedEngine> loaded = load_engine(model_arg, cfg.backend, cfg.threads, cfg.vk_device, cfg.chat_template);
+  Result<LoadedEngine> loaded = load_engine(model_arg, backend_choice(cfg), cfg.chat_template);
   if (!loaded) return make_error("cannot load the model: " + loaded.error().message);
   Serving s{std::move(*loaded), {}, nullptr};
   LoadedEngine& engine = s.engine;

@@ -25,6 +25,9 @@ struct Serving {
 // context unless --ctx was set.
 SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& model);
 
+// The backend and device cfg asks for (--backend, --threads, --vk-device, --cuda-device).
+BackendChoice backend_choice(const DaemonConfig& cfg);
+
 // Loads model_arg (a catalog name, a file name in the models folder or a path; "" = the
 // default model) and starts its scheduler. Logs and reports the status to systemd.
 // reconcile_cache: whether opening the prompt cache's directory reconciles it (only when no

@@ -22,7 +22,7 @@ check "damaged model exits 1" test "$rc" -eq 1
 check "damaged model error names gguf" grep -q "gguf" "$tmp/err"
 
 # Backend selection: --list-devices names the cpu and every backend; one that is not built
-# in, or a Vulkan device that does not exist, is a usage error (exit 2) saying so.
+# in, or a CUDA or Vulkan device that does not exist, is a usage error (exit 2) saying so.
 "$run" --list-devices -t 2 >"$tmp/devices" 2>"$tmp/err"; rc=$?
 check "list-devices exits 0" test "$rc" -eq 0
 check "list-devices shows the cpu first" grep -q "^cpu: .*; threads 2; simd " "$tmp/devices"
@@ -37,6 +37,12 @@ if ! grep -q "^cuda [0-9]*: .*; usable" "$tmp/devices"; then
   else
     check "backend cuda says why" grep -q -- "--backend cuda: " "$tmp/err"
   fi
+  "$run" --backend cuda --cuda-device 99 -p hi >"$tmp/out" 2>"$tmp/err"; rc=$?
+  check "backend cuda with cuda-device 99 exits 2" test "$rc" -eq 2
+else
+  "$run" --backend cuda --cuda-device 99 -p hi >"$tmp/out" 2>"$tmp/err"; rc=$?
+  check "cuda-device 99 exits 2" test "$rc" -eq 2
+  check "cuda-device 99 is named" grep -q -- "--cuda-device 99: no such CUDA device" "$tmp/err"
 fi
 vulkan_usable=no
 if grep -q "^vulkan: not built in" "$tmp/devices"; then

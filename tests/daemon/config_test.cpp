@@ -405,6 +405,30 @@ TEST_CASE("the Vulkan device index (vk-device) comes from any source", "[daemon]
              Catch::Contains("--vk-device") && Catch::Contains("not an integer"));
 }
 
+TEST_CASE("the CUDA device index (cuda-device) comes from any source", "[daemon][config]") {
+  Result<DaemonConfig> r = load({});
+  REQUIRE(r.ok());
+  CHECK(r->cuda_device == -1);  // the backend chooses
+  r = load({"--backend", "cuda", "--cuda-device", "1"});
+  REQUIRE(r.ok());
+  CHECK(r->backend == "cuda");
+  CHECK(r->cuda_device == 1);
+  CHECK(r->vk_device == -1);
+  Env env;
+  env.vars["HEARTH_CUDA_DEVICE"] = "2";
+  r = load({}, env);
+  REQUIRE(r.ok());
+  CHECK(r->cuda_device == 2);
+  TomlFile file("cuda_device = 3\n");
+  r = load({"--config", file.path});
+  REQUIRE(r.ok());
+  CHECK(r->cuda_device == 3);
+  CHECK_THAT(error_of(load({"--cuda-device", "-2"})),
+             Catch::Contains("--cuda-device") && Catch::Contains("out of range"));
+  CHECK_THAT(error_of(load({"--cuda-device", "gpu"})),
+             Catch::Contains("--cuda-device") && Catch::Contains("not an integer"));
+}
+
 TEST_CASE("cache_scope is user by default and takes group or shared, allowed_origins is a list", "[daemon][config]") {
   auto d = load({});
   REQUIRE(d);

@@ -79,7 +79,7 @@ TEST_CASE("hearthd --help lists the options and how to set them", "[daemon][proc
                           "--queue-max",  "--cache-dir",    "--cache-max-bytes", "--no-disk-cache",
                           "--listen-tcp", "--allow-remote", "--log-level",       "--shutdown-grace",
                           "--kv-type",    "--config",       "--list-devices",    "--version",
-                          "--vk-device"})
+                          "--vk-device",  "--cuda-device"})
     CHECK_THAT(r.out, Catch::Contains(opt));
   CHECK_THAT(r.out, Catch::Contains("HEARTH_"));
 }
@@ -116,6 +116,14 @@ TEST_CASE("configuration errors exit 2 with a message naming the option", "[daem
 #else
     CHECK_THAT(r.err, Catch::Contains("cuda") && Catch::Contains("not built in"));
 #endif
+    // A device index changes nothing when there is no device to pick from.
+    r = run_hearthd({"--socket", dir.file("s"), "--backend", "cuda", "--cuda-device", "5"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--backend cuda") || Catch::Contains("not built in"));
+  } else {
+    r = run_hearthd({"--socket", dir.file("s"), "--backend", "cuda", "--cuda-device", "99"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--cuda-device 99: no such CUDA device"));
   }
 #ifndef HEARTH_VULKAN_BUILT
   r = run_hearthd({"--socket", dir.file("s"), "--backend", "vulkan"});

@@ -32,7 +32,7 @@ constexpr int kExitUsage = 2;  // a backend or device this build or machine cann
 
 struct Args {
   std::string model, prompt, system_prompt, simd, log_level = "warn", backend = "auto", chat_template, kv_type = "f16";
-  int n_predict = 128, threads = 0, n_ctx = 0, vk_device = -1;
+  int n_predict = 128, threads = 0, n_ctx = 0, vk_device = -1, cuda_device = -1;
   GenerateOptions gen;
   uint64_t seed = kRandomSeed;
   bool chat = false, json = false, bench = false, version = false, list = false;
@@ -62,6 +62,9 @@ void add_options(CLI::App& app, Args& a) {
       ->check(CLI::IsMember({"auto", "cpu", "vulkan", "cuda"}));
   app.add_option("--vk-device", a.vk_device, "Vulkan device index from --list-devices (default: the first usable one)")
       ->check(CLI::Range(-1, 1 << 16));
+  app.add_option("--cuda-device", a.cuda_device,
+                 "CUDA device index from --list-devices (default: the usable one with the most memory)")
+      ->check(CLI::Range(-1, 1 << 16));
   app.add_flag("--list-devices", a.list, "print the compute devices this build can use, then exit");
   app.add_option("-c,--ctx", a.n_ctx, "context size in tokens (default: prompt + n-predict)")
       ->check(CLI::Range(0, 1 << 24));
@@ -89,13 +92,22 @@ void add_options(CLI::App& app, Args& a) {
   app.add_flag("--version", a.version, "print the version");
 }
 
+daemon::BackendChoice backend_choice(const Args& a) {
+  daemon::BackendChoice c;
+  c.backend = a.backend;
+  c.threads = a.threads;
+  c.vk_device = a.vk_device;
+  c.cuda_device = a.cuda_device;
+  return c;
+}
+
 // The weights file, the backend and the model on it (no tokenizer yet).
 Result<Loaded> load(const Args& a, const std::string& path) {
   Result<std::unique_ptr<gguf::File>> file = gguf::File::open(path);
   if (!file) return file.error();
   Loaded l;
   l.file = std::move(*file);
-  Result<std::unique_ptr<Backend>> be = daemon::make_backend(a.backend, a.threads, a.vk_device);
+  Result<std::unique_ptr<Backend>> be = daemon::make_backend(backend_choice(a));
   if (!be) return be.error();
   l.backend = std::move(*be);
   Result<std::unique_ptr<Model>> model = Model::load(l.file, *l.backend);
@@ -203,8 +215,7 @@ int main(int argc, char** argv) {
     cpu::set_simd_level(l);
   }
   if (!a.bench && a.prompt.empty()) return fail("nothing to do: give a prompt with -p (or --bench)");
-  if (Status st = daemon::check_backend_available(a.backend, a.vk_device); !st)
-    return fail(st.error().message, kExitUsage);
+  if (Status st = daemon::check_backend_available(backend_choice(a)); !st) return fail(st.error().message, kExitUsage);
 
   Result<std::string> path = resolve_model(a.model);
   if (!path) return fail(path.error().message);
