@@ -1,5 +1,6 @@
-// The Backend implementation on CUDA: buffers are plain device allocations, transfers go
-// through one stream, and execute() turns each Op into a kernel launch (cu_kernels.h).
+// The Backend implementation on CUDA: buffers are plain device allocations, writes go
+// through pinned staging on a copy stream (cu_staging.h), reads, copies and passes through
+// the compute stream, and execute() turns each Op into a kernel launch (cu_kernels.h).
 #include "backends/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -10,6 +11,7 @@
 #include <map>
 
 #include "backends/cuda/cu_kernels.h"
+#include "backends/cuda/cu_staging.h"
 #include "backends/graph_check.h"
 #include "backends/transfer_check.h"
 #include "common/log.h"
@@ -25,13 +27,6 @@ std::string gib(uint64_t bytes) {
 
 std::string version(int v) {  // 13000 -> "13.0"
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
-
-// "cuda: <what>: <the runtime's sentence> (<error name>)".
-Status cuda_error(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return {};
-  (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
-  return make_error("cuda: " + what + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
 }
 
 // The one sentence that says why a machine has no CUDA device.
@@ -111,7 +106,9 @@ class CudaBackend final : public Backend {
 
   Status init() {
     if (cudaError_t e = cudaSetDevice(dev_.index); e != cudaSuccess) return cuda_error(e, "selecting the device");
-    return cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
+    if (Status st = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream"); !st)
+      return st;
+    return staging_.init();
   }
 
   DeviceInfo info() const override {
@@ -145,6 +142,7 @@ class CudaBackend final : public Backend {
     Result<std::unique_ptr<Buffer>> buf = alloc(bytes, BufferKind::Weights);
     if (!buf) return buf.error();
     if (Status st = write(**buf, 0, host, bytes); !st) return st.error();
+    if (Status st = staging_.finish(); !st) return st.error();
     return buf;
   }
 
@@ -154,13 +152,8 @@ class CudaBackend final : public Backend {
     if (Status st = check_range("cuda", "write", &dst, offset, bytes); !st) return st;
     auto* b = dynamic_cast<CudaBuffer*>(&dst);
     if (b == nullptr) return make_error("cuda: write to a buffer of another backend");
-    if (bytes == 0) return {};
     bind();
-    if (Status st = cuda_error(cudaMemcpyAsync(b->ptr() + offset, src, bytes, cudaMemcpyHostToDevice, stream_),
-                               "writing to the device");
-        !st)
-      return st;
-    return sync("writing to the device");
+    return staging_.write(b->ptr() + offset, src, bytes, b->kind() == BufferKind::KvCache);
   }
 
   Status read(const Buffer& src, size_t offset, void* dst, size_t bytes) override {
@@ -169,6 +162,7 @@ class CudaBackend final : public Backend {
     if (b == nullptr) return make_error("cuda: read from a buffer of another backend");
     if (bytes == 0) return {};
     bind();
+    if (Status st = after_writes(); !st) return st;
     if (Status st = cuda_error(cudaMemcpyAsync(dst, b->ptr() + offset, bytes, cudaMemcpyDeviceToHost, stream_),
                                "reading from the device");
         !st)
@@ -183,6 +177,7 @@ class CudaBackend final : public Backend {
         return make_error("cuda: copy between buffers of another backend");
     }
     bind();
+    if (Status st = after_writes(); !st) return st;
     for (const BufferCopy& c : copies) {
       if (c.bytes == 0) continue;
       const auto* s = static_cast<const CudaBuffer*>(c.src);
@@ -203,6 +198,13 @@ class CudaBackend final : public Backend {
   // one thread and used on the engine's: every entry point that touches the device sets it.
   void bind() const { cudaSetDevice(dev_.index); }
   Status sync(const std::string& what) { return cuda_error(cudaStreamSynchronize(stream_), what); }
+  // Orders the compute stream after every write queued so far.
+  Status after_writes() {
+    if (Status st = staging_.mark(); !st) return st;
+    return staging_.wait(stream_, false);
+  }
+  static bool touches_kv(const Op& op);
+  Status launch_all(const Graph& graph, bool capturing);
   Status check_device_limits(const Graph& graph) const;
   Status prepare(const Graph& graph);
   void launch(const Op& op, const Graph& graph);
@@ -220,6 +222,7 @@ class CudaBackend final : public Backend {
   // Instantiated graphs by number of ops: a decode step and a prefill chunk of the same
   // model differ only in launch parameters, which cudaGraphExecUpdate changes in place.
   std::map<size_t, cudaGraphExec_t> execs_;
+  Staging staging_;
 };
 
 DevRows rows(const Tensor& t) {
@@ -352,9 +355,13 @@ Status CudaBackend::run_as_graph(const Graph& graph) {
   if (Status st = cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "starting a capture");
       !st)
     return st;
-  for (const Op& op : graph.ops) launch(op, graph);
+  const Status launched = launch_all(graph, true);
   cudaGraph_t g = nullptr;
   if (Status st = cuda_error(cudaStreamEndCapture(stream_, &g), "capturing the pass"); !st) return st;
+  if (!launched) {
+    cudaGraphDestroy(g);
+    return launched;
+  }
   cudaGraphExec_t& exec = execs_[graph.ops.size()];
   bool ready = false;
   if (exec != nullptr) {
@@ -376,15 +383,42 @@ Status CudaBackend::run_as_graph(const Graph& graph) {
   return cuda_error(cudaGraphLaunch(exec, stream_), "launching the pass's graph");
 }
 
+bool CudaBackend::touches_kv(const Op& op) {
+  for (const Tensor* t : {&op.dst, &op.src0, &op.src1, &op.src2, &op.src3})
+    if (t->valid() && static_cast<const CudaBuffer*>(t->buffer)->kind() == BufferKind::KvCache) return true;
+  return false;
+}
+
+// The pass's launches, with the wait for queued writes just before the first operation on
+// the KV cache (writes between passes are restored chunks): what comes before it, the first
+// layer's norms and matrix products, overlaps the copies. The wait is launched in every
+// pass, copies or not, so that a captured graph keeps one topology.
+Status CudaBackend::launch_all(const Graph& graph, bool capturing) {
+  bool waited = false;
+  for (const Op& op : graph.ops) {
+    if (!waited && touches_kv(op)) {
+      waited = true;
+      if (Status st = staging_.wait(stream_, capturing); !st) return st;
+    }
+    launch(op, graph);
+  }
+  return {};
+}
+
 Status CudaBackend::execute(const Graph& graph) {
   if (Status st = check_graph(graph, caps_); !st) return make_error("cuda: " + st.error().message);
   if (Status st = check_device_limits(graph); !st) return st;
   bind();
+  // Writes to weights or activations must land before the pass's first operation; those to
+  // the KV cache only before its first operation on the KV (launch_all).
+  if (Status st = staging_.mark(); !st) return st;
+  if (staging_.other_pending())
+    if (Status st = staging_.wait(stream_, false); !st) return st;
   if (Status st = prepare(graph); !st) return st;
   if (use_graphs_ && graph.ops.size() > 1) {
     if (Status st = run_as_graph(graph); !st) return st;
   } else {
-    for (const Op& op : graph.ops) launch(op, graph);
+    if (Status st = launch_all(graph, false); !st) return st;
     if (Status st = cuda_error(cudaGetLastError(), "launching the pass"); !st) return st;
   }
   return sync("running the pass");

@@ -78,6 +78,7 @@ TEST_CASE("CPU transfers land where sent, copy on the device, and refuse bad ran
   } foreign;
   auto be = cpu::make_cpu_backend({1});
   test::check_transfer_contract(*be, &foreign);
+  test::check_transfer_order(*be);
 }
 
 TEST_CASE("CPU execute refuses every malformed graph and runs the well-formed one it was spoiled from") {

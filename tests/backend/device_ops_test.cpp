@@ -27,6 +27,12 @@ TEST_CASE(DEVICE " transfers land where sent, copy on the device, and refuse bad
   f.finish();
 }
 
+TEST_CASE(DEVICE " orders writes before the reads, copies and passes after them", DEVICE_TAG) {
+  NEED_DEVICE(f);
+  test::check_transfer_order(f.dev());
+  f.finish();
+}
+
 TEST_CASE(DEVICE " and the CPU refuse the same malformed graphs and run the well-formed ones", DEVICE_TAG) {
   NEED_DEVICE(f);
   struct Make {
