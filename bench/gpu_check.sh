@@ -46,6 +46,14 @@ timeout 300 "$bundle/prefix_cache_cuda_tests" --durations yes >"$out/cache.log" 
 echo "prefix_cache_cuda_tests exit $?"
 grep -E "passed|failed|FAILED|test cases|skipped" "$out/cache.log" | tail -20
 
+# The same three on the tensor-core MatMul (cu_matmul_mma.cu, TF32), not yet the default.
+step "tests, HEARTH_CUDA_MATMUL=mma"
+for t in backend_cuda_tests cuda_model_tests prefix_cache_cuda_tests; do
+  HEARTH_CUDA_MATMUL=mma timeout 300 "$bundle/$t" --durations yes >"$out/mma-$t.log" 2>&1
+  echo "$t (mma) exit $?"
+  grep -E "worst|vs cpu|passed|failed|FAILED|test cases" "$out/mma-$t.log" | tail -30
+done
+
 step "model"
 model=/tmp/gemma3-270m-synthetic.gguf
 "$bundle/hearth-make-synthetic" --arch gemma3 --shape gemma3-270m --type q4_k --out "$model" 2>&1 | tail -2
@@ -61,6 +69,7 @@ bench() {  # bench LABEL ARGS...: one hearth-run --bench line per prompt length
 }
 step "bench cuda"
 bench "cuda graphs" --backend cuda
+HEARTH_CUDA_MATMUL=mma bench "cuda graphs, tensor-core matmul" --backend cuda
 [ -n "$quick" ] && exit 0
 HEARTH_CUDA_GRAPHS=0 bench "cuda no graphs" --backend cuda
 step "bench vulkan"

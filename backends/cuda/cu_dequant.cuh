@@ -61,6 +61,27 @@ constexpr BlockGeom block_geom(DType t) {
   // clang-format on
 }
 
+// Calls f.template operator()<T>() for the runtime type; false when T is not supported.
+template <class F>
+bool dispatch_weight_type(DType type, F&& f) {
+  // clang-format off
+  switch (type) {
+    case DType::F32: f.template operator()<DType::F32>(); return true;
+    case DType::F16: f.template operator()<DType::F16>(); return true;
+    case DType::BF16: f.template operator()<DType::BF16>(); return true;
+    case DType::Q4_0: f.template operator()<DType::Q4_0>(); return true;
+    case DType::Q4_1: f.template operator()<DType::Q4_1>(); return true;
+    case DType::Q5_0: f.template operator()<DType::Q5_0>(); return true;
+    case DType::Q5_1: f.template operator()<DType::Q5_1>(); return true;
+    case DType::Q8_0: f.template operator()<DType::Q8_0>(); return true;
+    case DType::Q4_K: f.template operator()<DType::Q4_K>(); return true;
+    case DType::Q5_K: f.template operator()<DType::Q5_K>(); return true;
+    case DType::Q6_K: f.template operator()<DType::Q6_K>(); return true;
+    default: return false;
+  }
+  // clang-format on
+}
+
 constexpr bool is_plain(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }

@@ -37,6 +37,13 @@ bool weight_type_supported(DType type);
 // token's result is the same whether it runs alone or in a batch.
 void launch_matmul(DType type, const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream_t stream);
 
+// --- cu_matmul_mma.cu ---------------------------------------------------------------------
+// launch_matmul's contract on tensor cores (compute capability 8.0 and newer only): TF32
+// inputs, f32 accumulation, every weight type. Batch-invariant as launch_matmul is (the
+// order depends on n_in only), but its results are not launch_matmul's: a backend uses one
+// of the two for every MatMul.
+void launch_matmul_mma(DType type, const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream_t stream);
+
 // dst[i, :] = dequant(table[ids[i], :]) * scale. table [n, d] of `type`; dst F32 [n_ids, d].
 void launch_get_rows(DType type, const DevRows& table, const int32_t* ids, int64_t n_ids, float scale,
                      const DevRows& dst, cudaStream_t stream);

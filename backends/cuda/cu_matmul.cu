@@ -215,43 +215,22 @@ void get_rows_t(const DevRows& table, const int32_t* ids, int64_t n_ids, float s
       static_cast<uint8_t*>(dst.ptr), dst.stride);
 }
 
-// Calls f.template operator()<T>() for the runtime type; false when T is not supported.
-template <class F>
-bool dispatch(DType type, F&& f) {
-  // clang-format off
-  switch (type) {
-    case DType::F32: f.template operator()<DType::F32>(); return true;
-    case DType::F16: f.template operator()<DType::F16>(); return true;
-    case DType::BF16: f.template operator()<DType::BF16>(); return true;
-    case DType::Q4_0: f.template operator()<DType::Q4_0>(); return true;
-    case DType::Q4_1: f.template operator()<DType::Q4_1>(); return true;
-    case DType::Q5_0: f.template operator()<DType::Q5_0>(); return true;
-    case DType::Q5_1: f.template operator()<DType::Q5_1>(); return true;
-    case DType::Q8_0: f.template operator()<DType::Q8_0>(); return true;
-    case DType::Q4_K: f.template operator()<DType::Q4_K>(); return true;
-    case DType::Q5_K: f.template operator()<DType::Q5_K>(); return true;
-    case DType::Q6_K: f.template operator()<DType::Q6_K>(); return true;
-    default: return false;
-  }
-  // clang-format on
-}
-
 }  // namespace
 
 bool weight_type_supported(DType type) {
   // (A capture-default, so the generic lambda has no conversion to a function pointer.)
-  return dispatch(type, [&]<DType>() {});
+  return dispatch_weight_type(type, [&]<DType>() {});
 }
 
 void launch_matmul(DType type, const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream_t stream) {
   if (w.rows == 0 || x.rows == 0) return;
-  dispatch(type, [&]<DType T>() { matmul_t<T>(w, x, dst, stream); });
+  dispatch_weight_type(type, [&]<DType T>() { matmul_t<T>(w, x, dst, stream); });
 }
 
 void launch_get_rows(DType type, const DevRows& table, const int32_t* ids, int64_t n_ids, float scale,
                      const DevRows& dst, cudaStream_t stream) {
   if (n_ids == 0 || table.ne0 == 0) return;
-  dispatch(type, [&]<DType T>() { get_rows_t<T>(table, ids, n_ids, scale, dst, stream); });
+  dispatch_weight_type(type, [&]<DType T>() { get_rows_t<T>(table, ids, n_ids, scale, dst, stream); });
 }
 
 }  // namespace hearth::cuda

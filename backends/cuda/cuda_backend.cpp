@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string_view>
 
 #include "backends/cuda/cu_kernels.h"
 #include "backends/cuda/cu_staging.h"
@@ -94,7 +95,8 @@ struct Scratch {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const CudaDeviceInfo& dev, bool graphs) : dev_(dev), use_graphs_(graphs) {
+  CudaBackend(const CudaDeviceInfo& dev, bool graphs, bool tensor_cores)
+      : dev_(dev), use_graphs_(graphs), tensor_cores_(tensor_cores) {
     for (DType t : kWeightTypes)
       if (!weight_type_supported(t)) caps_.weight_types.reset(static_cast<size_t>(t));
   }
@@ -115,7 +117,7 @@ class CudaBackend final : public Backend {
     DeviceInfo d;
     d.kind = "cuda";
     d.name = "cuda: " + dev_.name + " (compute " + std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor) +
-             ", " + gib(dev_.memory_bytes) + ")";
+             ", " + gib(dev_.memory_bytes) + (tensor_cores_ ? ", matmul on tf32 tensor cores" : "") + ")";
     d.memory_bytes = dev_.memory_bytes;
     return d;
   }
@@ -214,6 +216,7 @@ class CudaBackend final : public Backend {
 
   CudaDeviceInfo dev_;
   bool use_graphs_;
+  bool tensor_cores_;  // MatMul by launch_matmul_mma
   cudaStream_t stream_ = nullptr;
   DeviceCaps caps_ = DeviceCaps::all();
   Scratch ints_, attn_scratch_;
@@ -312,7 +315,8 @@ void CudaBackend::launch(const Op& op, const Graph& graph) {
                       stream_);
       break;
     case OpKind::MatMul:
-      launch_matmul(op.src0.type, rows(op.src0), rows(op.src1), rows(op.dst), stream_);
+      (tensor_cores_ ? launch_matmul_mma : launch_matmul)(op.src0.type, rows(op.src0), rows(op.src1), rows(op.dst),
+                                                          stream_);
       break;
     case OpKind::Rope:
       launch_rope(rows(op.dst), ints(op.ia), op.i0, op.i1, op.i2, op.f0, op.f1, stream_);
@@ -489,13 +493,23 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaOptions& options) {
   }
   if (!pick->usable)
     return make_error("cuda: device " + std::to_string(pick->index) + " " + pick->name + ": " + pick->why_not);
-  bool graphs = options.graphs;
+  bool graphs = options.graphs, tensor_cores = options.tensor_cores;
   if (const char* e = std::getenv("HEARTH_CUDA_GRAPHS"); e != nullptr && *e == '0') graphs = false;
-  auto backend = std::make_unique<CudaBackend>(*pick, graphs);
+  if (const char* e = std::getenv("HEARTH_CUDA_MATMUL"); e != nullptr) {
+    if (std::string_view(e) == "mma") tensor_cores = true;
+    if (std::string_view(e) == "simt") tensor_cores = false;
+  }
+  if (tensor_cores && pick->cc_major < 8) {
+    LOG_WARN("cuda: tensor-core MatMul needs compute capability 8.0 (device " + std::to_string(pick->index) + " has " +
+             std::to_string(pick->cc_major) + "." + std::to_string(pick->cc_minor) + "); using CUDA cores");
+    tensor_cores = false;
+  }
+  auto backend = std::make_unique<CudaBackend>(*pick, graphs, tensor_cores);
   if (Status st = backend->init(); !st) return st.error();
   LOG_INFO("cuda: using device " + std::to_string(pick->index) + " " + pick->name + " (compute " +
            std::to_string(pick->cc_major) + "." + std::to_string(pick->cc_minor) + ", " + gib(pick->memory_bytes) +
-           ", driver CUDA " + pick->driver_version + ", graphs " + (graphs ? "on" : "off") + ")");
+           ", driver CUDA " + pick->driver_version + ", graphs " + (graphs ? "on" : "off") + ", matmul " +
+           (tensor_cores ? "tf32 tensor cores" : "f32 CUDA cores") + ")");
   std::unique_ptr<Backend> b = std::move(backend);
   return b;
 }

@@ -38,6 +38,10 @@ struct CudaOptions {
   int device = -1;  // index into list_devices(); -1: the usable device with the most memory
   // Replay each forward pass as a CUDA graph (HEARTH_CUDA_GRAPHS=0 turns it off too).
   bool graphs = true;
+  // MatMul on tensor cores (TF32, cu_matmul_mma.cu) rather than CUDA cores (f32,
+  // cu_matmul.cu); compute capability 8.0 and newer. HEARTH_CUDA_MATMUL=mma turns it on,
+  // =simt off. Off by default until it has been measured and checked on a GPU.
+  bool tensor_cores = false;
 };
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaOptions& options);
