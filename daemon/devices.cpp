@@ -35,6 +35,36 @@ int cpu_threads(int threads) {
   return threads > 0 ? threads : cpu::physical_core_count();
 }
 
+// "0 llvmpipe (LLVM 15.0.7, 256 bits)", "0 NVIDIA H200": how log lines and errors name a
+// device (a VulkanDeviceInfo or a CudaDeviceInfo).
+template <class Info>
+std::string device_label(const Info& d) {
+  return std::to_string(d.index) + " " + d.name;
+}
+
+template <class Info>
+std::string device_names(const std::vector<Info>& devices) {
+  std::string out;
+  for (const Info& d : devices) out += (out.empty() ? "" : ", ") + device_label(d);
+  return out.empty() ? "none" : out;
+}
+
+// The device `flag` (--vk-device, --cuda-device) names among the `api` ("Vulkan", "CUDA")
+// devices, or an error saying there is no such device or it cannot be used.
+template <class Info>
+Result<Info> named_device(const std::vector<Info>& devices, int index, const std::string& flag,
+                          const std::string& api) {
+  for (const Info& d : devices) {
+    if (d.index != index) continue;
+    if (!d.usable)
+      return make_error(flag + " " + std::to_string(index) + ": " + api + " device " + device_label(d) +
+                        " cannot run hearth: " + d.why_not);
+    return d;
+  }
+  return make_error(flag + " " + std::to_string(index) + ": no such " + api + " device (this machine has " +
+                    std::to_string(devices.size()) + ": " + device_names(devices) + "; see --list-devices)");
+}
+
 std::unique_ptr<Backend> make_cpu(int threads) {
   cpu::CpuBackendOptions o;
   o.n_threads = cpu_threads(threads);
@@ -60,11 +90,6 @@ Result<std::vector<vulkan::VulkanDeviceInfo>> enumerate() {
   return vulkan::list_devices();
 }
 
-// "0 llvmpipe (LLVM 15.0.7, 256 bits)": how log lines and errors name a device.
-std::string device_label(const vulkan::VulkanDeviceInfo& d) {
-  return std::to_string(d.index) + " " + d.name;
-}
-
 // Lower is preferred by auto: discrete, integrated, virtual, other; software never.
 int type_rank(const std::string& type) {
   if (type == "discrete") return 0;
@@ -79,24 +104,8 @@ std::string reason(const Error& e) {
   return e.message.rfind(kPrefix, 0) == 0 ? e.message.substr(kPrefix.size()) : e.message;
 }
 
-std::string device_names(const std::vector<vulkan::VulkanDeviceInfo>& devices) {
-  std::string out;
-  for (const vulkan::VulkanDeviceInfo& d : devices) out += (out.empty() ? "" : ", ") + device_label(d);
-  return out.empty() ? "none" : out;
-}
-
-// The device --vk-device names, or an error saying there is no such device or it cannot
-// be used.
 Result<vulkan::VulkanDeviceInfo> explicit_device(const std::vector<vulkan::VulkanDeviceInfo>& devices, int index) {
-  for (const vulkan::VulkanDeviceInfo& d : devices) {
-    if (d.index != index) continue;
-    if (!d.usable)
-      return make_error("--vk-device " + std::to_string(index) + ": Vulkan device " + device_label(d) +
-                        " cannot run hearth: " + d.why_not);
-    return d;
-  }
-  return make_error("--vk-device " + std::to_string(index) + ": no such Vulkan device (this machine has " +
-                    std::to_string(devices.size()) + ": " + device_names(devices) + "; see --list-devices)");
+  return named_device(devices, index, "--vk-device", "Vulkan");
 }
 
 Status check_vulkan(int vk_device) {
@@ -202,29 +211,8 @@ std::string cuda_reason(const Error& e) {
   return e.message.rfind(kPrefix, 0) == 0 ? e.message.substr(kPrefix.size()) : e.message;
 }
 
-// "0 NVIDIA H200": how log lines and errors name a device.
-std::string cuda_label(const cuda::CudaDeviceInfo& d) {
-  return std::to_string(d.index) + " " + d.name;
-}
-
-std::string cuda_device_names(const std::vector<cuda::CudaDeviceInfo>& devices) {
-  std::string out;
-  for (const cuda::CudaDeviceInfo& d : devices) out += (out.empty() ? "" : ", ") + cuda_label(d);
-  return out.empty() ? "none" : out;
-}
-
-// The device --cuda-device names, or an error saying there is no such device or it cannot
-// be used.
 Result<cuda::CudaDeviceInfo> explicit_cuda_device(const std::vector<cuda::CudaDeviceInfo>& devices, int index) {
-  for (const cuda::CudaDeviceInfo& d : devices) {
-    if (d.index != index) continue;
-    if (!d.usable)
-      return make_error("--cuda-device " + std::to_string(index) + ": CUDA device " + cuda_label(d) +
-                        " cannot run hearth: " + d.why_not);
-    return d;
-  }
-  return make_error("--cuda-device " + std::to_string(index) + ": no such CUDA device (this machine has " +
-                    std::to_string(devices.size()) + ": " + cuda_device_names(devices) + "; see --list-devices)");
+  return named_device(devices, index, "--cuda-device", "CUDA");
 }
 
 Status check_cuda(int cuda_device) {
@@ -238,7 +226,7 @@ Status check_cuda(int cuda_device) {
   for (const cuda::CudaDeviceInfo& d : *devices)
     if (d.usable) return {};
   std::string why;
-  for (const cuda::CudaDeviceInfo& d : *devices) why += "; " + cuda_label(d) + ": " + d.why_not;
+  for (const cuda::CudaDeviceInfo& d : *devices) why += "; " + device_label(d) + ": " + d.why_not;
   return make_error("--backend cuda: no CUDA device can run hearth (" + std::to_string(devices->size()) + " found" +
                     why + ")");
 }
