@@ -130,7 +130,10 @@ constexpr int kMaxHeadDim = 512;
 // pass needs grows with rows x splits, so a pass of many rows over a long cache runs in
 // launches of at most kMaxScratchBytes of partials each (rows are independent).
 constexpr int64_t kSplitKeys = 128;
-constexpr size_t kMaxScratchBytes = size_t{64} << 20;
+#ifndef HEARTH_ATTN_MAX_SCRATCH_BYTES  // a test on the host sets it small, to run several launches
+#define HEARTH_ATTN_MAX_SCRATCH_BYTES (size_t{64} << 20)
+#endif
+constexpr size_t kMaxScratchBytes = HEARTH_ATTN_MAX_SCRATCH_BYTES;
 
 struct AttnParams {
   const void* q;
@@ -461,7 +464,7 @@ template <Kv kKv, int kNpl>
 void launch_attention_npl(const AttnParams& p, int32_t n_kv_heads, cudaStream_t stream) {
   const dim3 grid(div_up_u(static_cast<int64_t>(p.n_q) * p.group, kAttnWarps), static_cast<unsigned>(n_kv_heads),
                   static_cast<unsigned>(p.n_split));
-  attention_kernel<kKv, kNpl><<<grid, kAttnThreads, 0, stream>>>(p);
+  HEARTH_LAUNCH(grid, kAttnThreads, stream, attention_kernel<kKv, kNpl>)(p);
 }
 
 template <Kv kKv>
@@ -482,19 +485,18 @@ void launch_store_kv(const DevRows& k, const DevRows& v, const int32_t* slots, D
   const unsigned grid_y = static_cast<unsigned>(std::min(n_tok, kMaxGridY));
   switch (kv_type) {
     case DType::F32:
-      store_kv_plain_kernel<Kv::F32><<<dim3(div_up_u(width, kStoreBlock), grid_y, 2), kStoreBlock, 0, stream>>>(
+      HEARTH_LAUNCH(dim3(div_up_u(width, kStoreBlock), grid_y, 2), kStoreBlock, stream, store_kv_plain_kernel<Kv::F32>)(
           k.ptr, k.stride, v.ptr, v.stride, slots, n_tok, width, k_cache.ptr, k_cache.stride, v_cache.ptr,
           v_cache.stride);
       break;
     case DType::F16:
-      store_kv_plain_kernel<Kv::F16><<<dim3(div_up_u(width, kStoreBlock), grid_y, 2), kStoreBlock, 0, stream>>>(
+      HEARTH_LAUNCH(dim3(div_up_u(width, kStoreBlock), grid_y, 2), kStoreBlock, stream, store_kv_plain_kernel<Kv::F16>)(
           k.ptr, k.stride, v.ptr, v.stride, slots, n_tok, width, k_cache.ptr, k_cache.stride, v_cache.ptr,
           v_cache.stride);
       break;
     case DType::Q8_0:
       if (width < kQ8Block) return;
-      store_kv_q8_0_kernel<<<dim3(div_up_u((width / kQ8Block) * kWarp, kStoreBlock), grid_y, 2), kStoreBlock, 0,
-                             stream>>>(k.ptr, k.stride, v.ptr, v.stride, slots, n_tok, width, k_cache.ptr,
+      HEARTH_LAUNCH(dim3(div_up_u((width / kQ8Block) * kWarp, kStoreBlock), grid_y, 2), kStoreBlock, stream, store_kv_q8_0_kernel)(k.ptr, k.stride, v.ptr, v.stride, slots, n_tok, width, k_cache.ptr,
                                        k_cache.stride, v_cache.ptr, v_cache.stride);
       break;
     default:
@@ -558,7 +560,7 @@ void launch_attention(const AttentionArgs& a, void* scratch, cudaStream_t stream
     if (plan.n_split > 1) {
       const int64_t n_pairs = n * a.n_heads;
       const dim3 grid(static_cast<unsigned>(n_pairs), div_up_u(a.head_dim, kWarp));
-      attention_combine_kernel<<<grid, kCombineWarps * kWarp, 0, stream>>>(
+      HEARTH_LAUNCH(grid, kCombineWarps * kWarp, stream, attention_combine_kernel)(
           static_cast<const float*>(scratch), a.n_heads, a.head_dim, plan.n_split, p.dst, a.dst.stride);
     }
   }

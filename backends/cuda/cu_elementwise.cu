@@ -56,7 +56,7 @@ void launch_rms_norm_tpc(const DevRows& src, const float* weight, int64_t chunk,
                          cudaStream_t stream) {
   const int64_t n_chunks = src.ne0 / chunk;
   const int64_t n_items = src.rows * n_chunks;
-  rms_norm_kernel<kTpc><<<div_up_u(n_items, kBlock / kTpc), kBlock, 0, stream>>>(
+  HEARTH_LAUNCH(div_up_u(n_items, kBlock / kTpc), kBlock, stream, rms_norm_kernel<kTpc>)(
       src.ptr, src.stride, weight, dst.ptr, dst.stride, chunk, n_chunks, n_items, eps);
 }
 
@@ -158,7 +158,7 @@ void launch_rope(const DevRows& x, const int32_t* positions, int32_t head_dim, i
   const float ratio = rope_theta_ratio(freq_base, n_rot);
   const int64_t n_threads = x.rows * half_rot;
   constexpr int kRopeBlock = 128;
-  rope_kernel<<<div_up_u(n_threads, kRopeBlock), kRopeBlock, 0, stream>>>(
+  HEARTH_LAUNCH(div_up_u(n_threads, kRopeBlock), kRopeBlock, stream, rope_kernel)(
       x.ptr, x.stride, positions, x.rows, x.ne0 / head_dim, head_dim, half_rot, mode == kRopeNeox, ratio, pos_scale);
 }
 
@@ -167,12 +167,10 @@ void launch_unary(Unary kind, const DevRows& src, float f0, const DevRows& dst, 
   const dim3 grid = row_grid(src.ne0, src.rows);
   switch (kind) {
     case Unary::Scale:
-      unary_kernel<Unary::Scale>
-          <<<grid, kBlock, 0, stream>>>(src.ptr, src.stride, dst.ptr, dst.stride, src.ne0, src.rows, f0);
+      HEARTH_LAUNCH(grid, kBlock, stream, unary_kernel<Unary::Scale>)(src.ptr, src.stride, dst.ptr, dst.stride, src.ne0, src.rows, f0);
       break;
     case Unary::Softcap:
-      unary_kernel<Unary::Softcap>
-          <<<grid, kBlock, 0, stream>>>(src.ptr, src.stride, dst.ptr, dst.stride, src.ne0, src.rows, f0);
+      HEARTH_LAUNCH(grid, kBlock, stream, unary_kernel<Unary::Softcap>)(src.ptr, src.stride, dst.ptr, dst.stride, src.ne0, src.rows, f0);
       break;
   }
 }
@@ -184,23 +182,20 @@ void launch_binary(Binary kind, const DevRows& a, const DevRows& b, bool b_broad
   const size_t b_stride = b_broadcast ? 0 : b.stride;
   switch (kind) {
     case Binary::Add:
-      binary_kernel<Binary::Add>
-          <<<grid, kBlock, 0, stream>>>(a.ptr, a.stride, b.ptr, b_stride, dst.ptr, dst.stride, a.ne0, a.rows);
+      HEARTH_LAUNCH(grid, kBlock, stream, binary_kernel<Binary::Add>)(a.ptr, a.stride, b.ptr, b_stride, dst.ptr, dst.stride, a.ne0, a.rows);
       break;
     case Binary::GeluMul:
-      binary_kernel<Binary::GeluMul>
-          <<<grid, kBlock, 0, stream>>>(a.ptr, a.stride, b.ptr, b_stride, dst.ptr, dst.stride, a.ne0, a.rows);
+      HEARTH_LAUNCH(grid, kBlock, stream, binary_kernel<Binary::GeluMul>)(a.ptr, a.stride, b.ptr, b_stride, dst.ptr, dst.stride, a.ne0, a.rows);
       break;
     case Binary::SiluMul:
-      binary_kernel<Binary::SiluMul>
-          <<<grid, kBlock, 0, stream>>>(a.ptr, a.stride, b.ptr, b_stride, dst.ptr, dst.stride, a.ne0, a.rows);
+      HEARTH_LAUNCH(grid, kBlock, stream, binary_kernel<Binary::SiluMul>)(a.ptr, a.stride, b.ptr, b_stride, dst.ptr, dst.stride, a.ne0, a.rows);
       break;
   }
 }
 
 void launch_copy_rows(const DevRows& src, const int32_t* ids, int64_t n_ids, const DevRows& dst, cudaStream_t stream) {
   if (n_ids <= 0 || src.ne0 <= 0) return;
-  copy_rows_kernel<<<row_grid(src.ne0, n_ids), kBlock, 0, stream>>>(src.ptr, src.stride, ids, n_ids, dst.ptr,
+  HEARTH_LAUNCH(row_grid(src.ne0, n_ids), kBlock, stream, copy_rows_kernel)(src.ptr, src.stride, ids, n_ids, dst.ptr,
                                                                     dst.stride, src.ne0);
 }
 

@@ -16,6 +16,13 @@
 
 #include "common/dtype.h"
 
+// HEARTH_LAUNCH(grid, block, stream, kernel)(args...) is kernel<<<grid, block, 0,
+// stream>>>(args...): the kernel files launch through it so that
+// tests/backend/cuda_on_host.h, which defines it first, can run their kernels on the host.
+#ifndef HEARTH_LAUNCH
+#define HEARTH_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<grid, block, 0, stream>>>
+#endif
+
 namespace hearth::cuda {
 
 // A 2-D view in device memory: `rows` rows of `ne0` elements, consecutive rows `stride`

@@ -198,11 +198,11 @@ void matmul_t(const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream
   const auto* xp = static_cast<const uint8_t*>(x.ptr);
   auto* dp = static_cast<uint8_t*>(dst.ptr);
   if (x.rows == 1) {  // decode: matrix x vector, no registers spent on a token tile
-    matmul_kernel<T, 1><<<static_cast<unsigned>(row_groups), kThreads, 0, stream>>>(
+    HEARTH_LAUNCH(static_cast<unsigned>(row_groups), kThreads, stream, matmul_kernel<T, 1>)(
         wp, w.stride, w.rows, w.ne0, xp, x.stride, 1, x_vec, dp, dst.stride, 1);
   } else {
     const int64_t n_tiles = (x.rows + kTokTile - 1) / kTokTile;
-    matmul_kernel<T, kTokTile><<<static_cast<unsigned>(row_groups * n_tiles), kThreads, 0, stream>>>(
+    HEARTH_LAUNCH(static_cast<unsigned>(row_groups * n_tiles), kThreads, stream, matmul_kernel<T, kTokTile>)(
         wp, w.stride, w.rows, w.ne0, xp, x.stride, x.rows, x_vec, dp, dst.stride, n_tiles);
   }
 }
@@ -210,7 +210,7 @@ void matmul_t(const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream
 template <DType T>
 void get_rows_t(const DevRows& table, const int32_t* ids, int64_t n_ids, float scale, const DevRows& dst,
                 cudaStream_t stream) {
-  get_rows_kernel<T><<<static_cast<unsigned>(n_ids), kThreads, 0, stream>>>(
+  HEARTH_LAUNCH(static_cast<unsigned>(n_ids), kThreads, stream, get_rows_kernel<T>)(
       static_cast<const uint8_t*>(table.ptr), table.stride, table.rows, table.ne0, ids, scale,
       static_cast<uint8_t*>(dst.ptr), dst.stride);
 }

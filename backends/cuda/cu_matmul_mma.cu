@@ -76,9 +76,9 @@ void mma_matmul_t(const DevRows& w, const DevRows& x, const DevRows& dst, cudaSt
   const mma::Grid gr = mma::grid_for(w.rows, x.rows);
   p.n_tiles = gr.n_tiles;
   if (gr.nt == 1) {
-    mma_kernel<T, 1><<<static_cast<unsigned>(gr.blocks), kThreads, 0, stream>>>(p);
+    HEARTH_LAUNCH(static_cast<unsigned>(gr.blocks), kThreads, stream, mma_kernel<T, 1>)(p);
   } else {
-    mma_kernel<T, 4><<<static_cast<unsigned>(gr.blocks), kThreads, 0, stream>>>(p);
+    HEARTH_LAUNCH(static_cast<unsigned>(gr.blocks), kThreads, stream, mma_kernel<T, 4>)(p);
   }
 }
 
