@@ -32,6 +32,8 @@ struct DeviceWarp {
     uint32_t r = 0;
 #if __CUDA_ARCH__ >= 800
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+#elif defined(HEARTH_CUDA_ON_HOST)  // tests/backend/cuda_on_host.h
+    r = host_emu::tf32_rna(f);
 #else
     (void)f;
 #endif
@@ -45,6 +47,8 @@ struct DeviceWarp {
         "{%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(HEARTH_CUDA_ON_HOST)
+    host_emu::mma_tf32(c, a, b0, b1);
 #else
     (void)c, (void)a, (void)b0, (void)b1;
     __trap();  // launch_matmul_mma is never called below compute capability 8.0
