@@ -23,10 +23,11 @@
 // weights, more for float weights (tests/backend: matmul_tol).
 //
 // The warp's work is warp_tile() below, written against a Warp type that supplies the
-// lane, __syncwarp, the async copies, TF32 rounding and the mma: the kernel
-// (cu_matmul_mma.cu) passes the device's, tests/backend/cuda_mma_emulation_test.cu runs
-// the very same function on the host with 32 threads and an mma that follows the PTX
-// ISA's fragment tables, against a double-precision product.
+// lane, __syncwarp, the async copies, TF32 rounding and the mma (cu_matmul_mma.cu's
+// DeviceWarp), so that the loop reads without the PTX in it.
+// tests/backend/cuda_mma_on_host_test.cpp runs the kernel file on the host
+// (tests/backend/cuda_on_host.h, mma emulated from the PTX ISA's fragment tables) against
+// a double-precision product.
 //
 // Chosen with HEARTH_CUDA_MATMUL=mma (CudaOptions::tensor_cores); not yet the default: it
 // has been compiled for every architecture but never run on a GPU (backends/cuda/README.md).
