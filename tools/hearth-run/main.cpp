@@ -31,8 +31,9 @@ DType kv_type_of(const std::string& name) {
 constexpr int kExitUsage = 2;  // a backend or device this build or machine cannot serve
 
 struct Args {
-  std::string model, prompt, system_prompt, simd, log_level = "warn", backend = "auto", chat_template, kv_type = "f16";
-  int n_predict = 128, threads = 0, n_ctx = 0, vk_device = -1, cuda_device = -1;
+  std::string model, prompt, system_prompt, simd, log_level = "warn", chat_template, kv_type = "f16";
+  int n_predict = 128, n_ctx = 0;
+  daemon::BackendChoice device;  // --backend, --threads, --vk-device, --cuda-device
   GenerateOptions gen;
   uint64_t seed = kRandomSeed;
   bool chat = false, json = false, bench = false, version = false, list = false;
@@ -56,13 +57,14 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty");
   app.add_option("--stop", a.gen.stop, "stop string (repeatable)");
   app.add_option("--seed", a.seed, "random seed (default: random)");
-  app.add_option("-t,--threads", a.threads, "CPU threads (default: physical cores)")->check(CLI::Range(0, 1024));
-  app.add_option("--backend", a.backend,
+  app.add_option("-t,--threads", a.device.threads, "CPU threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--backend", a.device.backend,
                  "compute backend: auto (cuda, then a hardware vulkan device, then cpu), cpu, vulkan, cuda")
       ->check(CLI::IsMember({"auto", "cpu", "vulkan", "cuda"}));
-  app.add_option("--vk-device", a.vk_device, "Vulkan device index from --list-devices (default: the first usable one)")
+  app.add_option("--vk-device", a.device.vk_device,
+                 "Vulkan device index from --list-devices (default: the first usable one)")
       ->check(CLI::Range(-1, 1 << 16));
-  app.add_option("--cuda-device", a.cuda_device,
+  app.add_option("--cuda-device", a.device.cuda_device,
                  "CUDA device index from --list-devices (default: the usable one with the most memory)")
       ->check(CLI::Range(-1, 1 << 16));
   app.add_flag("--list-devices", a.list, "print the compute devices this build can use, then exit");
@@ -92,22 +94,13 @@ void add_options(CLI::App& app, Args& a) {
   app.add_flag("--version", a.version, "print the version");
 }
 
-daemon::BackendChoice backend_choice(const Args& a) {
-  daemon::BackendChoice c;
-  c.backend = a.backend;
-  c.threads = a.threads;
-  c.vk_device = a.vk_device;
-  c.cuda_device = a.cuda_device;
-  return c;
-}
-
 // The weights file, the backend and the model on it (no tokenizer yet).
 Result<Loaded> load(const Args& a, const std::string& path) {
   Result<std::unique_ptr<gguf::File>> file = gguf::File::open(path);
   if (!file) return file.error();
   Loaded l;
   l.file = std::move(*file);
-  Result<std::unique_ptr<Backend>> be = daemon::make_backend(backend_choice(a));
+  Result<std::unique_ptr<Backend>> be = daemon::make_backend(a.device);
   if (!be) return be.error();
   l.backend = std::move(*be);
   Result<std::unique_ptr<Model>> model = Model::load(l.file, *l.backend);
@@ -206,7 +199,7 @@ int main(int argc, char** argv) {
   if (!parse_log_level(a.log_level, &level)) return fail("unknown log level '" + a.log_level + "'");
   set_log_level(level);
   if (a.list) {
-    std::fputs(daemon::list_devices(a.threads).c_str(), stdout);
+    std::fputs(daemon::list_devices(a.device.threads).c_str(), stdout);
     return 0;
   }
   if (!a.simd.empty()) {
@@ -215,7 +208,7 @@ int main(int argc, char** argv) {
     cpu::set_simd_level(l);
   }
   if (!a.bench && a.prompt.empty()) return fail("nothing to do: give a prompt with -p (or --bench)");
-  if (Status st = daemon::check_backend_available(backend_choice(a)); !st) return fail(st.error().message, kExitUsage);
+  if (Status st = daemon::check_backend_available(a.device); !st) return fail(st.error().message, kExitUsage);
 
   Result<std::string> path = resolve_model(a.model);
   if (!path) return fail(path.error().message);
@@ -225,6 +218,6 @@ int main(int argc, char** argv) {
   BenchOptions bo = a.bo;
   bo.kv_type = kv_type_of(a.kv_type);
   bo.json = a.json;
-  bo.threads = a.threads;
+  bo.threads = a.device.threads;
   return run_bench(*l, *path, bo);
 }
