@@ -123,7 +123,6 @@ class Scheduler {
     block_bar_ = Barrier{n, 0, 0};
     warp_bars_.assign(static_cast<size_t>((n + 31) / 32), Barrier{});
     for (int w = 0; w * 32 < n; ++w) warp_bars_[static_cast<size_t>(w)].expected = std::min(32, n - 32 * w);
-    n_ = n;
     for (int i = 0; i < n; ++i) {
       Fiber& f = fibers_[static_cast<size_t>(i)];
       if (!f.stack) f.stack = std::make_unique<char[]>(kStack);
@@ -175,6 +174,21 @@ class Scheduler {
     std::memcpy(&r, &slots[src & 31], sizeof r);
     sync_warp();
     return r;
+  }
+
+  // The warp's lanes whose pred is set, as bits by lane (an exited lane counts as it last
+  // voted; kernels call it with every lane of the warp alive).
+  unsigned ballot(bool pred) {
+    uint64_t* slots = warp_slots_[self().linear / 32 % kMaxWarps];
+    slots[lane()] = pred ? 1 : 0;
+    sync_warp();
+    unsigned mask = 0;
+    const int base = self().linear / 32 * 32;
+    const int lanes = std::min(32, static_cast<int>(block_dim_.x * block_dim_.y * block_dim_.z) - base);
+    for (int l = 0; l < lanes; ++l)
+      if (slots[l] != 0) mask |= 1u << l;
+    sync_warp();
+    return mask;
   }
 
   // mma.sync.m16n8k8 .tf32 over the warp: the lanes' fragments gathered by the PTX ISA's
@@ -303,7 +317,7 @@ class Scheduler {
   }
 
   std::vector<Fiber> fibers_;
-  int current_ = 0, n_ = 0;
+  int current_ = 0;
   const std::function<void()>* fn_ = nullptr;
   dim3 grid_, block_dim_, bid_;
   Barrier block_bar_;
@@ -367,11 +381,7 @@ T __shfl_sync(unsigned, T v, int src) {
   return ::hearth::cuda::host_emu::Scheduler::get().exchange(v, src);
 }
 inline unsigned __ballot_sync(unsigned, int pred) {
-  auto& s = ::hearth::cuda::host_emu::Scheduler::get();
-  unsigned mask = 0;
-  const unsigned mine = pred ? 1u << s.lane() : 0u;
-  for (int l = 0; l < 32; ++l) mask |= s.exchange(mine, l);
-  return mask;
+  return ::hearth::cuda::host_emu::Scheduler::get().ballot(pred != 0);
 }
 inline float __fadd_rn(float a, float b) {
   return a + b;
