@@ -12,7 +12,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "ipc/server.h"
+#include "ipc/model_host.h"
 
 namespace hearth::daemon {
 

@@ -17,7 +17,6 @@
 #include "engine/model/model_path.h"
 #include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/scheduler.h"
-#include "ipc/routes.h"
 #include "ipc/server.h"
 #include "storage/chunk_store.h"
 

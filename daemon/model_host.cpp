@@ -12,7 +12,6 @@
 #include "engine/model/installed.h"
 #include "engine/model/model_path.h"
 #include "engine/scheduler/scheduler.h"
-#include "ipc/routes.h"
 
 namespace hearth::daemon {
 
@@ -71,7 +70,7 @@ struct DaemonModelHost::Slot {
   bool unload_requested = false;
   uint64_t loads = 0;
   uint64_t attempts = 0;  // loads ended, well or not: a waiter tells the end of the one it waited for
-  std::optional<ipc::ApiError> last_error;
+  std::optional<ipc::HostError> last_error;
 };
 
 namespace {
@@ -219,14 +218,14 @@ std::string DaemonModelHost::budget_summary() const {
   return out;
 }
 
-std::optional<ipc::ApiError> DaemonModelHost::too_large(const std::string& id, uint64_t host, uint64_t device) const {
+std::optional<ipc::HostError> DaemonModelHost::too_large(const std::string& id, uint64_t host, uint64_t device) const {
   const bool gpu = device > 0;
   const uint64_t need = gpu ? device : host, budget = gpu ? gpu_budget() : budget_;
   if (need <= budget) return std::nullopt;
-  return ipc::insufficient_memory(
-      "The model '" + id + "' needs about " + mib(need) + " (weights and KV cache), more than the " +
-      (gpu ? "GPU memory budget of " + mib(budget) + " (--gpu-memory-budget, " + gpu_->name + ")"
-           : "memory budget of " + mib(budget) + " (--memory-budget)"));
+  return ipc::HostError{ipc::HostError::Kind::TooLarge,
+                        "The model '" + id + "' needs about " + mib(need) + " (weights and KV cache), more than the " +
+                            (gpu ? "GPU memory budget of " + mib(budget) + " (--gpu-memory-budget, " + gpu_->name + ")"
+                                 : "memory budget of " + mib(budget) + " (--memory-budget)")};
 }
 
 std::string DaemonModelHost::loaded_summary() const {
@@ -240,16 +239,16 @@ std::string DaemonModelHost::loaded_summary() const {
   return out;
 }
 
-std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHost::load(const std::string& id) {
+ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
   std::unique_lock<std::mutex> lock(mutex_);
   Slot* s = find(id);
-  if (s == nullptr) return ipc::not_found("The model '" + id + "' does not exist", "model_not_found");
+  if (s == nullptr) return ipc::HostError{ipc::HostError::Kind::UnknownModel, "The model '" + id + "' does not exist"};
   if (!s->info.available) {
-    return ipc::ApiError{500, "The model '" + id + "' cannot be served: " + s->info.reason, "server_error", "",
-                         "model_unavailable"};
+    return ipc::HostError{ipc::HostError::Kind::Unservable,
+                          "The model '" + id + "' cannot be served: " + s->info.reason};
   }
   for (;;) {
-    if (stopping_) return ipc::unavailable("the server is shutting down", "shutting_down");
+    if (stopping_) return ipc::HostError{ipc::HostError::Kind::ShuttingDown, "the server is shutting down"};
     if (s->state == Slot::State::Loaded) {
       s->unload_requested = false;
       return s->engine;
@@ -272,7 +271,7 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
     return load(id);
   }
   const uint64_t need_host = gpu_ ? 0 : need, need_device = gpu_ ? need : 0;
-  if (std::optional<ipc::ApiError> e = too_large(id, need_host, need_device)) return *e;
+  if (std::optional<ipc::HostError> e = too_large(id, need_host, need_device)) return *e;
   // Loading from here on: other callers for it wait for this one, even while it waits for room.
   s->state = Slot::State::Loading;
   s->charge = 0;
@@ -306,11 +305,11 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
         back->state = Slot::State::Loaded;
       }
       s->state = Slot::State::Unloaded;
-      s->last_error = ipc::unavailable(
+      s->last_error = ipc::HostError{
+          ipc::HostError::Kind::MemoryBusy,
           "The model '" + id + "' needs about " + mib(need) + "; the " +
               (device ? "GPU memory budget of " + mib(gpu_budget()) : "memory budget of " + mib(budget_)) +
-              " is held by models serving requests: " + held + "; try again when they finish",
-          "memory_busy");
+              " is held by models serving requests: " + held + "; try again when they finish"};
       ++s->attempts;
       changed_.notify_all();
       return *s->last_error;
@@ -341,8 +340,8 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
   if (!started) {
     s->state = Slot::State::Unloaded;
     s->charge = 0;
-    s->last_error = ipc::ApiError{500, "The model '" + id + "' could not be loaded: " + started.error().message,
-                                  "server_error", "", "model_load_failed"};
+    s->last_error = ipc::HostError{ipc::HostError::Kind::LoadFailed,
+                                   "The model '" + id + "' could not be loaded: " + started.error().message};
     LOG_ERROR(s->last_error->message);
     changed_.notify_all();
     return *s->last_error;
@@ -356,7 +355,7 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
   s->device_charge = on_gpu ? holds : 0;
   if (on_gpu && need_device == 0) {
     // The first model on the GPU (it was charged to RAM until now): it must fit the GPU's budget.
-    if (std::optional<ipc::ApiError> e = too_large(id, 0, holds)) {
+    if (std::optional<ipc::HostError> e = too_large(id, 0, holds)) {
       s->state = Slot::State::Unloaded;
       s->charge = s->device_charge = 0;
       s->last_error = *e;
@@ -378,8 +377,8 @@ std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> DaemonModelHo
 }
 
 Status DaemonModelHost::load_at_start(const std::string& id) {
-  std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> r = load(id);
-  if (auto* e = std::get_if<ipc::ApiError>(&r)) return make_error(e->message);
+  Loaded r = load(id);
+  if (auto* e = std::get_if<ipc::HostError>(&r)) return make_error(e->message);
   std::lock_guard<std::mutex> lock(mutex_);
   if (Slot* s = find(id); s != nullptr && !s->keep_alive) s->keep_alive = ipc::KeepAlive{};  // for ever
   return {};

@@ -51,7 +51,7 @@ class DaemonModelHost final : public ipc::ModelHost {
 
   std::optional<std::string> resolve(std::string_view name) const override;
   std::shared_ptr<const ipc::EngineRef> loaded(const std::string& id) override;
-  std::variant<std::shared_ptr<const ipc::EngineRef>, ipc::ApiError> load(const std::string& id) override;
+  Loaded load(const std::string& id) override;
   bool unload(const std::string& id) override;
   void request_ended(const std::string& id, std::optional<ipc::KeepAlive> keep_alive) override;
   std::vector<ipc::HostedModel> models() const override;
@@ -87,8 +87,8 @@ class DaemonModelHost final : public ipc::ModelHost {
   // Under mutex_: the bytes charged to the GPU's budget (device) or to RAM's.
   uint64_t charged_bytes(bool device) const;
   uint64_t gpu_budget() const;  // under mutex_, with gpu_
-  // Under mutex_: 507 when a model needing these bytes exceeds a budget alone.
-  std::optional<ipc::ApiError> too_large(const std::string& id, uint64_t host, uint64_t device) const;
+  // Under mutex_: TooLarge when a model needing these bytes exceeds a budget alone.
+  std::optional<ipc::HostError> too_large(const std::string& id, uint64_t host, uint64_t device) const;
   std::string loaded_summary() const;
   void reap();
 

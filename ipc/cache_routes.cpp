@@ -6,7 +6,8 @@
 
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "ipc/host_routes.h"
+#include "ipc/json_fields.h"
+#include "ipc/openai.h"
 
 namespace hearth::ipc {
 
@@ -17,13 +18,6 @@ namespace {
 // Content of the extra turn chat_prefix_segments renders: control characters and a name
 // no template writes, so finding it again tells exactly where that turn's content begins.
 constexpr std::string_view kSentinel = "\x1ehearth-prefix-sentinel\x1e";
-
-HttpResponse json_response(int status, const json& body) {
-  HttpResponse r;
-  r.status = status;
-  r.body = dump_json(body);
-  return r;
-}
 
 double rate(uint64_t hits, uint64_t total) {
   return total == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(total);
@@ -158,25 +152,26 @@ json cache_stats_json(const CacheStats& totals, const std::string& model_id, con
   return body;
 }
 
-HttpResponse cache_stats_response(const RouteContext& ctx) {
-  const EngineRef& engine = *ctx.engine;
+RouteResult cache_stats(const Call& call) {
+  const RouteContext& ctx = call.ctx;
+  const EngineRef& engine = *call.engine;
   if (engine.scheduler == nullptr) return error_response(unavailable("this engine keeps no prompt cache", "no_cache"));
   json body = cache_stats_json(engine.scheduler->cache_stats(), engine.model.id, ctx.peer, ctx.scope_mode);
-  if (ctx.host != nullptr) {
-    // Every loaded model's, the same way (this one's included).
-    json models = json::array();
-    for (const HostedModel& m : ctx.host->models()) {
-      const std::shared_ptr<const EngineRef> e = m.loaded ? ctx.host->loaded(m.id) : nullptr;
-      if (e && e->scheduler)
-        models.push_back(cache_stats_json(e->scheduler->cache_stats(), m.id, ctx.peer, ctx.scope_mode));
-    }
-    body["models"] = std::move(models);
+  // Every loaded model's, the same way (this one's included).
+  json models = json::array();
+  for (const HostedModel& m : ctx.host->models()) {
+    const std::shared_ptr<const EngineRef> e = m.loaded ? ctx.host->loaded(m.id) : nullptr;
+    if (e && e->scheduler)
+      models.push_back(cache_stats_json(e->scheduler->cache_stats(), m.id, ctx.peer, ctx.scope_mode));
   }
+  body["models"] = std::move(models);
   return json_response(200, body);
 }
 
-RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
-  const EngineRef& engine = *ctx.engine;
+RouteResult cache_clear(const Call& call) {
+  const RouteContext& ctx = call.ctx;
+  const HttpRequest& request = call.request;
+  const EngineRef& engine = *call.engine;
   std::optional<std::string> model = query_param(request.target, "model");
   if (!request.body.empty()) {
     json j;
@@ -207,15 +202,15 @@ RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
     }
     owner = n;
   }
-  EngineCall call;
-  call.engine = ctx.engine;
-  call.run = [engine = ctx.engine, all_models, owner, peer = ctx.peer, mode = ctx.scope_mode, host = ctx.host] {
+  EngineCall clear;
+  clear.engine = call.engine;
+  clear.run = [engine = call.engine, all_models, owner, peer = ctx.peer, mode = ctx.scope_mode, host = ctx.host] {
     if (Status s = engine->scheduler->clear_cache(all_models, owner); !s.ok()) {
       return error_response(internal_error("clearing the prompt cache failed: " + s.error().message));
     }
     // Every model's: the other loaded models forget their entries in memory too (the disk's
     // are gone with the first clear).
-    if (host != nullptr && all_models) {
+    if (all_models) {
       for (const HostedModel& m : host->models()) {
         const std::shared_ptr<const EngineRef> other = m.loaded ? host->loaded(m.id) : nullptr;
         if (other == nullptr || other == engine || other->scheduler == nullptr) continue;
@@ -230,17 +225,17 @@ RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request) {
     body["cleared_uid"] = owner ? json(*owner) : json("all");
     return json_response(200, body);
   };
-  return call;
+  return clear;
 }
 
-RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
-  json j;
-  if (auto e = parse_json(body, &j)) return error_response(*e);
-  EngineChoice chosen = engine_for(ctx, j);
-  if (auto* r = std::get_if<RouteResult>(&chosen)) return std::move(*r);
-  const std::shared_ptr<const EngineRef> ref = std::get<std::shared_ptr<const EngineRef>>(std::move(chosen));
-  const EngineRef& engine = *ref;
-  auto present = [&j](const char* key) { return j.contains(key) && !j[key].is_null(); };
+RouteResult cache_warm(const Call& call) {
+  const RouteContext& ctx = call.ctx;
+  const json& j = call.body;
+  const EngineRef& engine = *call.engine;
+  auto present = [&j](const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && !it->is_null();
+  };
   const bool has_messages = present("messages"), has_prompt = present("prompt");
   if (has_messages && has_prompt) {
     return error_response(bad_request("give either 'prompt' or 'messages', not both", "prompt"));
@@ -253,7 +248,7 @@ RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
   const Endpoint endpoint = has_messages ? Endpoint::Chat : Endpoint::Completions;
   json fields = json::object();
   for (const char* key : {"model", "messages", "prompt", "cache_salt"}) {
-    if (present(key)) fields[key] = j[key];
+    if (present(key)) fields[key] = j.at(key);
   }
   std::variant<OpenAiRequest, ApiError> parsed =
       parse_openai_request(endpoint, fields, engine.model.id, engine.model.aliases);
@@ -263,7 +258,7 @@ RouteResult cache_warm(const RouteContext& ctx, const std::string& body) {
   if (auto* e = std::get_if<ApiError>(&tokens)) return error_response(*e);
 
   GenerationJob job;
-  job.engine = ref;
+  job.engine = call.engine;
   job.meta = new_response_meta(Endpoint::Completions, engine.model.id, false);
   job.warm = true;
   job.request.prompt = std::move(std::get<std::vector<int32_t>>(tokens));

@@ -7,8 +7,8 @@
 //                            the daemon's user forget everyone's, or ?uid=N only that uid's
 //   POST   /api/cache/warm   prefill a prompt ({"prompt"}) or a chat prefix ({"messages"})
 //                            and persist it, generating nothing
-// Request -> response without I/O, like routes.h: clearing comes back as an EngineCall
-// (it waits for the engine thread), warming as a GenerationJob with warm set.
+// Clearing comes back as an EngineCall (it waits for the engine thread), warming as a
+// GenerationJob with warm set. Each serves the model its route resolved (route_table.h).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/tokenizer/chat_template.h"
-#include "ipc/routes.h"
+#include "ipc/handler.h"
 
 namespace hearth {
 struct CacheStats;
@@ -27,10 +27,9 @@ struct CacheStats;
 
 namespace hearth::ipc {
 
-// Handlers; ctx.engine is set (the router answers 503 "loading" before).
-HttpResponse cache_stats_response(const RouteContext& ctx);
-RouteResult cache_clear(const RouteContext& ctx, const HttpRequest& request);
-RouteResult cache_warm(const RouteContext& ctx, const std::string& body);
+RouteResult cache_stats(const Call& call);
+RouteResult cache_clear(const Call& call);
+RouteResult cache_warm(const Call& call);
 
 // The body of GET /api/cache (and of DELETE's answer, after "cleared"), as `peer` may see
 // it: an admin (is_cache_admin) gets the totals and "owners" (per uid); anyone else gets

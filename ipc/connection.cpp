@@ -24,6 +24,7 @@
 #include "ipc/http_message.h"
 #include "ipc/identity.h"
 #include "ipc/openai.h"
+#include "ipc/route_table.h"
 
 namespace hearth::ipc {
 
@@ -187,23 +188,10 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       // A browser's allowed origin gets CORS headers on whatever is answered.
       cors_ = answer_cors(request, peer_, opt.allowed_origins);
 
-      RouteContext ctx;
-      ctx.host = state_.host().get();
-      ctx.engine = ctx.host ? nullptr : state_.engine();  // a host's engines are chosen per request
-      ctx.accepting = state_.accepting.load();
-      ctx.check_host = check_host_;
-      ctx.peer = peer_;
-      ctx.scope_mode = opt.cache_scope;
-      ctx.allowed_origins = &opt.allowed_origins;
-      ctx.counters = &state_.responses;
-      ctx.open_connections = state_.open_connections.load();
-      ctx.models_dir = &opt.models_dir;
-      RouteResult result = route(request, ctx);
-      if (auto* load = std::get_if<ModelLoad>(&result)) {
-        std::optional<RouteResult> loaded = co_await load_then_route(std::move(load->id), request, ctx);
-        if (!loaded) break;
-        result = std::move(*loaded);
-      }
+      const RouteContext ctx = route_context();
+      std::optional<RouteResult> routed = co_await answer(request, ctx);
+      if (!routed) break;
+      RouteResult& result = *routed;
       if (auto* response = std::get_if<HttpResponse>(&result)) {
         if (!co_await write_response(*response, version, keep_alive) || !keep_alive) break;
       } else if (auto* call = std::get_if<EngineCall>(&result)) {
@@ -349,27 +337,45 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     co_return co_await write_response(*response, version, keep_alive) && keep_alive;
   }
 
-  // A request for a model the host has not loaded: loads it on the call thread (other
-  // requests for it wait for the same load), then routes the request again with it.
-  net::awaitable<std::optional<RouteResult>> load_then_route(std::string id, const HttpRequest& request,
-                                                             RouteContext ctx) {
-    ModelHost* host = ctx.host;
-    // Named, not temporaries: GCC 12 mishandles temporaries that outlive a co_await.
-    std::function<RouteResult()> run = [host, id = std::move(id), &request, ctx]() mutable -> RouteResult {
-      std::variant<std::shared_ptr<const EngineRef>, ApiError> loaded = host->load(id);
-      if (auto* e = std::get_if<ApiError>(&loaded)) return error_response(*e);
-      ctx.engine = std::get<std::shared_ptr<const EngineRef>>(std::move(loaded));
-      RouteResult again = route(request, ctx);
-      if (std::holds_alternative<ModelLoad>(again)) {
-        return error_response(unavailable("the model was unloaded while loading; try again", "loading"));
+  RouteContext route_context() const {
+    const ServerOptions& opt = state_.options;
+    RouteContext ctx;
+    ctx.host = state_.host().get();
+    ctx.accepting = state_.accepting.load();
+    ctx.check_host = check_host_;
+    ctx.peer = peer_;
+    ctx.scope_mode = opt.cache_scope;
+    ctx.allowed_origins = &opt.allowed_origins;
+    ctx.counters = &state_.responses;
+    ctx.open_connections = state_.open_connections.load();
+    ctx.models_dir = &opt.models_dir;
+    return ctx;
+  }
+
+  // The request's route (route_table.h), its model resolved — loaded first on the call
+  // thread when it is not (other requests for it wait for the same load) — and its handler's
+  // answer. nullopt when the connection closes meanwhile.
+  net::awaitable<std::optional<RouteResult>> answer(const HttpRequest& request, const RouteContext& ctx) {
+    std::variant<HttpResponse, Dispatch> dispatched = dispatch(request, ctx);
+    if (auto* r = std::get_if<HttpResponse>(&dispatched)) co_return RouteResult{std::move(*r)};
+    const Dispatch& d = std::get<Dispatch>(dispatched);
+    std::shared_ptr<const EngineRef> engine;
+    if (d.model) {
+      engine = ctx.host->loaded(*d.model);
+      if (!engine) {
+        // Named, not temporaries: GCC 12 mishandles temporaries that outlive a co_await.
+        std::function<ModelHost::Loaded()> load = [host = ctx.host, id = *d.model] { return host->load(id); };
+        std::function<ModelHost::Loaded(std::string)> on_error = [](std::string what) -> ModelHost::Loaded {
+          return HostError{HostError::Kind::LoadFailed, std::move(what)};
+        };
+        std::optional<ModelHost::Loaded> loaded =
+            co_await on_call_thread<ModelHost::Loaded>(std::move(load), std::move(on_error));
+        if (!loaded) co_return std::nullopt;
+        if (auto* e = std::get_if<HostError>(&*loaded)) co_return RouteResult{error_response(host_error(*e))};
+        engine = std::get<std::shared_ptr<const EngineRef>>(std::move(*loaded));
       }
-      return again;
-    };
-    std::function<RouteResult(std::string)> on_error = [](std::string what) -> RouteResult {
-      return error_response(internal_error(std::move(what)));
-    };
-    std::optional<RouteResult> result = co_await on_call_thread<RouteResult>(std::move(run), std::move(on_error));
-    co_return result;
+    }
+    co_return run_route(d, request, ctx, std::move(engine));
   }
 
   // Submits the job and relays its events: SSE chunks as they come (stream) or one

@@ -1,5 +1,5 @@
 // One client connection: a coroutine that reads requests (with header, body and idle
-// deadlines and size limits), answers them through route(), and runs generation
+// deadlines and size limits), answers them through the route table (route_table.h), and runs generation
 // requests — streamed as SSE or answered whole — while watching for the client to leave.
 #pragma once
 

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ipc/model_host.h"
+
 namespace hearth::ipc {
 
 namespace {
@@ -52,6 +54,29 @@ ApiError insufficient_memory(std::string message) {
 
 ApiError internal_error(std::string message) {
   return make(500, std::move(message), "server_error", "", "engine_error");
+}
+
+ApiError unknown_model(std::string_view name) {
+  return not_found("The model '" + std::string(name) + "' does not exist; GET /v1/models lists the models served",
+                   "model_not_found");
+}
+
+ApiError host_error(const HostError& e) {
+  switch (e.kind) {
+    case HostError::Kind::UnknownModel:
+      return not_found(e.message, "model_not_found");
+    case HostError::Kind::Unservable:
+      return make(500, e.message, "server_error", "", "model_unavailable");
+    case HostError::Kind::TooLarge:
+      return insufficient_memory(e.message);
+    case HostError::Kind::MemoryBusy:
+      return unavailable(e.message, "memory_busy");
+    case HostError::Kind::ShuttingDown:
+      return unavailable(e.message, "shutting_down");
+    case HostError::Kind::LoadFailed:
+      break;
+  }
+  return make(500, e.message, "server_error", "", "model_load_failed");
 }
 
 std::string error_body(const ApiError& e) {

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace hearth::ipc {
+
+struct HostError;
 
 struct ApiError {
   int status = 400;  // HTTP status
@@ -26,6 +29,13 @@ ApiError unavailable(std::string message, std::string code);
 ApiError internal_error(std::string message);
 // 507: a model that alone does not fit in the daemon's memory budget.
 ApiError insufficient_memory(std::string message);
+
+// 404 model_not_found for a name the host does not serve.
+ApiError unknown_model(std::string_view name);
+
+// The answer to a host's error (model_host.h): 404 model_not_found, 500 model_unavailable,
+// 507 model_too_large, 503 memory_busy, 500 model_load_failed, 503 shutting_down.
+ApiError host_error(const HostError& e);
 
 // The JSON text of the error object.
 std::string error_body(const ApiError& e);

@@ -1,5 +1,5 @@
 // One HTTP/1.1 exchange as the server reads and writes it, without I/O: the request parser
-// with the server's limits, the parsed message as route() takes it, what a request that
+// with the server's limits, the parsed message as the routes take it, what a request that
 // cannot be read is answered with, and the response message of an HttpResponse. The
 // connection (connection.cpp) runs these over the socket with deadlines; the fuzzer
 // (tests/ipc/http_fuzz.cpp) feeds the same parser from memory, so that both see one parser
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "ipc/errors.h"
+#include "ipc/handler.h"
 #include "ipc/identity.h"
-#include "ipc/routes.h"
 
 namespace hearth::ipc {
 

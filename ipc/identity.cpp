@@ -99,4 +99,8 @@ std::optional<std::string> cache_salt_error(std::string_view salt) {
   return std::nullopt;
 }
 
+std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin) {
+  return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
+}
+
 }  // namespace hearth::ipc

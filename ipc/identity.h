@@ -9,10 +9,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/scheduler/request.h"
-#include "ipc/server.h"
+#include "ipc/options.h"
 
 namespace hearth::ipc {
 
@@ -49,6 +50,9 @@ std::optional<CacheScopeMode> parse_scope_mode(std::string_view name);
 // Browsers: whether an Origin header value is in the allowlist (exact, case-insensitive
 // match of scheme://host[:port]; "*" allows any).
 bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed);
+
+// The headers a response to an allowed Origin carries (Access-Control-Allow-Origin, Vary).
+std::vector<std::pair<std::string, std::string>> cors_headers(const std::string& origin);
 
 // A cache_salt is 1..256 bytes of printable ASCII (0x20..0x7e); the error message otherwise.
 std::optional<std::string> cache_salt_error(std::string_view salt);

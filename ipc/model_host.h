@@ -1,9 +1,13 @@
-// The models a daemon serves by name (issue 16): which names it knows, which models are
-// loaded, and loading one on demand. The daemon implements it (daemon/model_host.h); the
-// routes only ask. A server without a host serves the one engine given to set_engine.
+// The models a server serves by name (issue 16): which names it knows, which models are
+// loaded, and loading one on demand. The daemon implements ModelHost (daemon/model_host.h);
+// the routes only ask. A server serving one engine has a host with one model.
 //
-// Thread-safety: every member may be called from any thread. load() blocks (it reads the
-// weights file): call it off the io thread.
+// Also the value types every route shares about a model: what it is (ModelInfo), its
+// running engine (EngineRef), and why a host could not give one (HostError: the host's own
+// kinds; ipc alone turns them into HTTP answers, errors.h host_error()).
+//
+// Thread-safety: every member of ModelHost may be called from any thread. load() blocks (it
+// reads the weights file): call it off the io thread.
 #pragma once
 
 #include <chrono>
@@ -15,15 +19,70 @@
 #include <variant>
 #include <vector>
 
-#include "ipc/errors.h"
+#include "engine/tokenizer/chat_template.h"
+
+namespace hearth {
+class Scheduler;
+class Tokenizer;
+}  // namespace hearth
 
 namespace hearth::ipc {
 
-struct EngineRef;
+// What /v1/models and the responses' "model" field report of a loaded model.
+struct ModelInfo {
+  std::string id;                                 // the catalog's name ("qwen2.5-coder:0.5b"), else the file's
+  std::vector<std::string> aliases;               // its other names: the file name without ".gguf"
+  std::string path;                               // the weights file
+  std::string arch;                               // general.architecture
+  std::string backend;                            // "cpu", "vulkan", "cuda"
+  int32_t n_ctx = 0;                              // tokens per sequence
+  int64_t created = 0;                            // unix seconds (the file's mtime)
+  ChatTemplate chat_template{ChatFamily::Gemma};  // how chat requests render messages
+
+  // Whether a request's "model" (or /v1/models/<name>) names this model: its id or an alias.
+  bool answers_to(std::string_view name) const {
+    if (name == id) return true;
+    for (const std::string& a : aliases)
+      if (name == a) return true;
+    return false;
+  }
+};
+
+// One loaded model as the routes use it. Immutable once published.
+struct EngineRef {
+  // Null in an engine that only tokenizes (the HTTP fuzzer's, tests/ipc/http_fuzz.cpp): the
+  // routes that read the scheduler's state (GET /api/cache, /metrics' engine part) then
+  // answer without it; everything else needs only the tokenizer and n_ctx.
+  Scheduler* scheduler = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  ModelInfo model;
+  int32_t n_ctx = 0;  // tokens a sequence holds (prompt + generated): the scheduler's, at most the model's
+  // What the pointers above point into, when someone else does not keep it alive: a
+  // ModelHost's loaded model lives as long as the last request that holds its EngineRef.
+  std::shared_ptr<const void> owner;
+};
+
+// An EngineRef for a running scheduler: n_ctx is the scheduler's, capped by model.n_ctx.
+std::shared_ptr<const EngineRef> make_engine_ref(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model,
+                                                 std::shared_ptr<const void> owner = nullptr);
 
 // How long a model stays loaded after its last request ends: a duration, or for ever.
 struct KeepAlive {
   std::optional<std::chrono::milliseconds> duration;  // nullopt: never unloaded for idleness
+};
+
+// Why a host gave no engine for a model. message is whole, for the client to read.
+struct HostError {
+  enum class Kind {
+    UnknownModel,  // no model by that name
+    Unservable,    // its file is listed but cannot be served (message says why)
+    TooLarge,      // the model alone needs more than a memory budget
+    MemoryBusy,    // the budget is held by models serving requests; later may work
+    LoadFailed,    // reading the file or starting its engine failed
+    ShuttingDown,  // the host loads nothing any more
+  };
+  Kind kind = Kind::LoadFailed;
+  std::string message;
 };
 
 // One model a host can serve, for /v1/models, /api/ps and `hearth ps`.
@@ -53,6 +112,8 @@ struct HostedModel {
 
 class ModelHost {
  public:
+  using Loaded = std::variant<std::shared_ptr<const EngineRef>, HostError>;
+
   virtual ~ModelHost() = default;
 
   // The id a request's "model" names (an id or an alias; "" = the default model), or
@@ -61,10 +122,8 @@ class ModelHost {
   // The engine of a loaded model; null when it is not loaded. Never blocks.
   virtual std::shared_ptr<const EngineRef> loaded(const std::string& id) = 0;
   // Loads the model when needed (concurrent callers share one load), first unloading the
-  // least recently used idle models when the memory budget would be exceeded. Errors: 404
-  // unknown, 507 when the model alone exceeds the budget, 503 when the budget is held by
-  // models serving requests, 500 when the file cannot be loaded.
-  virtual std::variant<std::shared_ptr<const EngineRef>, ApiError> load(const std::string& id) = 0;
+  // least recently used idle models when the memory budget would be exceeded.
+  virtual Loaded load(const std::string& id) = 0;
   // Unloads the model once its requests have ended (requests meanwhile are served; a load()
   // keeps it). False when it is not loaded.
   virtual bool unload(const std::string& id) = 0;

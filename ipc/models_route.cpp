@@ -6,7 +6,6 @@
 
 #include "engine/model/catalog.h"
 #include "engine/model/installed.h"
-#include "ipc/openai.h"
 
 namespace hearth::ipc {
 
@@ -33,25 +32,29 @@ json model_json(const InstalledModel& m, bool loaded) {
 
 }  // namespace
 
-HttpResponse installed_models_response(const RouteContext& ctx) {
-  const ModelInfo* served = ctx.engine ? &ctx.engine->model : nullptr;
+RouteResult installed_models(const Call& call) {
+  const RouteContext& ctx = call.ctx;
   std::vector<InstalledModel> found;
   if (ctx.models_dir != nullptr && !ctx.models_dir->empty()) found = scan_models(*ctx.models_dir);
-  json models = json::array();
-  bool served_listed = false;
-  std::vector<std::string> loaded_paths;  // with a host, every loaded model's file
+  std::vector<std::string> loaded_paths;  // every loaded model's file
   if (ctx.host != nullptr) {
     for (const HostedModel& h : ctx.host->models())
       if (h.loaded) loaded_paths.push_back(h.path);
   }
+  json models = json::array();
+  std::vector<bool> listed(loaded_paths.size(), false);
   for (const InstalledModel& m : found) {
-    bool loaded = served != nullptr && same_file(m.path, served->path);
-    for (const std::string& p : loaded_paths) loaded = loaded || same_file(m.path, p);
-    served_listed = served_listed || loaded;
+    bool loaded = false;
+    for (size_t i = 0; i < loaded_paths.size(); ++i) {
+      if (!same_file(m.path, loaded_paths[i])) continue;
+      loaded = true;
+      listed[i] = true;
+    }
     models.push_back(model_json(m, loaded));
   }
   // A model given to hearthd by a path outside the folder is listed too.
-  if (served != nullptr && !served_listed) models.push_back(model_json(inspect_model(served->path), true));
+  for (size_t i = 0; i < loaded_paths.size(); ++i)
+    if (!listed[i]) models.push_back(model_json(inspect_model(loaded_paths[i]), true));
   json catalog_models = json::array();
   for (const CatalogModel& c : catalog()) {
     bool installed = false;
@@ -65,9 +68,7 @@ HttpResponse installed_models_response(const RouteContext& ctx) {
   }
   json body{{"models", models}, {"catalog", catalog_models}};
   if (ctx.models_dir != nullptr) body["dir"] = *ctx.models_dir;
-  HttpResponse r;
-  r.body = dump_json(body);
-  return r;
+  return json_response(200, body);
 }
 
 }  // namespace hearth::ipc

@@ -4,12 +4,12 @@
 // hearthd serves; this lists what is on the disk.
 #pragma once
 
-#include "ipc/routes.h"
+#include "ipc/handler.h"
 
 namespace hearth::ipc {
 
 // Scans ctx.models_dir (nothing when empty) on the calling thread: each file is mapped and
 // its header read, milliseconds per file. Answers while the model is still loading too.
-HttpResponse installed_models_response(const RouteContext& ctx);
+RouteResult installed_models(const Call& call);
 
 }  // namespace hearth::ipc

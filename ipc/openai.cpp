@@ -12,6 +12,7 @@
 #include "engine/scheduler/token_loop.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "ipc/identity.h"
+#include "ipc/json_fields.h"
 
 namespace hearth::ipc {
 
@@ -19,146 +20,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// nlohmann's parser is iterative, but a client's million-deep [[[[ is still pointless work
-// and memory; OpenAI bodies are a few levels deep.
-constexpr int kMaxJsonDepth = 64;
 constexpr size_t kMaxStopStrings = 4;
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-
-// Deepest nesting of [ and { outside strings; stops counting past limit.
-int json_depth(std::string_view s, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : s) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-const char* type_name(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number";
-    default:
-      return "an unsupported value";
-  }
-}
-
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-// Reads optional fields of one JSON object, keeping the first error. A field that is
-// absent or null is left at its default.
-class FieldReader {
- public:
-  explicit FieldReader(const json& obj) : obj_(obj) {}
-
-  const std::optional<ApiError>& error() const { return error_; }
-
-  const json* get(const char* key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  // A number in [lo, hi] (lo itself excluded when lo_open).
-  bool number(const char* key, double lo, double hi, bool lo_open, float* out) {
-    const json* j = get(key);
-    if (j == nullptr || error_) return false;
-    if (!j->is_number()) return fail_type(key, "a number", *j);
-    const double v = j->get<double>();
-    if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
-      return fail(bad_request(std::string("'") + key + "' must be in " + (lo_open ? "(" : "[") + fmt(lo) + ", " +
-                                  fmt(hi) + "], got " + fmt(v),
-                              key));
-    }
-    *out = static_cast<float>(v);
-    return true;
-  }
-
-  // An integer in [lo, hi]; a float with an integral value (2.0) is accepted.
-  bool integer(const char* key, int64_t lo, int64_t hi, int64_t* out) {
-    const json* j = get(key);
-    if (j == nullptr || error_) return false;
-    if (!j->is_number()) return fail_type(key, "an integer", *j);
-    int64_t v = 0;
-    if (j->is_number_unsigned()) {
-      const uint64_t u = j->get<uint64_t>();
-      if (u > static_cast<uint64_t>(hi)) return fail_range(key, lo, hi);
-      v = static_cast<int64_t>(u);
-    } else if (j->is_number_integer()) {
-      v = j->get<int64_t>();
-    } else {
-      const double d = j->get<double>();
-      if (!std::isfinite(d) || d != std::floor(d)) return fail_type(key, "an integer", *j);
-      if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) return fail_range(key, lo, hi);
-      v = static_cast<int64_t>(d);
-    }
-    if (v < lo || v > hi) return fail_range(key, lo, hi);
-    *out = v;
-    return true;
-  }
-
-  bool boolean(const char* key, bool* out) {
-    const json* j = get(key);
-    if (j == nullptr || error_) return false;
-    if (!j->is_boolean()) return fail_type(key, "a boolean", *j);
-    *out = j->get<bool>();
-    return true;
-  }
-
-  bool fail(ApiError e) {
-    if (!error_) error_ = std::move(e);
-    return false;
-  }
-
-  bool fail_type(const std::string& key, const char* want, const json& got) {
-    return fail(bad_request("'" + key + "' must be " + want + ", got " + type_name(got), key, "invalid_type"));
-  }
-
- private:
-  bool fail_range(const char* key, int64_t lo, int64_t hi) {
-    return fail(bad_request(
-        std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-        key));
-  }
-
-  const json& obj_;
-  std::optional<ApiError> error_;
-};
 
 // Content of one message: a string, or an array of {"type": "text", "text": ...} parts (kept
 // as parts for templates that render them, joined with newlines for the others; see
@@ -317,24 +180,6 @@ json timings_object(const RequestEvent& finished) {
       {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
       {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
       {"prefilled_tokens", u.prefilled_tokens}};
-}
-
-std::string dump_json(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::optional<ApiError> parse_json(std::string_view body, json* out) {
-  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
-    return bad_request("the JSON body is nested more than 64 levels deep", "", "invalid_json");
-  }
-  try {
-    *out = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
-    // nlohmann reports bad syntax and ill-formed UTF-8 alike.
-    return bad_request(std::string("could not parse the JSON body: ") + e.what(), "", "invalid_json");
-  }
-  if (!out->is_object()) return bad_request("the JSON body must be an object", "", "invalid_json");
-  return std::nullopt;
 }
 
 std::optional<ApiError> parse_keep_alive(const json& value, std::optional<KeepAlive>* out) {

@@ -43,10 +43,6 @@ struct OpenAiRequest {
   std::optional<KeepAlive> keep_alive;
 };
 
-// Parses body as a JSON object. Errors (400, code "invalid_json"): not JSON, invalid
-// UTF-8, nesting deeper than 64 levels, or not an object.
-std::optional<ApiError> parse_json(std::string_view body, nlohmann::json* out);
-
 // Validates types and ranges of every field hearth reads; unknown fields are ignored and
 // null counts as absent. `model`, when present, must be model_id or one of its aliases
 // (else 404).
@@ -98,8 +94,5 @@ std::string sse_event(const std::string& payload);
 // hearth's "timings" object of a finished request: the RequestTimings, plus where the
 // prompt's tokens came from: "cached_tokens": {"memory", "disk"} and "prefilled_tokens".
 nlohmann::json timings_object(const RequestEvent& finished);
-
-// JSON dump that never throws on invalid UTF-8 (bytes are replaced with U+FFFD).
-std::string dump_json(const nlohmann::json& j);
 
 }  // namespace hearth::ipc

@@ -1,5 +1,5 @@
 // Server: listeners, accept loops and lifecycle. The per-connection work lives in
-// connection.cpp, the request -> response logic in routes.cpp.
+// connection.cpp, the request -> answer logic in route_table.cpp and the handlers.
 #include "ipc/server.h"
 
 #include <sys/socket.h>
@@ -22,7 +22,6 @@
 
 #include "common/log.h"
 #include "common/thread_name.h"
-#include "engine/scheduler/scheduler.h"
 #include "ipc/connection.h"
 #include "ipc/errors.h"
 #include "ipc/socket_path.h"
@@ -144,9 +143,6 @@ class Server::Impl {
     return {};
   }
 
-  void set_engine(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model) {
-    state_.set_engine(make_engine_ref(scheduler, tokenizer, std::move(model)));
-  }
   void set_host(std::shared_ptr<ModelHost> host) { state_.set_host(std::move(host)); }
 
   void run() {
@@ -315,9 +311,6 @@ Status Server::adopt_tcp_fd(int fd, bool allow_remote) {
 }
 Status Server::listen_tcp(const std::string& host_port, bool allow_remote) {
   return impl_->listen_tcp(host_port, allow_remote);
-}
-void Server::set_engine(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model) {
-  impl_->set_engine(scheduler, tokenizer, std::move(model));
 }
 void Server::set_host(std::shared_ptr<ModelHost> host) {
   impl_->set_host(std::move(host));

@@ -14,8 +14,7 @@
 
 #include "ipc/metrics.h"
 #include "ipc/model_host.h"
-#include "ipc/routes.h"
-#include "ipc/server.h"
+#include "ipc/options.h"
 
 namespace hearth::ipc {
 
@@ -37,10 +36,6 @@ class ServerState {
   std::atomic<int64_t> open_connections{0};
   const std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
 
-  std::shared_ptr<const EngineRef> engine() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return engine_;
-  }
   std::shared_ptr<ModelHost> host() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return host_;
@@ -48,10 +43,6 @@ class ServerState {
   void set_host(std::shared_ptr<ModelHost> host) {
     std::lock_guard<std::mutex> lock(mutex_);
     host_ = std::move(host);
-  }
-  void set_engine(std::shared_ptr<const EngineRef> engine) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    engine_ = std::move(engine);
   }
 
   // A connection opens: counted, and close (any thread; it must only post) is kept for
@@ -126,7 +117,6 @@ class ServerState {
 
  private:
   mutable std::mutex mutex_;
-  std::shared_ptr<const EngineRef> engine_;
   std::shared_ptr<ModelHost> host_;
   std::map<uint64_t, std::function<void()>> closers_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> idle_since_;  // connections waiting for a request

@@ -10,8 +10,9 @@
 //      rendered prompt, the cache routes' parsing (warm and clear);
 //   3. the answer built as the connection writes it (response_message), serialized and
 //      parsed back; for a generation job, the response JSON built around its prompt's text.
-// The EngineRef has a tokenizer and no scheduler: nothing is submitted, GET /api/cache
-// answers 503, DELETE /api/cache's EngineCall is checked but not run.
+// The host serves one EngineRef with a tokenizer and no scheduler: nothing is submitted, GET
+// /api/cache answers 503, the EngineCalls of DELETE /api/cache and POST /api/load are
+// checked but not run.
 //
 // Input: byte 0 picks the configuration (Config below), byte 1 the read size (0: one read
 // of everything), the rest is what the client sends.
@@ -70,8 +71,9 @@
 #include "ipc/http_message.h"
 #include "ipc/metrics.h"
 #include "ipc/openai.h"
-#include "ipc/routes.h"
+#include "ipc/route_table.h"
 #include "malformed_cases.h"
+#include "one_model_host.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -110,7 +112,8 @@ struct Engine {
   // dropped by the tokenizer, as llama.cpp drops it (found by this fuzzer; checked against
   // llama-server's /tokenize, which gives the same ids).
   std::array<bool, 256> has_byte_token{};
-  std::shared_ptr<const EngineRef> large, small;  // n_ctx kLargeCtx and kSmallCtx
+  std::shared_ptr<const EngineRef> large, small;               // n_ctx kLargeCtx and kSmallCtx
+  std::shared_ptr<test::OneModelHost> large_host, small_host;  // each serving one of them
 };
 
 // text less the bytes the vocabulary has no token for: what its tokens decode to.
@@ -212,6 +215,7 @@ Engine load_engine(ChatFamily family, const std::string& file_name) {
     ref->model = info;
     ref->model.n_ctx = n_ctx;
     ref->n_ctx = n_ctx;
+    (n_ctx == kLargeCtx ? e.large_host : e.small_host) = std::make_shared<test::OneModelHost>(ref);
     (n_ctx == kLargeCtx ? e.large : e.small) = std::move(ref);
   }
   return e;
@@ -448,7 +452,7 @@ void run_connection(const Config& c, std::string_view bytes, size_t chunk) {
     const HeaderList cors = answer_cors(request, peer, kAllowedOrigins);
 
     RouteContext ctx;
-    if (c.engine) ctx.engine = c.small_ctx ? c.engine->small : c.engine->large;
+    if (c.engine) ctx.host = c.small_ctx ? c.engine->small_host.get() : c.engine->large_host.get();
     ctx.accepting = c.accepting;
     ctx.check_host = c.tcp;
     ctx.peer = peer;
@@ -462,8 +466,9 @@ void run_connection(const Config& c, std::string_view bytes, size_t chunk) {
       counters().count(r->status);
       check_wire(*r, read.version, keep_alive, read.head, cors);
     } else if (auto* call = std::get_if<EngineCall>(&result)) {
-      require(request.method == "DELETE" && is_path(request, "/api/cache") && call->run && call->engine,
-              "an engine call that is not DELETE /api/cache");
+      const bool clear = request.method == "DELETE" && is_path(request, "/api/cache") && call->engine;
+      const bool load = request.method == "POST" && is_path(request, "/api/load");
+      require((clear || load) && call->run, "an engine call that is not DELETE /api/cache or POST /api/load");
     } else {
       const GenerationJob& job = std::get<GenerationJob>(result);
       check_job(job, request, c);

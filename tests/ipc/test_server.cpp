@@ -13,6 +13,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "one_model_host.h"
 #include "tests/test_util.h"
 #include "tests/tools/synthetic_model.h"
 
@@ -90,7 +91,7 @@ TestServer::TestServer(const TestServerOptions& options) : socket_path_(dir_.fil
 
 void TestServer::set_engine() {
   const SyntheticEngine& e = synthetic_engine();
-  server_->set_engine(scheduler_.get(), e.tokenizer.get(), e.info);
+  server_->set_host(std::make_shared<OneModelHost>(ipc::make_engine_ref(scheduler_.get(), e.tokenizer.get(), e.info)));
 }
 
 TestServer::~TestServer() {

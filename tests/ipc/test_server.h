@@ -30,7 +30,7 @@ const SyntheticEngine& synthetic_engine();
 struct TestServerOptions {
   ipc::ServerOptions server;
   SchedulerOptions scheduler;
-  bool set_engine = true;  // false: the server stays "loading"
+  bool set_engine = true;  // false: the server stays "loading" (no host) until set_engine()
   TestServerOptions();
 };
 

@@ -11,7 +11,8 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "ipc/routes.h"
+#include "ipc/route_table.h"
+#include "one_model_host.h"
 #include "test_util.h"
 
 using namespace hearth;
@@ -48,8 +49,9 @@ std::string models_dir() {
 Ids tokenize_route(const Tokenizer& tok, const json& body) {
   auto engine = std::make_shared<ipc::EngineRef>();
   engine->tokenizer = &tok;
+  test::OneModelHost host(engine);
   ipc::RouteContext ctx;
-  ctx.engine = engine;
+  ctx.host = &host;
   ipc::RouteResult r = ipc::route({"POST", "/api/tokenize", "", body.dump(), std::nullopt, "application/json"}, ctx);
   REQUIRE(std::holds_alternative<ipc::HttpResponse>(r));
   const auto& resp = std::get<ipc::HttpResponse>(r);

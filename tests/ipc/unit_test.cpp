@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ipc/openai.h"
-#include "ipc/routes.h"
+#include "ipc/route_table.h"
 #include "ipc/socket_path.h"
 
 using namespace hearth;
@@ -133,4 +133,23 @@ TEST_CASE("finish_reason: stop and length pass through, cancelled reads as lengt
   REQUIRE(openai_finish_reason("stop") == "stop");
   REQUIRE(openai_finish_reason("length") == "length");
   REQUIRE(openai_finish_reason("cancelled") == "length");
+}
+
+TEST_CASE("No route of the table is shadowed by another: each method and path reaches its own entry") {
+  const std::span<const RouteEntry> table = route_table();
+  REQUIRE(!table.empty());
+  for (size_t i = 0; i < table.size(); ++i) {
+    const RouteEntry& r = table[i];
+    INFO(r.method << " " << r.path);
+    // A path the entry serves: its own, or for a prefix route the prefix with a rest.
+    std::string path = r.path;
+    if (path.size() >= 2 && path.substr(path.size() - 2) == "/*") path = path.substr(0, path.size() - 1) + "x";
+    std::string_view tail;
+    REQUIRE(path_matches(r, path, &tail));
+    for (size_t j = 0; j < i; ++j) {
+      const RouteEntry& earlier = table[j];
+      INFO("earlier: " << earlier.method << " " << earlier.path);
+      CHECK(!(std::string_view(earlier.method) == r.method && path_matches(earlier, path, &tail)));
+    }
+  }
 }

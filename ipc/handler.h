@@ -1,0 +1,100 @@
+// What a route's handler takes and gives, without I/O: the request as read, the context of
+// the connection, the model its route resolved (route_table.h), and its answer — a
+// response, a generation to submit and relay, or an engine call to run off the io thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "engine/scheduler/request.h"
+#include "ipc/errors.h"
+#include "ipc/identity.h"
+#include "ipc/model_host.h"
+#include "ipc/openai.h"
+#include "ipc/options.h"
+
+namespace hearth {
+struct Submitted;
+}  // namespace hearth
+
+namespace hearth::ipc {
+
+class ResponseCounters;
+
+struct HttpRequest {
+  std::string method;  // as sent: "GET", "POST", ...
+  std::string target;  // path, with the query string if any
+  std::string host;    // the Host header ("" when absent)
+  std::string body;
+  std::optional<std::string> origin;  // the Origin header, when sent (browsers send it)
+  std::string content_type;           // the Content-Type header ("" when absent)
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::string allow;                                         // the Allow header of a 405
+  std::vector<std::pair<std::string, std::string>> headers;  // more headers (CORS preflight)
+};
+
+// What the connection knows when a request arrives.
+struct RouteContext {
+  ModelHost* host = nullptr;  // the models served; null until the server has a host (loading)
+  bool accepting = true;      // false after stop_accepting: generation gets 503
+  bool check_host = false;    // loopback-only TCP listener: non-loopback Host -> 403
+  PeerIdentity peer;          // who sent it (tcp set for the TCP listener)
+  CacheScopeMode scope_mode = CacheScopeMode::User;
+  const std::vector<std::string>* allowed_origins = nullptr;  // TCP: browser origins served
+  const ResponseCounters* counters = nullptr;
+  int64_t open_connections = 0;
+  const std::string* models_dir = nullptr;  // GET /api/models lists its files; null: none
+};
+
+// One request as its handler sees it, its model already resolved and loaded.
+struct Call {
+  const HttpRequest& request;
+  const RouteContext& ctx;
+  const nlohmann::json& body;               // the parsed body of a route that takes JSON; else an empty object
+  std::shared_ptr<const EngineRef> engine;  // the route's model; null for routes that name none
+  std::string_view tail;                    // what a prefix route matched after its prefix ("/v1/models/<tail>")
+};
+
+struct GenerationJob {
+  std::shared_ptr<const EngineRef> engine;
+  ResponseMeta meta;
+  bool stream = false;
+  bool warm = false;  // POST /api/cache/warm: never streamed; answered with warm_body()
+  GenerationRequest request;
+  std::optional<KeepAlive> keep_alive;  // the request's keep_alive, for the host when it ends
+};
+
+// An engine call that may block (it waits for the engine thread between steps, or loads a
+// model): the connection runs `run` on a thread of its own, never on the io thread, and
+// sends what it returns. engine keeps the EngineRef alive meanwhile.
+struct EngineCall {
+  std::shared_ptr<const EngineRef> engine;
+  std::function<HttpResponse()> run;
+};
+
+using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
+using Handler = RouteResult (*)(const Call& call);
+
+HttpResponse error_response(const ApiError& error);
+HttpResponse json_response(int status, const nlohmann::json& body);
+// The response for a submit() that was not Accepted: 429, 503 or 400.
+HttpResponse submit_error_response(const Submitted& submitted);
+
+// 503 "loading" (no model served yet) and "shutting_down" (after stop_accepting).
+ApiError loading();
+ApiError shutting_down();
+
+}  // namespace hearth::ipc

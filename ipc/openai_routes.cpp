@@ -1,0 +1,92 @@
+#include "ipc/openai_routes.h"
+
+#include <nlohmann/json.hpp>
+
+#include "ipc/json_fields.h"
+#include "ipc/openai.h"
+
+namespace hearth::ipc {
+
+using json = nlohmann::json;
+
+namespace {
+
+RouteResult generation(Endpoint endpoint, const Call& call) {
+  const EngineRef& engine = *call.engine;
+  std::variant<OpenAiRequest, ApiError> parsed =
+      parse_openai_request(endpoint, call.body, engine.model.id, engine.model.aliases);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
+  const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
+  std::variant<GenerationRequest, ApiError> gen =
+      build_generation(req, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
+  if (auto* e = std::get_if<ApiError>(&gen)) return error_response(*e);
+  GenerationJob job;
+  job.engine = call.engine;
+  job.meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
+  job.stream = req.stream;
+  job.request = std::move(std::get<GenerationRequest>(gen));
+  job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, req.cache_salt);
+  job.keep_alive = req.keep_alive;
+  return job;
+}
+
+// The loaded fields of a model's /v1/models object.
+json loaded_meta(const ModelInfo& m) {
+  return json{{"arch", m.arch},
+              {"backend", m.backend},
+              {"n_ctx", m.n_ctx},
+              {"chat_template", chat_family_name(m.chat_template.family)},
+              {"aliases", m.aliases}};
+}
+
+}  // namespace
+
+RouteResult openai_chat(const Call& call) {
+  return generation(Endpoint::Chat, call);
+}
+
+RouteResult openai_completions(const Call& call) {
+  return generation(Endpoint::Completions, call);
+}
+
+json model_object(const HostedModel& m, const EngineRef* engine) {
+  json j{{"id", m.id},
+         {"object", "model"},
+         {"created", engine ? engine->model.created : m.created},
+         {"owned_by", "hearth"},
+         {"meta", engine ? loaded_meta(engine->model) : json::object()}};
+  json& meta = j["meta"];
+  meta["aliases"] = m.aliases;
+  meta["loaded"] = engine != nullptr;
+  meta["available"] = m.available;
+  meta["file_bytes"] = m.file_bytes;
+  if (!m.arch.empty()) meta["arch"] = m.arch;
+  if (!m.quantization.empty()) meta["quantization"] = m.quantization;
+  if (!m.available) meta["error"] = m.reason;
+  return j;
+}
+
+RouteResult openai_models(const Call& call) {
+  ModelHost& host = *call.ctx.host;
+  json data = json::array();
+  for (const HostedModel& m : host.models()) {
+    const std::shared_ptr<const EngineRef> engine = m.loaded ? host.loaded(m.id) : nullptr;
+    data.push_back(model_object(m, engine.get()));
+  }
+  return json_response(200, json{{"object", "list"}, {"data", data}});
+}
+
+RouteResult openai_model(const Call& call) {
+  ModelHost& host = *call.ctx.host;
+  const std::optional<std::string> id = host.resolve(call.tail);
+  if (id) {
+    for (const HostedModel& m : host.models()) {
+      if (m.id != *id) continue;
+      const std::shared_ptr<const EngineRef> engine = m.loaded ? host.loaded(m.id) : nullptr;
+      return json_response(200, model_object(m, engine.get()));
+    }
+  }
+  return error_response(unknown_model(call.tail));
+}
+
+}  // namespace hearth::ipc

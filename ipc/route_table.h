@@ -1,0 +1,71 @@
+// Request -> answer, without I/O, in three steps the connection runs in order:
+//   1. dispatch(): the listener's gates (Host, Origin), the route of the table that the
+//      method and path name, the JSON body parsed, and the model the route serves named;
+//   2. the model resolved and, when it is not loaded, loaded — by the connection, off the
+//      io thread (or by route() inline, for tests and the fuzzer);
+//   3. run_route(): the route's handler, with the model's engine.
+// The table itself (route_table.cpp) is read top to bottom: method, path, what the route
+// needs before its handler runs, and the handler.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ipc/handler.h"
+
+namespace hearth::ipc {
+
+// What a route needs before its handler runs.
+enum class Needs {
+  Nothing,     // answers while no model is served yet (/health says so itself)
+  Host,        // the models' host, no one model (listings, load and unload)
+  BodyModel,   // the model the JSON body's "model" names; absent: the default model
+  QueryModel,  // the model ?model= (or a DELETE body's "model") names; absent: the default model
+};
+
+struct RouteEntry {
+  const char* method;  // "GET" (HEAD is answered as GET, without the body), "POST", "DELETE"
+  const char* path;    // exact, or ending in "/*": the prefix with a non-empty rest
+  Needs needs;
+  bool json_body;  // the body must be a JSON object (else 400), parsed before the handler
+  bool generates;  // starts work on a model: refused with 503 once the server stops accepting
+  Handler handler;
+};
+
+// Every route, in the order dispatch() tries them.
+std::span<const RouteEntry> route_table();
+
+// Whether path matches the entry's path; tail gets what a prefix route matched after it.
+bool path_matches(const RouteEntry& route, std::string_view path, std::string_view* tail);
+
+// A request that found its route: what step 2 resolves and step 3 runs.
+struct Dispatch {
+  const RouteEntry* route = nullptr;
+  std::string tail;
+  std::shared_ptr<const nlohmann::json> body;  // an object; empty unless route->json_body
+  std::optional<std::string> model;            // the id of the model to resolve (Needs::*Model)
+};
+
+// Step 1. On the TCP listener a request with an Origin not in the allowlist is refused
+// (403); an OPTIONS preflight from an allowed one is answered with CORS headers (204); a POST
+// whose body is not application/json gets 415, so no browser can send one without a
+// preflight. Then 404 (no route), 405 (with Allow), 503 (loading, shutting down), 400 (the
+// body), 404 (a model the host does not serve).
+std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const RouteContext& ctx);
+
+// Step 3: the handler, with the engine of dispatch.model (null when it named none).
+RouteResult run_route(const Dispatch& dispatch, const HttpRequest& request, const RouteContext& ctx,
+                      std::shared_ptr<const EngineRef> engine);
+
+// All three steps, loading a model inline (it blocks): for tests and the fuzzer.
+RouteResult route(const HttpRequest& request, const RouteContext& ctx);
+
+// "localhost", "127.x.y.z" and "[::1]", each with an optional ":port" (case-insensitive).
+bool is_loopback_host(std::string_view host);
+
+}  // namespace hearth::ipc
