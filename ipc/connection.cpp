@@ -20,10 +20,8 @@
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "engine/scheduler/scheduler.h"
-#include "ipc/cache_routes.h"
 #include "ipc/http_message.h"
 #include "ipc/identity.h"
-#include "ipc/openai.h"
 #include "ipc/route_table.h"
 
 namespace hearth::ipc {
@@ -227,10 +225,11 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     co_return wrote(ec);
   }
 
-  net::awaitable<bool> write_stream_head(unsigned version, bool keep_alive, bool chunked) {
+  net::awaitable<bool> write_stream_head(const std::string& content_type, unsigned version, bool keep_alive,
+                                         bool chunked) {
     http::response<http::empty_body> res{http::status::ok, version};
     res.set(http::field::server, kServerName);
-    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::content_type, content_type);
     res.set(http::field::cache_control, "no-cache");
     for (const auto& [name, value] : cors_) res.set(name, value);
     res.keep_alive(keep_alive);
@@ -378,12 +377,11 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     co_return run_route(d, request, ctx, std::move(engine));
   }
 
-  // Submits the job and relays its events: SSE chunks as they come (stream) or one
-  // response at the end (a warm job: its counts, never text). Returns whether the
-  // connection may serve another request.
+  // Submits the job and relays its events through the job's writer: written as they come
+  // (a streamed answer) or one response at the end. Returns whether the connection may serve
+  // another request.
   net::awaitable<bool> run_generation(GenerationJob job, unsigned version, bool keep_alive) {
-    if (job.warm) job.stream = false;
-    LOG_DEBUG("ipc: " + job.meta.id + " from " + peer_name(peer_) + (job.warm ? " (warm)" : ""));
+    LOG_DEBUG("ipc: " + job.log_id + " from " + peer_name(peer_));
     auto on_event = arm_waker();  // on the engine thread: posts, never blocks
     Submitted submitted = job.engine->scheduler->submit(std::move(job.request), std::move(on_event));
     if (submitted.status != SubmitStatus::Accepted) {
@@ -393,22 +391,23 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     handle_ = std::move(submitted.handle);
     start_watch();
 
+    ResponseWriter& writer = *job.writer;
+    const bool stream = writer.streamed();
     // HTTP/1.0 has no chunked encoding: stream raw and close at the end.
     const bool chunked = version >= 11;
-    if (job.stream && !chunked) keep_alive = false;
+    if (stream && !chunked) keep_alive = false;
     bool ok = true;
-    if (job.stream) {
-      ok = co_await write_stream_head(version, keep_alive, chunked);
-      if (ok && job.meta.endpoint == Endpoint::Chat) {
-        ok = co_await write_stream_data(sse_event(chunk_role(job.meta)), chunked);
+    if (stream) {
+      ok = co_await write_stream_head(writer.content_type(), version, keep_alive, chunked);
+      if (const std::string opening = writer.open(); ok && !opening.empty()) {
+        ok = co_await write_stream_data(opening, chunked);
       }
     }
-    std::string text;
-    std::optional<HttpResponse> response;
+    EventStream events;
     bool done = false;
     while (ok && !done && !client_gone_ && !closing_) {
-      std::vector<RequestEvent> events = handle_->take_events();
-      if (events.empty()) {
+      std::vector<RequestEvent> taken = handle_->take_events();
+      if (taken.empty()) {
         // Nothing ran between take_events and this wait: a wake-up posted after the take
         // lands while we wait.
         beast::error_code ec;
@@ -417,44 +416,15 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         continue;
       }
       std::string out;
-      for (RequestEvent& ev : events) {
-        if (done) break;
-        switch (ev.kind) {
-          case RequestEvent::Kind::Text:
-            if (job.warm) break;  // a warm request answers with counts, never text
-            if (job.stream) {
-              out += sse_event(chunk_text(job.meta, ev.text));
-            } else {
-              text += ev.text;
-            }
-            break;
-          case RequestEvent::Kind::Finished:
-            done = true;
-            if (job.stream) {
-              out += sse_event(chunk_finish(job.meta, ev));
-              if (job.meta.include_usage) out += sse_event(chunk_usage(job.meta, ev));
-              out += "data: [DONE]\n\n";
-            } else if (job.warm) {
-              response = warm_response(job.meta, ev);
-            } else {
-              response = HttpResponse{200, "application/json", completion_body(job.meta, text, ev), "", {}};
-            }
-            break;
-          case RequestEvent::Kind::Failed: {
-            done = true;
-            LOG_WARN("ipc: generation failed: " + ev.error);
-            const ApiError error = internal_error(ev.error.empty() ? "the engine failed" : ev.error);
-            if (job.stream) {
-              out += sse_event(error_body(error));
-              out += "data: [DONE]\n\n";
-            } else {
-              response = error_response(error);
-            }
-            break;
-          }
+      for (RequestEvent& taken_event : taken) {
+        for (const ApiEvent& ev : events.feed(std::move(taken_event))) {
+          if (done) break;
+          if (ev.kind == ApiEvent::Kind::Error) LOG_WARN("ipc: generation failed: " + ev.error.message);
+          out += writer.write(ev);
+          done = ev.kind == ApiEvent::Kind::Done || ev.kind == ApiEvent::Kind::Error;
         }
       }
-      if (job.stream && !out.empty()) ok = co_await write_stream_data(out, chunked);
+      if (stream && !out.empty()) ok = co_await write_stream_data(out, chunked);
     }
     stop_watch();
     if (!done) handle_->cancel();  // the client left, a write failed, or stop()
@@ -462,8 +432,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     disarm_waker();
     ended_on_host(job);
     if (!ok || !done || closing_) co_return false;
-    if (job.stream) co_return (!chunked || co_await write_last_chunk()) && keep_alive;
-    co_return co_await write_response(*response, version, keep_alive) && keep_alive;
+    if (stream) co_return (!chunked || co_await write_last_chunk()) && keep_alive;
+    co_return co_await write_response(writer.response(), version, keep_alive) && keep_alive;
   }
 
   // Tells the host a request on its model ended (its keep-alive starts), after letting go

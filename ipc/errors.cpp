@@ -79,6 +79,13 @@ ApiError host_error(const HostError& e) {
   return make(500, e.message, "server_error", "", "model_load_failed");
 }
 
+HttpResponse error_response(const ApiError& error) {
+  HttpResponse r;
+  r.status = error.status;
+  r.body = error_body(error);
+  return r;
+}
+
 std::string error_body(const ApiError& e) {
   nlohmann::json j;
   j["error"]["message"] = e.message;

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "ipc/http_types.h"
+
 namespace hearth::ipc {
 
 struct HostError;
@@ -39,5 +41,8 @@ ApiError host_error(const HostError& e);
 
 // The JSON text of the error object.
 std::string error_body(const ApiError& e);
+
+// The response carrying it: its status, error_body.
+HttpResponse error_response(const ApiError& error);
 
 }  // namespace hearth::ipc

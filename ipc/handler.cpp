@@ -7,18 +7,20 @@
 
 namespace hearth::ipc {
 
-HttpResponse error_response(const ApiError& error) {
-  HttpResponse r;
-  r.status = error.status;
-  r.body = error_body(error);
-  return r;
-}
-
-HttpResponse json_response(int status, const nlohmann::json& body) {
-  HttpResponse r;
-  r.status = status;
-  r.body = dump_json(body);
-  return r;
+std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
+                                               std::unique_ptr<ResponseWriter> writer, std::string log_id) {
+  const EngineRef& engine = *call.engine;
+  std::variant<GenerationRequest, ApiError> gen =
+      build_generation(request, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
+  if (auto* e = std::get_if<ApiError>(&gen)) return *e;
+  GenerationJob job;
+  job.engine = call.engine;
+  job.request = std::move(std::get<GenerationRequest>(gen));
+  job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, request.cache_salt);
+  job.writer = std::move(writer);
+  job.keep_alive = request.keep_alive;
+  job.log_id = std::move(log_id);
+  return job;
 }
 
 ApiError loading() {

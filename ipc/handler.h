@@ -14,11 +14,11 @@
 #include <variant>
 #include <vector>
 
-#include "engine/scheduler/request.h"
 #include "ipc/errors.h"
+#include "ipc/generation.h"
+#include "ipc/http_types.h"
 #include "ipc/identity.h"
 #include "ipc/model_host.h"
-#include "ipc/openai.h"
 #include "ipc/options.h"
 
 namespace hearth {
@@ -28,23 +28,6 @@ struct Submitted;
 namespace hearth::ipc {
 
 class ResponseCounters;
-
-struct HttpRequest {
-  std::string method;  // as sent: "GET", "POST", ...
-  std::string target;  // path, with the query string if any
-  std::string host;    // the Host header ("" when absent)
-  std::string body;
-  std::optional<std::string> origin;  // the Origin header, when sent (browsers send it)
-  std::string content_type;           // the Content-Type header ("" when absent)
-};
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::string allow;                                         // the Allow header of a 405
-  std::vector<std::pair<std::string, std::string>> headers;  // more headers (CORS preflight)
-};
 
 // What the connection knows when a request arrives.
 struct RouteContext {
@@ -68,15 +51,6 @@ struct Call {
   std::string_view tail;                    // what a prefix route matched after its prefix ("/v1/models/<tail>")
 };
 
-struct GenerationJob {
-  std::shared_ptr<const EngineRef> engine;
-  ResponseMeta meta;
-  bool stream = false;
-  bool warm = false;  // POST /api/cache/warm: never streamed; answered with warm_body()
-  GenerationRequest request;
-  std::optional<KeepAlive> keep_alive;  // the request's keep_alive, for the host when it ends
-};
-
 // An engine call that may block (it waits for the engine thread between steps, or loads a
 // model): the connection runs `run` on a thread of its own, never on the io thread, and
 // sends what it returns. engine keeps the EngineRef alive meanwhile.
@@ -88,10 +62,13 @@ struct EngineCall {
 using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
 using Handler = RouteResult (*)(const Call& call);
 
-HttpResponse error_response(const ApiError& error);
-HttpResponse json_response(int status, const nlohmann::json& body);
 // The response for a submit() that was not Accepted: 429, 503 or 400.
 HttpResponse submit_error_response(const Submitted& submitted);
+
+// The job for request on the call's model, in the caller's cache scope; the error when the
+// prompt cannot be built (build_generation).
+std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
+                                               std::unique_ptr<ResponseWriter> writer, std::string log_id);
 
 // 503 "loading" (no model served yet) and "shutting_down" (after stop_accepting).
 ApiError loading();

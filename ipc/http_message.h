@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ipc/errors.h"
-#include "ipc/handler.h"
+#include "ipc/http_types.h"
 #include "ipc/identity.h"
 
 namespace hearth::ipc {

@@ -75,6 +75,13 @@ std::string dump_json(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_json(body);
+  return r;
+}
+
 std::optional<ApiError> parse_json(std::string_view body, json* out) {
   if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     return bad_request("the JSON body is nested more than 64 levels deep", "", "invalid_json");

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "ipc/errors.h"
+#include "ipc/http_types.h"
 
 namespace hearth::ipc {
 
@@ -19,6 +20,9 @@ std::optional<ApiError> parse_json(std::string_view body, nlohmann::json* out);
 
 // JSON dump that never throws on invalid UTF-8 (bytes are replaced with U+FFFD).
 std::string dump_json(const nlohmann::json& j);
+
+// A response with status and body as JSON (application/json).
+HttpResponse json_response(int status, const nlohmann::json& body);
 
 // "a string", "an integer", ... for error messages.
 const char* type_name(const nlohmann::json& j);

@@ -7,12 +7,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "ipc/cache_routes.h"
-#include "ipc/hearth_routes.h"
-#include "ipc/host_routes.h"
+#include "ipc/api/hearth.h"
+#include "ipc/api/openai.h"
 #include "ipc/json_fields.h"
-#include "ipc/models_route.h"
-#include "ipc/openai_routes.h"
 
 namespace hearth::ipc {
 
@@ -26,12 +23,12 @@ constexpr bool kGenerates = true, kReads = false;
 // clang-format off
 constexpr RouteEntry kRoutes[] = {
   // method   path                    needs               body     work        handler
-  // OpenAI's API (openai_routes.h)
+  // OpenAI's API (api/openai.h)
   {"POST",   "/v1/chat/completions", Needs::BodyModel,   kJson,   kGenerates, openai_chat},
   {"POST",   "/v1/completions",      Needs::BodyModel,   kJson,   kGenerates, openai_completions},
   {"GET",    "/v1/models",           Needs::Host,        kNoBody, kReads,     openai_models},
   {"GET",    "/v1/models/*",         Needs::Host,        kNoBody, kReads,     openai_model},
-  // hearth's own (hearth_routes.h, cache_routes.h, host_routes.h, models_route.h)
+  // hearth's own (api/hearth.h)
   {"GET",    "/health",              Needs::Nothing,     kNoBody, kReads,     health},
   {"GET",    "/metrics",             Needs::Nothing,     kNoBody, kReads,     metrics},
   {"POST",   "/api/tokenize",        Needs::BodyModel,   kJson,   kReads,     tokenize},

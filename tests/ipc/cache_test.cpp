@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "http_client.h"
-#include "ipc/cache_routes.h"
+#include "ipc/api/hearth_cache.h"
 #include "test_server.h"
 
 namespace {

@@ -68,9 +68,11 @@
 #include "engine/gguf/writer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "http_client.h"
+#include "ipc/api/openai_request.h"
+#include "ipc/api/openai_response.h"
 #include "ipc/http_message.h"
+#include "ipc/json_fields.h"
 #include "ipc/metrics.h"
-#include "ipc/openai.h"
 #include "ipc/route_table.h"
 #include "malformed_cases.h"
 #include "one_model_host.h"
@@ -367,9 +369,11 @@ void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c
   for (int32_t id : prompt) require(id >= 0 && id < tok.n_vocab(), "a token outside the vocabulary");
   require(prompt.size() <= req.body.size() + kTemplateTokens,
           "more tokens than body bytes + the template: " + std::to_string(prompt.size()), req.body);
-  if (job.warm) {
-    require(is_path(req, "/api/cache/warm") && job.request.warm && job.request.max_tokens == 1 && !job.stream,
-            "a warm job that is not one greedy token of /api/cache/warm");
+  const bool warm = is_path(req, "/api/cache/warm");
+  require(job.writer != nullptr, "a job without a writer");
+  if (warm) {
+    require(job.request.warm && job.request.max_tokens == 1 && !job.writer->streamed(),
+            "a warm job that is not one greedy token, answered whole");
   } else {
     require(is_path(req, "/v1/chat/completions") || is_path(req, "/v1/completions"), "a job from another route",
             req.target);
@@ -381,7 +385,7 @@ void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c
 
   // Tokenization of the result: nothing lost on the way through a byte-level BPE tokenizer.
   const std::string text = tok.decode(prompt);
-  if (c.engine->byte_level_bpe && !job.warm) {
+  if (c.engine->byte_level_bpe && !warm) {
     json j;
     require(!parse_json(req.body, &j).has_value(), "a job from a body that does not parse");
     const Endpoint endpoint = is_path(req, "/v1/chat/completions") ? Endpoint::Chat : Endpoint::Completions;
@@ -398,15 +402,36 @@ void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c
     }
   }
 
-  // The answers built around the prompt's bytes (pieces may split a UTF-8 character).
-  RequestEvent finished;
-  finished.kind = RequestEvent::Kind::Finished;
-  finished.finish_reason = "length";
-  finished.usage.prompt_tokens = static_cast<int64_t>(prompt.size());
-  parse_or_fail(completion_body(job.meta, text, finished), "completion body");
-  for (size_t i = 0; i < prompt.size() && i < 8; ++i)
-    parse_or_fail(chunk_text(job.meta, tok.token_bytes(prompt[i])), "stream chunk");
-  parse_or_fail(chunk_finish(job.meta, finished), "finish chunk");
+  // The answer the job's own writer builds around the prompt's bytes (pieces may split a
+  // UTF-8 character): every SSE payload and a whole answer parse.
+  ResponseWriter& writer = *job.writer;
+  std::string wire = writer.streamed() ? writer.open() : "";
+  for (size_t i = 0; i < prompt.size() && i < 8; ++i) {
+    ApiEvent piece;
+    piece.text = tok.token_bytes(prompt[i]);
+    wire += writer.write(piece);
+  }
+  ApiEvent done;
+  done.kind = ApiEvent::Kind::Done;
+  done.finish_reason = "length";
+  done.usage.prompt_tokens = static_cast<int32_t>(prompt.size());
+  wire += writer.write(done);
+  if (writer.streamed()) {
+    std::vector<std::string> payloads;  // "data: <payload>\n\n" each
+    for (size_t at = 0; at < wire.size();) {
+      const size_t end = wire.find("\n\n", at);
+      require(wire.compare(at, 6, "data: ") == 0 && end != std::string::npos, "a stream that is not SSE", wire);
+      payloads.push_back(wire.substr(at + 6, end - at - 6));
+      at = end + 2;
+    }
+    require(!payloads.empty() && payloads.back() == "[DONE]", "a stream that does not end with [DONE]", wire);
+    for (size_t i = 0; i + 1 < payloads.size(); ++i) parse_or_fail(payloads[i], "stream chunk");
+  } else {
+    require(wire.empty(), "a whole answer that wrote stream bytes", wire);
+    const HttpResponse r = writer.response();
+    require(r.status == 200, "a whole answer that is not 200", r.body);
+    parse_or_fail(r.body, "whole answer");
+  }
 }
 
 ResponseCounters& counters() {
@@ -472,7 +497,7 @@ void run_connection(const Config& c, std::string_view bytes, size_t chunk) {
     } else {
       const GenerationJob& job = std::get<GenerationJob>(result);
       check_job(job, request, c);
-      if (job.stream && read.version < 11) keep_alive = false;  // streamed raw to the close
+      if (job.writer->streamed() && read.version < 11) keep_alive = false;  // streamed raw to the close
     }
     if (!keep_alive) return;
   }

@@ -3,7 +3,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "ipc/openai.h"
+#include "ipc/api/openai_request.h"
+#include "ipc/api/openai_response.h"
 #include "ipc/route_table.h"
 #include "ipc/socket_path.h"
 

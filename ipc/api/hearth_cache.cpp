@@ -1,4 +1,4 @@
-#include "ipc/cache_routes.h"
+#include "ipc/api/hearth_cache.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,8 +6,8 @@
 
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "ipc/api/openai_request.h"
 #include "ipc/json_fields.h"
-#include "ipc/openai.h"
 
 namespace hearth::ipc {
 
@@ -19,37 +19,31 @@ namespace {
 // no template writes, so finding it again tells exactly where that turn's content begins.
 constexpr std::string_view kSentinel = "\x1ehearth-prefix-sentinel\x1e";
 
+// A warm request's answer: counts, never text; whole, never streamed.
+class WarmWriter final : public ResponseWriter {
+ public:
+  explicit WarmWriter(std::string model_id) : model_id_(std::move(model_id)) {}
+  bool streamed() const override { return false; }
+  std::string write(const ApiEvent& ev) override {
+    if (ev.kind == ApiEvent::Kind::Done) response_ = warm_response(model_id_, ev);
+    if (ev.kind == ApiEvent::Kind::Error) response_ = error_response(ev.error);
+    return "";
+  }
+  HttpResponse response() override { return response_; }
+
+ private:
+  std::string model_id_;
+  HttpResponse response_;
+};
+
 double rate(uint64_t hits, uint64_t total) {
   return total == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(total);
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
 }
 
 // The tokens a warm request prefills: the chat prefix, or the completion prompt.
 std::variant<std::vector<int32_t>, ApiError> warm_tokens(const EngineRef& engine, const OpenAiRequest& req,
                                                          int32_t n_ctx) {
-  if (req.endpoint == Endpoint::Completions) {
+  if (!req.chat) {
     std::variant<GenerationRequest, ApiError> gen =
         build_generation(req, *engine.tokenizer, engine.model.chat_template, n_ctx);
     if (auto* e = std::get_if<ApiError>(&gen)) return *e;
@@ -259,8 +253,8 @@ RouteResult cache_warm(const Call& call) {
 
   GenerationJob job;
   job.engine = call.engine;
-  job.meta = new_response_meta(Endpoint::Completions, engine.model.id, false);
-  job.warm = true;
+  job.writer = std::make_unique<WarmWriter>(engine.model.id);
+  job.log_id = random_id("warm-");
   job.request.prompt = std::move(std::get<std::vector<int32_t>>(tokens));
   job.request.warm = true;
   job.request.scope = cache_scope(ctx.peer, ctx.scope_mode, std::get<OpenAiRequest>(parsed).cache_salt);
@@ -271,7 +265,7 @@ RouteResult cache_warm(const Call& call) {
   return job;
 }
 
-HttpResponse warm_response(const ResponseMeta& meta, const RequestEvent& finished) {
+HttpResponse warm_response(const std::string& model_id, const ApiEvent& finished) {
   if (finished.finish_reason == "cancelled") {
     return error_response(unavailable("the warm request was cancelled: the server is shutting down", "shutting_down"));
   }
@@ -286,7 +280,7 @@ HttpResponse warm_response(const ResponseMeta& meta, const RequestEvent& finishe
                      {"total_ms", t.ttft_ms}};
   return json_response(200,
                        json{{"object", "cache.warm"},
-                            {"model", meta.model},
+                            {"model", model_id},
                             {"tokens", u.prompt_tokens},
                             {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
                             {"prefilled_tokens", u.prefilled_tokens},
@@ -314,22 +308,6 @@ std::variant<std::vector<ChatSegment>, ApiError> chat_prefix_segments(const Chat
     return prefix;
   }
   return internal_error("the chat template dropped the next turn's content");
-}
-
-std::optional<std::string> query_param(std::string_view target, std::string_view name) {
-  const size_t q = target.find('?');
-  if (q == std::string_view::npos) return std::nullopt;
-  std::string_view query = target.substr(q + 1);
-  if (const size_t hash = query.find('#'); hash != std::string_view::npos) query = query.substr(0, hash);
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const size_t eq = pair.find('=');
-    if (percent_decode(pair.substr(0, eq)) != name) continue;
-    return eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1));
-  }
-  return std::nullopt;
 }
 
 }  // namespace hearth::ipc

@@ -1,16 +1,9 @@
-#include "ipc/openai.h"
+#include "ipc/api/openai_request.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <limits>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
 
-#include "common/duration.h"
-#include "engine/scheduler/token_loop.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "ipc/identity.h"
 #include "ipc/json_fields.h"
 
@@ -117,93 +110,14 @@ bool read_stop(FieldReader& r, std::vector<std::string>* out) {
   return true;
 }
 
-std::string random_suffix() {
-  static std::mutex mutex;
-  static std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string s(24, ' ');
-  std::lock_guard<std::mutex> lock(mutex);
-  for (char& c : s) c = kAlphabet[rng() % (sizeof kAlphabet - 1)];
-  return s;
-}
-
-json usage_json(const RequestUsage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
-}
-
-json chunk_base(const ResponseMeta& meta) {
-  json j;
-  j["id"] = meta.id;
-  j["object"] = meta.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion";
-  j["created"] = meta.created;
-  j["model"] = meta.model;
-  return j;
-}
-
-// One choice of a stream chunk; content is the delta's text (chat) or the text.
-json chunk_choice(const ResponseMeta& meta, const json& delta_or_text, const json& finish_reason) {
-  json c;
-  if (meta.endpoint == Endpoint::Chat) {
-    c = json{{"index", 0}, {"delta", delta_or_text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  } else {
-    c = json{{"text", delta_or_text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  }
-  return c;
-}
-
-std::string chunk_with(const ResponseMeta& meta, json choice) {
-  json j = chunk_base(meta);
-  j["choices"] = json::array({std::move(choice)});
-  if (meta.include_usage) j["usage"] = nullptr;  // as OpenAI: null in every chunk but the last
-  return dump_json(j);
-}
-
 }  // namespace
-
-json timings_object(const RequestEvent& finished) {
-  const RequestTimings& t = finished.timings;
-  const RequestUsage& u = finished.usage;
-  return json{
-      {"queue_ms", t.queue_ms},
-      {"cache_restore_ms", t.cache_restore_ms},
-      {"cache_restore_bytes", t.cache_restore_bytes},
-      {"ttft_ms", t.ttft_ms},
-      {"prefill_ms", t.prefill_ms},
-      {"decode_ms", t.decode_ms},
-      {"prefill_tok_s", t.prefill_tok_s},
-      {"decode_tok_s", t.decode_tok_s},
-      {"prefill_gops", t.prefill_gops},
-      {"decode_gb_s", t.decode_gb_s},
-      {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
-      {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
-      {"prefilled_tokens", u.prefilled_tokens}};
-}
-
-std::optional<ApiError> parse_keep_alive(const json& value, std::optional<KeepAlive>* out) {
-  std::optional<std::chrono::milliseconds> d;
-  if (value.is_number()) {
-    const double s = value.get<double>();
-    if (std::isfinite(s) && std::fabs(s) < 9e15) d = std::chrono::milliseconds(std::llround(s * 1e3));
-  } else if (value.is_string()) {
-    d = parse_duration(value.get_ref<const std::string&>());
-  }
-  if (!d) {
-    return bad_request(
-        "keep_alive must be a number of seconds or a duration such as \"5m\", \"1h30m\" or \"-1\" (for ever)",
-        "keep_alive");
-  }
-  *out = *d < std::chrono::milliseconds::zero() ? KeepAlive{} : KeepAlive{*d};
-  return std::nullopt;
-}
 
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const json& body,
                                                            const std::string& model_id,
                                                            const std::vector<std::string>& aliases) {
   OpenAiRequest req;
   req.endpoint = endpoint;
+  req.chat = endpoint == Endpoint::Chat;
   // OpenAI's defaults, not llama.cpp's: no top-k or min-p unless the client asks.
   req.sampling.temperature = 1.0f;
   req.sampling.top_p = 1.0f;
@@ -297,92 +211,6 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
   if (r.error()) return *r.error();
   if (Status s = req.sampling.validate(); !s.ok()) return bad_request(s.error().message);
   return req;
-}
-
-std::variant<GenerationRequest, ApiError> build_generation(const OpenAiRequest& request, const Tokenizer& tokenizer,
-                                                           const ChatTemplate& chat_template, int32_t n_ctx) {
-  GenerationRequest gen;
-  const char* param = request.endpoint == Endpoint::Chat ? "messages" : "prompt";
-  if (request.endpoint == Endpoint::Chat) {
-    Result<std::vector<ChatSegment>> segments = render_chat(chat_template, request.messages, true);
-    if (!segments.ok()) return bad_request(segments.error().message, "messages");
-    gen.prompt = tokenizer.encode_segments(*segments);
-  } else {
-    gen.prompt = tokenizer.encode(request.prompt, true, false);
-  }
-  if (auto problem = check_prompt(gen.prompt, n_ctx))
-    return bad_request(problem->message, param,
-                       problem->kind == PromptProblem::Kind::TooLong ? "context_length_exceeded" : "invalid_value");
-  gen.max_tokens = request.max_tokens;
-  gen.sampling = request.sampling;
-  gen.stop = request.stop;
-  return gen;
-}
-
-ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, bool include_usage) {
-  ResponseMeta m;
-  m.endpoint = endpoint;
-  m.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_suffix();
-  m.created =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  m.model = model_id;
-  m.include_usage = include_usage;
-  return m;
-}
-
-std::string openai_finish_reason(const std::string& engine_reason) {
-  if (engine_reason == "stop") return "stop";
-  return "length";  // "length", and "cancelled" (see the header)
-}
-
-std::string completion_body(const ResponseMeta& meta, const std::string& text, const RequestEvent& finished) {
-  json j;
-  j["id"] = meta.id;
-  j["object"] = meta.endpoint == Endpoint::Chat ? "chat.completion" : "text_completion";
-  j["created"] = meta.created;
-  j["model"] = meta.model;
-  const std::string reason = openai_finish_reason(finished.finish_reason);
-  if (meta.endpoint == Endpoint::Chat) {
-    j["choices"] = json::array({json{{"index", 0},
-                                     {"message", {{"role", "assistant"}, {"content", text}}},
-                                     {"logprobs", nullptr},
-                                     {"finish_reason", reason}}});
-  } else {
-    j["choices"] = json::array({json{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}}});
-  }
-  j["usage"] = usage_json(finished.usage);
-  j["timings"] = timings_object(finished);
-  return dump_json(j);
-}
-
-std::string chunk_role(const ResponseMeta& meta) {
-  return chunk_with(meta, chunk_choice(meta, json{{"role", "assistant"}, {"content", ""}}, nullptr));
-}
-
-std::string chunk_text(const ResponseMeta& meta, const std::string& piece) {
-  const json content = meta.endpoint == Endpoint::Chat ? json{{"content", piece}} : json(piece);
-  return chunk_with(meta, chunk_choice(meta, content, nullptr));
-}
-
-std::string chunk_finish(const ResponseMeta& meta, const RequestEvent& finished) {
-  const json empty = meta.endpoint == Endpoint::Chat ? json::object() : json("");
-  json j = chunk_base(meta);
-  j["choices"] = json::array({chunk_choice(meta, empty, openai_finish_reason(finished.finish_reason))});
-  if (meta.include_usage) j["usage"] = nullptr;
-  j["timings"] = timings_object(finished);
-  return dump_json(j);
-}
-
-std::string chunk_usage(const ResponseMeta& meta, const RequestEvent& finished) {
-  json j = chunk_base(meta);
-  j["choices"] = json::array();
-  j["usage"] = usage_json(finished.usage);
-  j["timings"] = timings_object(finished);
-  return dump_json(j);
-}
-
-std::string sse_event(const std::string& payload) {
-  return "data: " + payload + "\n\n";
 }
 
 }  // namespace hearth::ipc

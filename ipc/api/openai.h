@@ -1,6 +1,7 @@
-// OpenAI's routes: POST /v1/chat/completions and /v1/completions (validated, rendered and
-// tokenized into a GenerationJob), GET /v1/models and /v1/models/<id> (every model the host
-// knows, loaded or not; hearth's details under "meta").
+// OpenAI's API (docs/protocol.md): the handlers the route table names for its paths.
+//   POST /v1/chat/completions, /v1/completions: the body parsed into the internal request
+//     (openai_request.h), answered by an OpenAI writer (openai_response.h);
+//   GET /v1/models, /v1/models/<id>: every model the host knows, loaded or not.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -1,4 +1,4 @@
-#include "ipc/hearth_routes.h"
+#include "ipc/api/hearth.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -1,9 +1,10 @@
-#include "ipc/openai_routes.h"
+#include "ipc/api/openai.h"
 
 #include <nlohmann/json.hpp>
 
+#include "ipc/api/openai_request.h"
+#include "ipc/api/openai_response.h"
 #include "ipc/json_fields.h"
-#include "ipc/openai.h"
 
 namespace hearth::ipc {
 
@@ -17,17 +18,12 @@ RouteResult generation(Endpoint endpoint, const Call& call) {
       parse_openai_request(endpoint, call.body, engine.model.id, engine.model.aliases);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
-  std::variant<GenerationRequest, ApiError> gen =
-      build_generation(req, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
-  if (auto* e = std::get_if<ApiError>(&gen)) return error_response(*e);
-  GenerationJob job;
-  job.engine = call.engine;
-  job.meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
-  job.stream = req.stream;
-  job.request = std::move(std::get<GenerationRequest>(gen));
-  job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, req.cache_salt);
-  job.keep_alive = req.keep_alive;
-  return job;
+  ResponseMeta meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
+  std::string log_id = meta.id;
+  std::variant<GenerationJob, ApiError> job =
+      make_job(call, req, openai_writer(std::move(meta), req.stream), std::move(log_id));
+  if (auto* e = std::get_if<ApiError>(&job)) return error_response(*e);
+  return std::move(std::get<GenerationJob>(job));
 }
 
 // The loaded fields of a model's /v1/models object.

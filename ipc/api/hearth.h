@@ -1,0 +1,38 @@
+// hearth's own API (docs/protocol.md): the handlers the route table names for the paths
+// that are hearth's, not another API's.
+//   hearth.cpp         GET /health, GET /metrics, POST /api/tokenize, /api/detokenize
+//   hearth_models.cpp  GET /api/models, GET /api/ps, POST /api/load, /api/unload
+//   hearth_cache.cpp   GET and DELETE /api/cache, POST /api/cache/warm (hearth_cache.h)
+#pragma once
+
+#include "ipc/handler.h"
+
+namespace hearth::ipc {
+
+// 200 {"status": "ok"} while a model can be served and the server accepts requests; 503
+// "loading" or "shutting_down" otherwise.
+RouteResult health(const Call& call);
+// The server's counters, the default model's engine (when loaded) and every model's series.
+RouteResult metrics(const Call& call);
+// {"content", "add_special", "parse_special"} -> {"tokens"}; {"tokens"} -> {"content"}.
+RouteResult tokenize(const Call& call);
+RouteResult detokenize(const Call& call);
+
+// Every model file in the models folder (ctx.models_dir), with what hearth read from it and
+// whether it can serve it, which ones are loaded, and the catalog's models with whether
+// each is installed. Scans on the calling thread: each file is mapped and its header read,
+// milliseconds per file. Answers while no model is loaded too.
+RouteResult installed_models(const Call& call);
+// The loaded models: memory, backend, idle time, expiry.
+RouteResult list_loaded(const Call& call);
+// {"model", "keep_alive"}: an EngineCall (loading blocks) answering when the model is loaded.
+RouteResult load_model(const Call& call);
+// {"model"}: answered at once; the model goes when its requests have ended.
+RouteResult unload_model(const Call& call);
+
+// The prompt cache (hearth_cache.h says more).
+RouteResult cache_stats(const Call& call);
+RouteResult cache_clear(const Call& call);
+RouteResult cache_warm(const Call& call);
+
+}  // namespace hearth::ipc

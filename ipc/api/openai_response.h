@@ -1,0 +1,49 @@
+// OpenAI's answers: the response body and the stream chunks of /v1/chat/completions and
+// /v1/completions, and the ResponseWriter that writes the events of one answer with them
+// (SSE: "data: <chunk>\n\n" ... "data: [DONE]\n\n"). No I/O here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ipc/api/openai_request.h"
+#include "ipc/generation.h"
+
+namespace hearth::ipc {
+
+// What identifies one response; shared by all of its stream chunks.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::Chat;
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+  bool include_usage = false;
+};
+
+ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, bool include_usage);
+
+// OpenAI's finish_reason for the engine's. "cancelled" (the client went away, or the
+// daemon stopped before the answer was done) becomes "length": the text was cut short,
+// and "length" is the value OpenAI clients already treat that way.
+std::string openai_finish_reason(const std::string& engine_reason);
+
+// Non-streamed response body (chat.completion / text_completion).
+std::string completion_body(const ResponseMeta& meta, const std::string& text, const ApiEvent& done);
+
+// Stream chunks (JSON text, without SSE framing). The chat stream opens with a role chunk;
+// every text piece is one chunk; the finish chunk has an empty delta (chat) or empty text
+// (completions), the finish_reason and hearth's timings; the usage chunk (only when
+// include_usage) has "choices": [] and usage (+timings).
+std::string chunk_role(const ResponseMeta& meta);
+std::string chunk_text(const ResponseMeta& meta, const std::string& piece);
+std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& done);
+std::string chunk_usage(const ResponseMeta& meta, const ApiEvent& done);
+
+// SSE framing of one event: "data: <payload>\n\n".
+std::string sse_event(const std::string& payload);
+
+// The writer of one OpenAI answer, streamed (SSE) or whole (stream false).
+std::unique_ptr<ResponseWriter> openai_writer(ResponseMeta meta, bool stream);
+
+}  // namespace hearth::ipc

@@ -1,0 +1,103 @@
+// The core every API surface shares: one internal request (ApiRequest) that each adapter
+// (ipc/api/*) parses its JSON into, and one stream of events (ApiEvent) that each adapter's
+// ResponseWriter writes in its own wire format. Between them: the request rendered and
+// tokenized for a model (GenerationJob), and the engine's events turned into ApiEvents.
+//
+//   adapter's JSON -> ApiRequest -> make_job() (handler.h) -> Scheduler::submit (the connection)
+//   RequestEvent -> EventStream::feed() -> ApiEvent -> ResponseWriter -> bytes on the wire
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/sampling/params.h"
+#include "engine/scheduler/request.h"
+#include "engine/tokenizer/chat_template.h"
+#include "ipc/errors.h"
+#include "ipc/http_types.h"
+#include "ipc/model_host.h"
+
+namespace hearth {
+class Tokenizer;
+}
+
+namespace hearth::ipc {
+
+// What a client asks a model for, whichever API it spoke. Validated by the adapter.
+struct ApiRequest {
+  bool chat = true;                   // messages, rendered with the model's template; else prompt
+  std::vector<ChatMessage> messages;  // chat
+  std::string prompt;                 // not chat: the text as given (BOS added)
+  int32_t max_tokens = -1;            // < 0: until the context is full
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // non-empty strings
+  // Narrows the request's prompt-cache scope (vLLM's name): 1..256 printable ASCII bytes.
+  std::optional<std::string> cache_salt;
+  // How long the model stays loaded after this request; nullopt: the daemon's --keep-alive.
+  std::optional<KeepAlive> keep_alive;
+  bool stream = false;  // events are written as they come, else one answer at the end
+};
+
+// One thing the answer says, in order. Exactly one Done or Error ends the stream.
+struct ApiEvent {
+  enum class Kind { Text, Done, Error };
+  Kind kind = Kind::Text;
+  std::string text;           // Text: a piece of valid UTF-8
+  std::string finish_reason;  // Done: the engine's: "stop", "length" or "cancelled"
+  RequestUsage usage;         // Done
+  RequestTimings timings;     // Done
+  ApiError error;             // Error
+};
+
+// Turns the engine's events for one request into ApiEvents.
+class EventStream {
+ public:
+  std::vector<ApiEvent> feed(RequestEvent ev);
+};
+
+// How one API surface writes one answer. Streamed: the connection sends open(), then what
+// write() returns for each event, as they come. Whole: write() collects, and response()
+// is the answer once Done or Error was written.
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  virtual bool streamed() const = 0;
+  virtual std::string content_type() const { return "text/event-stream"; }  // of a stream
+  virtual std::string open() { return ""; }
+  virtual std::string write(const ApiEvent& ev) = 0;
+  virtual HttpResponse response() = 0;
+};
+
+// A generation ready to submit: the engine, the tokenized request, the writer of its answer.
+struct GenerationJob {
+  std::shared_ptr<const EngineRef> engine;
+  GenerationRequest request;
+  std::unique_ptr<ResponseWriter> writer;
+  std::optional<KeepAlive> keep_alive;  // the request's keep_alive, for the host when it ends
+  std::string log_id;                   // names the request in the log
+};
+
+// Renders the chat (the model's template) or tokenizes the prompt (BOS added, special-token
+// text kept literal) and checks the prompt fits: 1 .. n_ctx - 1 tokens, else 400 with
+// code "context_length_exceeded".
+std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& request, const Tokenizer& tokenizer,
+                                                           const ChatTemplate& chat_template, int32_t n_ctx);
+
+// Ollama's keep_alive, also hearth's: a number of seconds or a duration text
+// (common/duration.h); 0 unloads the model after the answer, a negative value keeps it
+// loaded. Else 400.
+std::optional<ApiError> parse_keep_alive(const nlohmann::json& value, std::optional<KeepAlive>* out);
+
+// hearth's "timings" object of a finished request: the RequestTimings, plus where the
+// prompt's tokens came from: "cached_tokens": {"memory", "disk"} and "prefilled_tokens".
+nlohmann::json timings_object(const ApiEvent& done);
+
+// prefix + 24 random letters and digits: ids of responses and calls.
+std::string random_id(const std::string& prefix);
+
+}  // namespace hearth::ipc
