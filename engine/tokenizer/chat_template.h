@@ -46,17 +46,39 @@ Result<ChatTemplate> chat_template_from_name(std::string_view name);
 // The override when `name` is not empty, else what the file's template says.
 Result<ChatTemplate> chat_template_for_model(const gguf::File& f, std::string_view name);
 
+// A function the model may call (OpenAI's tools[].function), as the client described it.
+struct Tool {
+  std::string name;
+  std::string description;  // "" when absent
+  std::string parameters;   // its arguments' JSON Schema (an object), as JSON text
+  bool strict = false;      // OpenAI's strict: the arguments must follow the schema exactly
+  // The whole tool object as the client sent it ({"type": "function", "function": {...}}),
+  // as JSON text: what a template that renders `tool | tojson` renders, keys in the client's
+  // order.
+  std::string json;
+};
+
+// A call the assistant made (OpenAI's tool_calls[]), or one it is making.
+struct ToolCall {
+  std::string id;         // "call_..." (the client's, in a conversation it sends back)
+  std::string name;       // the function's
+  std::string arguments;  // a JSON object, as text
+};
+
 struct ChatMessage {
   ChatMessage() = default;
   ChatMessage(std::string role_, std::string content_, std::vector<std::string> parts_ = {})
       : role(std::move(role_)), content(std::move(content_)), parts(std::move(parts_)) {}
 
-  std::string role;     // "system", "user" or "assistant"
+  std::string role;     // "system", "user", "assistant" or "tool"
   std::string content;  // the text; for content given as parts, the parts joined (see below)
   // Content given as text parts (OpenAI's [{"type":"text","text":...}, ...]), in order;
   // empty when it was given as a string. Only Gemma's template reads the parts themselves;
   // the others see `content`.
   std::vector<std::string> parts;
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made (content may be empty)
+  std::string tool_call_id;          // tool: the call this message answers
+  std::string name;                  // tool: the function's name, when the client gave it
 };
 
 // A message whose content was given as text parts: content = the non-empty-prefixed parts
