@@ -28,6 +28,22 @@ class Tokenizer;
 
 namespace hearth::ipc {
 
+// What the answer must be: free text, any JSON object, or JSON that fits a schema.
+struct ResponseFormat {
+  enum class Kind { Text, JsonObject, JsonSchema };
+  Kind kind = Kind::Text;
+  std::string schema;   // JsonSchema: the JSON Schema, as JSON text
+  bool strict = false;  // OpenAI's json_schema.strict
+};
+
+// Whether and how the model calls the request's tools.
+enum class ToolChoice {
+  None,      // never: the tools are shown to the model, its text stays text
+  Auto,      // when the model opens a call (in its own syntax, or as small models do)
+  Required,  // the whole answer is one or more calls
+  Named,     // the whole answer is a call of tool_choice_name
+};
+
 // What a client asks a model for, whichever API it spoke. Validated by the adapter.
 struct ApiRequest {
   bool chat = true;                   // messages, rendered with the model's template; else prompt
@@ -41,17 +57,31 @@ struct ApiRequest {
   // How long the model stays loaded after this request; nullopt: the daemon's --keep-alive.
   std::optional<KeepAlive> keep_alive;
   bool stream = false;  // events are written as they come, else one answer at the end
+  ResponseFormat response_format;
+  std::vector<Tool> tools;  // names unique, parameters a JSON Schema object each
+  ToolChoice tool_choice = ToolChoice::Auto;
+  std::string tool_choice_name;     // Named: the tool's name
+  bool parallel_tool_calls = true;  // false: one call at most
+  // Log-probabilities of each generated token, with this many most likely alternatives
+  // (0..20); -1: none.
+  int32_t top_logprobs = -1;
 };
 
-// One thing the answer says, in order. Exactly one Done or Error ends the stream.
+// One thing the answer says, in order. Exactly one Done or Error ends the stream. A tool call
+// is CallBegin, its arguments' JSON text in CallArguments pieces, CallEnd; calls do not
+// interleave.
 struct ApiEvent {
-  enum class Kind { Text, Done, Error };
+  enum class Kind { Text, CallBegin, CallArguments, CallEnd, Done, Error };
   Kind kind = Kind::Text;
-  std::string text;           // Text: a piece of valid UTF-8
-  std::string finish_reason;  // Done: the engine's: "stop", "length" or "cancelled"
-  RequestUsage usage;         // Done
-  RequestTimings timings;     // Done
-  ApiError error;             // Error
+  std::string text;                    // Text: a piece of valid UTF-8 content; CallArguments: a piece of the JSON
+  std::vector<TokenLogprob> logprobs;  // Text: the tokens this text came from, when asked for
+  int32_t call_index = 0;              // Call*: which call of the answer (0, 1, ...)
+  std::string call_id;                 // CallBegin: "call_..."
+  std::string call_name;               // CallBegin: the function's name
+  std::string finish_reason;           // Done: the engine's: "stop", "length" or "cancelled"
+  RequestUsage usage;                  // Done
+  RequestTimings timings;              // Done
+  ApiError error;                      // Error
 };
 
 // Turns the engine's events for one request into ApiEvents.

@@ -30,6 +30,21 @@ struct CacheScope {
 };
 inline constexpr uint32_t kTcpOwner = 0xfffffffeu;  // (uid_t)-2: no real user has it
 
+// A generated token's log-probability in the distribution it was drawn from (after the
+// penalties and the grammar's mask, before temperature and truncation), and the most likely
+// tokens of that distribution.
+struct TokenLogprob {
+  struct Alternative {
+    int32_t token = 0;
+    std::string bytes;  // the token's text as bytes (may be part of a UTF-8 character)
+    float logprob = 0.0f;
+  };
+  int32_t token = 0;
+  std::string bytes;
+  float logprob = 0.0f;
+  std::vector<Alternative> top;  // best first; as many as the request's top_logprobs
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;    // token ids (BOS included): 1 .. n_ctx - 1 of them
   int32_t max_tokens = -1;        // generated tokens at most; < 0: until the context is full
@@ -39,6 +54,9 @@ struct GenerationRequest {
   // client warms a system prompt once. Ends with finish_reason "warmed".
   bool warm = false;
   CacheScope scope;
+  // Log-probabilities of each generated token with this many alternatives (0..20), in the
+  // Text events; -1: none.
+  int32_t top_logprobs = -1;
 };
 
 struct RequestUsage {
@@ -73,11 +91,12 @@ struct RequestTimings {
 struct RequestEvent {
   enum class Kind { Text, Finished, Failed };
   Kind kind = Kind::Text;
-  std::string text;           // Text: a piece of valid UTF-8, in order
-  std::string finish_reason;  // Finished: "stop", "length" or "cancelled"
-  RequestUsage usage;         // Finished
-  RequestTimings timings;     // Finished
-  std::string error;          // Failed: what went wrong (an engine error; a 500)
+  std::string text;                    // Text: a piece of valid UTF-8, in order
+  std::vector<TokenLogprob> logprobs;  // Text: the tokens whose text this is (top_logprobs >= 0)
+  std::string finish_reason;           // Finished: "stop", "length" or "cancelled"
+  RequestUsage usage;                  // Finished
+  RequestTimings timings;              // Finished
+  std::string error;                   // Failed: what went wrong (an engine error; a 500)
 };
 
 // Shared by the connection that submitted a request (the consumer) and the engine thread

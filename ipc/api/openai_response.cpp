@@ -1,6 +1,7 @@
 #include "ipc/api/openai_response.h"
 
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "ipc/json_fields.h"
@@ -18,6 +19,61 @@ json usage_json(const RequestUsage& u) {
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+json byte_values(const std::string& bytes) {
+  json out = json::array();
+  for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+// JSON has no -inf: a token the mask ruled out reads as OpenAI's floor, -9999.
+double finite_logprob(float lp) {
+  return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0;
+}
+
+// Chat's logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+json chat_logprobs(const std::vector<TokenLogprob>& tokens) {
+  json content = json::array();
+  for (const TokenLogprob& t : tokens) {
+    json top = json::array();
+    for (const TokenLogprob::Alternative& a : t.top)
+      top.push_back({{"token", a.bytes}, {"logprob", finite_logprob(a.logprob)}, {"bytes", byte_values(a.bytes)}});
+    content.push_back({{"token", t.bytes},
+                       {"logprob", finite_logprob(t.logprob)},
+                       {"bytes", byte_values(t.bytes)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return json{{"content", std::move(content)}};
+}
+
+// Completions' logprobs (the legacy shape): parallel arrays, and the alternatives as a map
+// from token text to logprob; text_offset counts bytes from the start of the answer.
+json completion_logprobs(const std::vector<TokenLogprob>& tokens, size_t first_offset) {
+  json text = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = first_offset;
+  for (const TokenLogprob& t : tokens) {
+    text.push_back(t.bytes);
+    lps.push_back(finite_logprob(t.logprob));
+    json top = json::object();
+    for (const TokenLogprob::Alternative& a : t.top) top[a.bytes] = finite_logprob(a.logprob);
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += t.bytes.size();
+  }
+  return json{{"tokens", text}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json logprobs_json(const ResponseMeta& meta, const std::vector<TokenLogprob>& tokens, size_t first_offset) {
+  if (!meta.logprobs) return nullptr;
+  return meta.endpoint == Endpoint::Chat ? chat_logprobs(tokens) : completion_logprobs(tokens, first_offset);
+}
+
+json tool_calls_json(const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& c : calls)
+    out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
+
 json chunk_base(const ResponseMeta& meta) {
   json j;
   j["id"] = meta.id;
@@ -27,15 +83,12 @@ json chunk_base(const ResponseMeta& meta) {
   return j;
 }
 
-// One choice of a stream chunk; content is the delta's text (chat) or the text.
-json chunk_choice(const ResponseMeta& meta, const json& delta_or_text, const json& finish_reason) {
-  json c;
-  if (meta.endpoint == Endpoint::Chat) {
-    c = json{{"index", 0}, {"delta", delta_or_text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  } else {
-    c = json{{"text", delta_or_text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  }
-  return c;
+// One choice of a stream chunk; content is the delta (chat) or the text.
+json chunk_choice(const ResponseMeta& meta, const json& delta_or_text, const json& finish_reason,
+                  json logprobs = nullptr) {
+  if (meta.endpoint == Endpoint::Chat)
+    return json{{"index", 0}, {"delta", delta_or_text}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
+  return json{{"text", delta_or_text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
 }
 
 std::string chunk_with(const ResponseMeta& meta, json choice) {
@@ -58,28 +111,33 @@ ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, b
   return m;
 }
 
-std::string openai_finish_reason(const std::string& engine_reason) {
-  if (engine_reason == "stop") return "stop";
+std::string openai_finish_reason(const std::string& engine_reason, bool called_tools) {
+  if (engine_reason == "stop") return called_tools ? "tool_calls" : "stop";
   return "length";  // "length", and "cancelled" (see the header)
 }
 
-std::string completion_body(const ResponseMeta& meta, const std::string& text, const ApiEvent& finished) {
+std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer, const ApiEvent& done) {
   json j;
   j["id"] = meta.id;
   j["object"] = meta.endpoint == Endpoint::Chat ? "chat.completion" : "text_completion";
   j["created"] = meta.created;
   j["model"] = meta.model;
-  const std::string reason = openai_finish_reason(finished.finish_reason);
+  const std::string reason = openai_finish_reason(done.finish_reason, !answer.tool_calls.empty());
+  const json logprobs = logprobs_json(meta, answer.logprobs, 0);
   if (meta.endpoint == Endpoint::Chat) {
-    j["choices"] = json::array({json{{"index", 0},
-                                     {"message", {{"role", "assistant"}, {"content", text}}},
-                                     {"logprobs", nullptr},
-                                     {"finish_reason", reason}}});
+    json message{{"role", "assistant"}, {"content", answer.text}};
+    if (!answer.tool_calls.empty()) {
+      if (answer.text.empty()) message["content"] = nullptr;  // as OpenAI: a call alone has no content
+      message["tool_calls"] = tool_calls_json(answer.tool_calls);
+    }
+    j["choices"] = json::array(
+        {json{{"index", 0}, {"message", std::move(message)}, {"logprobs", logprobs}, {"finish_reason", reason}}});
   } else {
-    j["choices"] = json::array({json{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}}});
+    j["choices"] =
+        json::array({json{{"text", answer.text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", reason}}});
   }
-  j["usage"] = usage_json(finished.usage);
-  j["timings"] = timings_object(finished);
+  j["usage"] = usage_json(done.usage);
+  j["timings"] = timings_object(done);
   return dump_json(j);
 }
 
@@ -87,25 +145,38 @@ std::string chunk_role(const ResponseMeta& meta) {
   return chunk_with(meta, chunk_choice(meta, json{{"role", "assistant"}, {"content", ""}}, nullptr));
 }
 
-std::string chunk_text(const ResponseMeta& meta, const std::string& piece) {
+std::string chunk_text(const ResponseMeta& meta, const std::string& piece, const std::vector<TokenLogprob>& logprobs) {
   const json content = meta.endpoint == Endpoint::Chat ? json{{"content", piece}} : json(piece);
-  return chunk_with(meta, chunk_choice(meta, content, nullptr));
+  return chunk_with(meta, chunk_choice(meta, content, nullptr, logprobs_json(meta, logprobs, 0)));
 }
 
-std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& finished) {
+std::string chunk_call_begin(const ResponseMeta& meta, const ApiEvent& begin) {
+  const json call{{"index", begin.call_index},
+                  {"id", begin.call_id},
+                  {"type", "function"},
+                  {"function", {{"name", begin.call_name}, {"arguments", ""}}}};
+  return chunk_with(meta, chunk_choice(meta, json{{"tool_calls", json::array({call})}}, nullptr));
+}
+
+std::string chunk_call_arguments(const ResponseMeta& meta, const ApiEvent& piece) {
+  const json call{{"index", piece.call_index}, {"function", {{"arguments", piece.text}}}};
+  return chunk_with(meta, chunk_choice(meta, json{{"tool_calls", json::array({call})}}, nullptr));
+}
+
+std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& done, bool called_tools) {
   const json empty = meta.endpoint == Endpoint::Chat ? json::object() : json("");
   json j = chunk_base(meta);
-  j["choices"] = json::array({chunk_choice(meta, empty, openai_finish_reason(finished.finish_reason))});
+  j["choices"] = json::array({chunk_choice(meta, empty, openai_finish_reason(done.finish_reason, called_tools))});
   if (meta.include_usage) j["usage"] = nullptr;
-  j["timings"] = timings_object(finished);
+  j["timings"] = timings_object(done);
   return dump_json(j);
 }
 
-std::string chunk_usage(const ResponseMeta& meta, const ApiEvent& finished) {
+std::string chunk_usage(const ResponseMeta& meta, const ApiEvent& done) {
   json j = chunk_base(meta);
   j["choices"] = json::array();
-  j["usage"] = usage_json(finished.usage);
-  j["timings"] = timings_object(finished);
+  j["usage"] = usage_json(done.usage);
+  j["timings"] = timings_object(done);
   return dump_json(j);
 }
 
@@ -115,9 +186,9 @@ std::string sse_event(const std::string& payload) {
 
 namespace {
 
-// Streamed: the role chunk (chat), a chunk per text piece, the finish chunk, the usage
-// chunk (include_usage), [DONE]; an engine failure is an error object, then [DONE]. Whole:
-// the text collected, the body at the end.
+// Streamed: the role chunk (chat), a chunk per text piece and per piece of a call, the
+// finish chunk, the usage chunk (include_usage), [DONE]; an engine failure is an error
+// object, then [DONE]. Whole: the text, calls and logprobs collected, the body at the end.
 class OpenAiWriter final : public ResponseWriter {
  public:
   OpenAiWriter(ResponseMeta meta, bool stream) : meta_(std::move(meta)), stream_(stream) {}
@@ -129,16 +200,25 @@ class OpenAiWriter final : public ResponseWriter {
   std::string write(const ApiEvent& ev) override {
     switch (ev.kind) {
       case ApiEvent::Kind::Text:
-        if (stream_) return sse_event(chunk_text(meta_, ev.text));
-        text_ += ev.text;
+        if (stream_) return sse_event(chunk_text(meta_, ev.text, ev.logprobs));
+        answer_.text += ev.text;
+        answer_.logprobs.insert(answer_.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+        return "";
+      case ApiEvent::Kind::CallBegin:
+        answer_.tool_calls.push_back(ToolCall{ev.call_id, ev.call_name, ""});
+        return stream_ ? sse_event(chunk_call_begin(meta_, ev)) : "";
+      case ApiEvent::Kind::CallArguments:
+        if (!answer_.tool_calls.empty()) answer_.tool_calls.back().arguments += ev.text;
+        return stream_ ? sse_event(chunk_call_arguments(meta_, ev)) : "";
+      case ApiEvent::Kind::CallEnd:
         return "";
       case ApiEvent::Kind::Done:
         if (!stream_) {
-          response_ = HttpResponse{200, "application/json", completion_body(meta_, text_, ev), "", {}};
+          response_ = HttpResponse{200, "application/json", completion_body(meta_, answer_, ev), "", {}};
           return "";
         }
-        return sse_event(chunk_finish(meta_, ev)) + (meta_.include_usage ? sse_event(chunk_usage(meta_, ev)) : "") +
-               kDone;
+        return sse_event(chunk_finish(meta_, ev, !answer_.tool_calls.empty())) +
+               (meta_.include_usage ? sse_event(chunk_usage(meta_, ev)) : "") + kDone;
       case ApiEvent::Kind::Error:
         response_ = error_response(ev.error);
         return stream_ ? sse_event(error_body(ev.error)) + kDone : "";
@@ -152,7 +232,7 @@ class OpenAiWriter final : public ResponseWriter {
   static constexpr const char* kDone = "data: [DONE]\n\n";
   ResponseMeta meta_;
   bool stream_;
-  std::string text_;
+  OpenAiAnswer answer_;  // whole: everything said; streamed: the calls, for the finish_reason
   HttpResponse response_;
 };
 

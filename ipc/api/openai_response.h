@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "engine/tokenizer/chat_template.h"
 #include "ipc/api/openai_request.h"
 #include "ipc/generation.h"
 
@@ -19,25 +21,38 @@ struct ResponseMeta {
   int64_t created = 0;  // unix seconds
   std::string model;
   bool include_usage = false;
+  bool logprobs = false;  // the request asked for logprobs: each choice carries them
 };
 
 ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, bool include_usage);
 
 // OpenAI's finish_reason for the engine's. "cancelled" (the client went away, or the
 // daemon stopped before the answer was done) becomes "length": the text was cut short,
-// and "length" is the value OpenAI clients already treat that way.
-std::string openai_finish_reason(const std::string& engine_reason);
+// and "length" is the value OpenAI clients already treat that way. An answer that made tool
+// calls and stopped says "tool_calls".
+std::string openai_finish_reason(const std::string& engine_reason, bool called_tools = false);
+
+// A whole answer as it accumulates: its text, its calls, its tokens' logprobs.
+struct OpenAiAnswer {
+  std::string text;
+  std::vector<ToolCall> tool_calls;
+  std::vector<TokenLogprob> logprobs;
+};
 
 // Non-streamed response body (chat.completion / text_completion).
-std::string completion_body(const ResponseMeta& meta, const std::string& text, const ApiEvent& done);
+std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer, const ApiEvent& done);
 
 // Stream chunks (JSON text, without SSE framing). The chat stream opens with a role chunk;
-// every text piece is one chunk; the finish chunk has an empty delta (chat) or empty text
-// (completions), the finish_reason and hearth's timings; the usage chunk (only when
-// include_usage) has "choices": [] and usage (+timings).
+// every text piece is one chunk (with its tokens' logprobs when asked for); a tool call is a
+// chunk with its index, id and name, then a chunk per piece of its arguments; the finish
+// chunk has an empty delta (chat) or empty text (completions), the finish_reason and hearth's
+// timings; the usage chunk (only when include_usage) has "choices": [] and usage (+timings).
 std::string chunk_role(const ResponseMeta& meta);
-std::string chunk_text(const ResponseMeta& meta, const std::string& piece);
-std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& done);
+std::string chunk_text(const ResponseMeta& meta, const std::string& piece,
+                       const std::vector<TokenLogprob>& logprobs = {});
+std::string chunk_call_begin(const ResponseMeta& meta, const ApiEvent& begin);
+std::string chunk_call_arguments(const ResponseMeta& meta, const ApiEvent& piece);
+std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& done, bool called_tools = false);
 std::string chunk_usage(const ResponseMeta& meta, const ApiEvent& done);
 
 // SSE framing of one event: "data: <payload>\n\n".
