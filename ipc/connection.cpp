@@ -370,7 +370,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         std::optional<ModelHost::Loaded> loaded =
             co_await on_call_thread<ModelHost::Loaded>(std::move(load), std::move(on_error));
         if (!loaded) co_return std::nullopt;
-        if (auto* e = std::get_if<HostError>(&*loaded)) co_return RouteResult{error_response(host_error(*e))};
+        if (auto* e = std::get_if<HostError>(&*loaded))
+          co_return RouteResult{error_response(host_error(*e), d.route->errors)};
         engine = std::get<std::shared_ptr<const EngineRef>>(std::move(*loaded));
       }
     }
@@ -403,7 +404,6 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         ok = co_await write_stream_data(opening, chunked);
       }
     }
-    EventStream events;
     bool done = false;
     while (ok && !done && !client_gone_ && !closing_) {
       std::vector<RequestEvent> taken = handle_->take_events();
@@ -417,7 +417,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       }
       std::string out;
       for (RequestEvent& taken_event : taken) {
-        for (const ApiEvent& ev : events.feed(std::move(taken_event))) {
+        for (const ApiEvent& ev : job.events.feed(std::move(taken_event))) {
           if (done) break;
           if (ev.kind == ApiEvent::Kind::Error) LOG_WARN("ipc: generation failed: " + ev.error.message);
           out += writer.write(ev);

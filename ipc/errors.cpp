@@ -79,15 +79,50 @@ ApiError host_error(const HostError& e) {
   return make(500, e.message, "server_error", "", "model_load_failed");
 }
 
-HttpResponse error_response(const ApiError& error) {
+HttpResponse error_response(const ApiError& error, ErrorShape shape) {
   HttpResponse r;
   r.status = error.status;
-  r.body = error_body(error);
+  r.body = error_body(error, shape);
   return r;
 }
 
-std::string error_body(const ApiError& e) {
+namespace {
+
+// Anthropic's error types by status (its API reference, "Errors").
+const char* anthropic_error_type(int status) {
+  switch (status) {
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+    case 529:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
+  }
+}
+
+}  // namespace
+
+std::string error_body(const ApiError& e, ErrorShape shape) {
   nlohmann::json j;
+  if (shape == ErrorShape::Ollama) {
+    j["error"] = e.message;
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  if (shape == ErrorShape::Anthropic) {
+    j["type"] = "error";
+    j["error"]["type"] = anthropic_error_type(e.status);
+    j["error"]["message"] = e.message;
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   j["error"]["message"] = e.message;
   j["error"]["type"] = e.type;
   j["error"]["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);

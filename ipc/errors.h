@@ -39,10 +39,14 @@ ApiError unknown_model(std::string_view name);
 // 507 model_too_large, 503 memory_busy, 500 model_load_failed, 503 shutting_down.
 ApiError host_error(const HostError& e);
 
+// The error object each API's clients expect: OpenAI's (also hearth's own routes'),
+// Ollama's {"error": message}, Anthropic's {"type": "error", "error": {"type", "message"}}.
+enum class ErrorShape { OpenAi, Ollama, Anthropic };
+
 // The JSON text of the error object.
-std::string error_body(const ApiError& e);
+std::string error_body(const ApiError& e, ErrorShape shape = ErrorShape::OpenAi);
 
 // The response carrying it: its status, error_body.
-HttpResponse error_response(const ApiError& error);
+HttpResponse error_response(const ApiError& error, ErrorShape shape = ErrorShape::OpenAi);
 
 }  // namespace hearth::ipc

@@ -107,6 +107,7 @@ class ResponseWriter {
 struct GenerationJob {
   std::shared_ptr<const EngineRef> engine;
   GenerationRequest request;
+  EventStream events;  // the engine's events -> ApiEvents, for this request (its tools)
   std::unique_ptr<ResponseWriter> writer;
   std::optional<KeepAlive> keep_alive;  // the request's keep_alive, for the host when it ends
   std::string log_id;                   // names the request in the log

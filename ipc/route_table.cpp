@@ -18,28 +18,29 @@ using json = nlohmann::json;
 namespace {
 
 constexpr bool kJson = true, kNoBody = false;
+constexpr ErrorShape kOpenAi = ErrorShape::OpenAi;
 constexpr bool kGenerates = true, kReads = false;
 
 // clang-format off
 constexpr RouteEntry kRoutes[] = {
-  // method   path                    needs               body     work        handler
+  // method   path                    errors  needs               body     work        handler
   // OpenAI's API (api/openai.h)
-  {"POST",   "/v1/chat/completions", Needs::BodyModel,   kJson,   kGenerates, openai_chat},
-  {"POST",   "/v1/completions",      Needs::BodyModel,   kJson,   kGenerates, openai_completions},
-  {"GET",    "/v1/models",           Needs::Host,        kNoBody, kReads,     openai_models},
-  {"GET",    "/v1/models/*",         Needs::Host,        kNoBody, kReads,     openai_model},
+  {"POST",   "/v1/chat/completions", kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_chat},
+  {"POST",   "/v1/completions",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_completions},
+  {"GET",    "/v1/models",           kOpenAi, Needs::Host,        kNoBody, kReads,     openai_models},
+  {"GET",    "/v1/models/*",         kOpenAi, Needs::Host,        kNoBody, kReads,     openai_model},
   // hearth's own (api/hearth.h)
-  {"GET",    "/health",              Needs::Nothing,     kNoBody, kReads,     health},
-  {"GET",    "/metrics",             Needs::Nothing,     kNoBody, kReads,     metrics},
-  {"POST",   "/api/tokenize",        Needs::BodyModel,   kJson,   kReads,     tokenize},
-  {"POST",   "/api/detokenize",      Needs::BodyModel,   kJson,   kReads,     detokenize},
-  {"GET",    "/api/cache",           Needs::QueryModel,  kNoBody, kReads,     cache_stats},
-  {"DELETE", "/api/cache",           Needs::QueryModel,  kNoBody, kReads,     cache_clear},
-  {"POST",   "/api/cache/warm",      Needs::BodyModel,   kJson,   kGenerates, cache_warm},
-  {"GET",    "/api/models",          Needs::Nothing,     kNoBody, kReads,     installed_models},
-  {"GET",    "/api/ps",              Needs::Host,        kNoBody, kReads,     list_loaded},
-  {"POST",   "/api/load",            Needs::Host,        kJson,   kGenerates, load_model},
-  {"POST",   "/api/unload",          Needs::Host,        kJson,   kReads,     unload_model},
+  {"GET",    "/health",              kOpenAi, Needs::Nothing,     kNoBody, kReads,     health},
+  {"GET",    "/metrics",             kOpenAi, Needs::Nothing,     kNoBody, kReads,     metrics},
+  {"POST",   "/api/tokenize",        kOpenAi, Needs::BodyModel,   kJson,   kReads,     tokenize},
+  {"POST",   "/api/detokenize",      kOpenAi, Needs::BodyModel,   kJson,   kReads,     detokenize},
+  {"GET",    "/api/cache",           kOpenAi, Needs::QueryModel,  kNoBody, kReads,     cache_stats},
+  {"DELETE", "/api/cache",           kOpenAi, Needs::QueryModel,  kNoBody, kReads,     cache_clear},
+  {"POST",   "/api/cache/warm",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, cache_warm},
+  {"GET",    "/api/models",          kOpenAi, Needs::Nothing,     kNoBody, kReads,     installed_models},
+  {"GET",    "/api/ps",              kOpenAi, Needs::Host,        kNoBody, kReads,     list_loaded},
+  {"POST",   "/api/load",            kOpenAi, Needs::Host,        kJson,   kGenerates, load_model},
+  {"POST",   "/api/unload",          kOpenAi, Needs::Host,        kJson,   kReads,     unload_model},
 };
 // clang-format on
 
@@ -154,18 +155,19 @@ std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const 
   if (auto* r = std::get_if<HttpResponse>(&found)) return std::move(*r);
   d.route = std::get<const RouteEntry*>(found);
   const RouteEntry& route = *d.route;
-  if (route.needs != Needs::Nothing && ctx.host == nullptr) return error_response(loading());
-  if (route.generates && !ctx.accepting) return error_response(shutting_down());
+  if (route.needs != Needs::Nothing && ctx.host == nullptr) return error_response(loading(), route.errors);
+  if (route.generates && !ctx.accepting) return error_response(shutting_down(), route.errors);
   auto body = std::make_shared<json>(json::object());
   if (route.json_body) {
-    if (std::optional<ApiError> e = parse_json(request.body, body.get())) return error_response(*e);
+    if (std::optional<ApiError> e = parse_json(request.body, body.get())) return error_response(*e, route.errors);
   }
   d.body = std::move(body);
   if (route.needs == Needs::BodyModel || route.needs == Needs::QueryModel) {
     const std::string name = named_model(route, request, *d.body);
     d.model = ctx.host->resolve(name);
     if (!d.model) {
-      return error_response(name.empty() ? unavailable("no model can be served", "no_model") : unknown_model(name));
+      return error_response(name.empty() ? unavailable("no model can be served", "no_model") : unknown_model(name),
+                            route.errors);
     }
   }
   return d;
@@ -183,7 +185,7 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
   std::shared_ptr<const EngineRef> engine;
   if (dispatched.model) {
     ModelHost::Loaded loaded = ctx.host->load(*dispatched.model);
-    if (auto* e = std::get_if<HostError>(&loaded)) return error_response(host_error(*e));
+    if (auto* e = std::get_if<HostError>(&loaded)) return error_response(host_error(*e), dispatched.route->errors);
     engine = std::get<std::shared_ptr<const EngineRef>>(std::move(loaded));
   }
   return run_route(dispatched, request, ctx, std::move(engine));

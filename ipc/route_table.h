@@ -31,6 +31,7 @@ enum class Needs {
 struct RouteEntry {
   const char* method;  // "GET" (HEAD is answered as GET, without the body), "POST", "DELETE"
   const char* path;    // exact, or ending in "/*": the prefix with a non-empty rest
+  ErrorShape errors;   // the API whose error object its errors are written in
   Needs needs;
   bool json_body;  // the body must be a JSON object (else 400), parsed before the handler
   bool generates;  // starts work on a model: refused with 503 once the server stops accepting
