@@ -383,11 +383,28 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   // another request.
   net::awaitable<bool> run_generation(GenerationJob job, unsigned version, bool keep_alive) {
     LOG_DEBUG("ipc: " + job.log_id + " from " + peer_name(peer_));
+    if (job.prepare) {
+      // Named, not temporaries: GCC 12 mishandles temporaries that outlive a co_await.
+      std::function<std::optional<ApiError>()> prepare = [&job] { return job.prepare(job.request); };
+      std::function<std::optional<ApiError>(std::string)> on_error = [](std::string what) -> std::optional<ApiError> {
+        return internal_error(std::move(what));
+      };
+      std::optional<std::optional<ApiError>> prepared =
+          co_await on_call_thread<std::optional<ApiError>>(std::move(prepare), std::move(on_error));
+      if (!prepared) co_return false;
+      if (*prepared) {
+        ended_on_host(job);
+        co_return co_await write_response(error_response(**prepared, job.writer->error_shape()), version, keep_alive) &&
+            keep_alive;
+      }
+    }
     auto on_event = arm_waker();  // on the engine thread: posts, never blocks
     Submitted submitted = job.engine->scheduler->submit(std::move(job.request), std::move(on_event));
     if (submitted.status != SubmitStatus::Accepted) {
       ended_on_host(job);
-      co_return co_await write_response(submit_error_response(submitted), version, keep_alive) && keep_alive;
+      co_return co_await write_response(submit_error_response(submitted, job.writer->error_shape()), version,
+                                        keep_alive) &&
+          keep_alive;
     }
     handle_ = std::move(submitted.handle);
     start_watch();

@@ -112,23 +112,23 @@ const char* anthropic_error_type(int status) {
 }  // namespace
 
 std::string error_body(const ApiError& e, ErrorShape shape) {
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   if (shape == ErrorShape::Ollama) {
     j["error"] = e.message;
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
   if (shape == ErrorShape::Anthropic) {
     j["type"] = "error";
     j["error"]["type"] = anthropic_error_type(e.status);
     j["error"]["message"] = e.message;
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
   j["error"]["message"] = e.message;
   j["error"]["type"] = e.type;
-  j["error"]["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);
-  j["error"]["code"] = e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code);
+  j["error"]["param"] = e.param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.param);
+  j["error"]["code"] = e.code.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.code);
   // Messages may quote client input: never let a stray byte turn into an exception.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace hearth::ipc

@@ -12,7 +12,7 @@
 
 namespace hearth::ipc {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::vector<ApiEvent> EventStream::feed(RequestEvent ev) {
   ApiEvent out;
@@ -20,6 +20,7 @@ std::vector<ApiEvent> EventStream::feed(RequestEvent ev) {
     case RequestEvent::Kind::Text:
       out.kind = ApiEvent::Kind::Text;
       out.text = std::move(ev.text);
+      out.logprobs = std::move(ev.logprobs);
       break;
     case RequestEvent::Kind::Finished:
       out.kind = ApiEvent::Kind::Done;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -97,6 +98,9 @@ class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;
   virtual bool streamed() const = 0;
+  // The error object of an answer that fails before it starts (a grammar that does not
+  // compile, a full queue).
+  virtual ErrorShape error_shape() const { return ErrorShape::OpenAi; }
   virtual std::string content_type() const { return "text/event-stream"; }  // of a stream
   virtual std::string open() { return ""; }
   virtual std::string write(const ApiEvent& ev) = 0;
@@ -111,6 +115,9 @@ struct GenerationJob {
   std::unique_ptr<ResponseWriter> writer;
   std::optional<KeepAlive> keep_alive;  // the request's keep_alive, for the host when it ends
   std::string log_id;                   // names the request in the log
+  // Work for a thread of its own before the job is submitted (compiling the grammar of a
+  // response format or a tool list can take a while); an error answers the request instead.
+  std::function<std::optional<ApiError>(GenerationRequest&)> prepare;
 };
 
 // Renders the chat (the model's template) or tokenizes the prompt (BOS added, special-token
@@ -122,11 +129,11 @@ std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& req
 // Ollama's keep_alive, also hearth's: a number of seconds or a duration text
 // (common/duration.h); 0 unloads the model after the answer, a negative value keeps it
 // loaded. Else 400.
-std::optional<ApiError> parse_keep_alive(const nlohmann::json& value, std::optional<KeepAlive>* out);
+std::optional<ApiError> parse_keep_alive(const nlohmann::ordered_json& value, std::optional<KeepAlive>* out);
 
 // hearth's "timings" object of a finished request: the RequestTimings, plus where the
 // prompt's tokens came from: "cached_tokens": {"memory", "disk"} and "prefilled_tokens".
-nlohmann::json timings_object(const ApiEvent& done);
+nlohmann::ordered_json timings_object(const ApiEvent& done);
 
 // prefix + 24 random letters and digits: ids of responses and calls.
 std::string random_id(const std::string& prefix);

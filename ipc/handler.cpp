@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/scheduler/scheduler.h"
+#include "ipc/constraints.h"
 #include "ipc/json_fields.h"
 
 namespace hearth::ipc {
@@ -17,6 +18,8 @@ std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiReques
   job.engine = call.engine;
   job.request = std::move(std::get<GenerationRequest>(gen));
   job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, request.cache_salt);
+  job.request.top_logprobs = request.top_logprobs;
+  job.prepare = grammar_step(request, engine.grammars);
   job.writer = std::move(writer);
   job.keep_alive = request.keep_alive;
   job.log_id = std::move(log_id);
@@ -31,19 +34,19 @@ ApiError shutting_down() {
   return unavailable("the server is shutting down", "shutting_down");
 }
 
-HttpResponse submit_error_response(const Submitted& submitted) {
+HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape) {
   switch (submitted.status) {
     case SubmitStatus::QueueFull:
-      return error_response(
-          queue_full(submitted.message.empty() ? "too many requests are waiting" : submitted.message));
+      return error_response(queue_full(submitted.message.empty() ? "too many requests are waiting" : submitted.message),
+                            shape);
     case SubmitStatus::ShuttingDown:
-      return error_response(shutting_down());
+      return error_response(shutting_down(), shape);
     case SubmitStatus::Invalid:
-      return error_response(bad_request(submitted.message));
+      return error_response(bad_request(submitted.message), shape);
     case SubmitStatus::Accepted:
       break;
   }
-  return error_response(internal_error("unexpected submit status"));
+  return error_response(internal_error("unexpected submit status"), shape);
 }
 
 }  // namespace hearth::ipc

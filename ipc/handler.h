@@ -46,7 +46,7 @@ struct RouteContext {
 struct Call {
   const HttpRequest& request;
   const RouteContext& ctx;
-  const nlohmann::json& body;               // the parsed body of a route that takes JSON; else an empty object
+  const nlohmann::ordered_json& body;       // the parsed body of a route that takes JSON; else an empty object
   std::shared_ptr<const EngineRef> engine;  // the route's model; null for routes that name none
   std::string_view tail;                    // what a prefix route matched after its prefix ("/v1/models/<tail>")
 };
@@ -63,7 +63,7 @@ using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
 using Handler = RouteResult (*)(const Call& call);
 
 // The response for a submit() that was not Accepted: 429, 503 or 400.
-HttpResponse submit_error_response(const Submitted& submitted);
+HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape = ErrorShape::OpenAi);
 
 // The job for request on the call's model, in the caller's cache scope; the error when the
 // prompt cannot be built (build_generation).

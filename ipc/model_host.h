@@ -22,6 +22,7 @@
 #include "engine/tokenizer/chat_template.h"
 
 namespace hearth {
+class GrammarCompiler;
 class Scheduler;
 class Tokenizer;
 }  // namespace hearth
@@ -57,12 +58,16 @@ struct EngineRef {
   const Tokenizer* tokenizer = nullptr;
   ModelInfo model;
   int32_t n_ctx = 0;  // tokens a sequence holds (prompt + generated): the scheduler's, at most the model's
+  // Compiles the grammars of constrained requests for this model's vocabulary (and keeps
+  // them, so a schema or tool list sent again compiles once). Null with no tokenizer.
+  std::shared_ptr<GrammarCompiler> grammars;
   // What the pointers above point into, when someone else does not keep it alive: a
   // ModelHost's loaded model lives as long as the last request that holds its EngineRef.
   std::shared_ptr<const void> owner;
 };
 
-// An EngineRef for a running scheduler: n_ctx is the scheduler's, capped by model.n_ctx.
+// An EngineRef for a running scheduler: n_ctx is the scheduler's, capped by model.n_ctx;
+// the grammar compiler over the tokenizer's vocabulary.
 std::shared_ptr<const EngineRef> make_engine_ref(Scheduler* scheduler, const Tokenizer* tokenizer, ModelInfo model,
                                                  std::shared_ptr<const void> owner = nullptr);
 

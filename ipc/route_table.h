@@ -48,8 +48,8 @@ bool path_matches(const RouteEntry& route, std::string_view path, std::string_vi
 struct Dispatch {
   const RouteEntry* route = nullptr;
   std::string tail;
-  std::shared_ptr<const nlohmann::json> body;  // an object; empty unless route->json_body
-  std::optional<std::string> model;            // the id of the model to resolve (Needs::*Model)
+  std::shared_ptr<const nlohmann::ordered_json> body;  // an object; empty unless route->json_body
+  std::optional<std::string> model;                    // the id of the model to resolve (Needs::*Model)
 };
 
 // Step 1. On the TCP listener a request with an Origin not in the allowlist is refused

@@ -216,4 +216,37 @@ void compute_distribution(const float* logits, int32_t n_vocab, const SamplingPa
   for (Candidate& c : *out) c.p *= inv_total;
 }
 
+float log_softmax_top(const float* logits, int32_t n_vocab, int32_t token, int32_t n, std::vector<TokenScore>* top) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float max = kNegInf;
+  for (int32_t i = 0; i < n_vocab; ++i)
+    if (std::isfinite(logits[i])) max = std::max(max, logits[i]);
+  double sum = 0.0;
+  for (int32_t i = 0; i < n_vocab; ++i)
+    if (std::isfinite(logits[i])) sum += std::exp(static_cast<double>(logits[i]) - max);
+  const double lse = static_cast<double>(max) + std::log(sum);
+  auto logprob = [&](int32_t i) {
+    return std::isfinite(logits[i]) ? static_cast<float>(static_cast<double>(logits[i]) - lse) : kNegInf;
+  };
+  // The n best by a min-heap of (logit, -id): its top is the worst kept.
+  auto worse = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::vector<int32_t> heap;
+  heap.reserve(static_cast<size_t>(n) + 1);
+  for (int32_t i = 0; i < n_vocab && n > 0; ++i) {
+    if (!std::isfinite(logits[i])) continue;
+    if (static_cast<int32_t>(heap.size()) < n) {
+      heap.push_back(i);
+      std::push_heap(heap.begin(), heap.end(), worse);
+    } else if (worse(i, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), worse);
+      heap.back() = i;
+      std::push_heap(heap.begin(), heap.end(), worse);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), worse);
+  top->clear();
+  for (int32_t i : heap) top->push_back(TokenScore{i, logprob(i)});
+  return token >= 0 && token < n_vocab ? logprob(token) : kNegInf;
+}
+
 }  // namespace hearth

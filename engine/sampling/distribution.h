@@ -27,6 +27,17 @@ struct Candidate {
 // Lowest id among the largest logits; NaN logits are ignored. n_vocab >= 1.
 int32_t argmax(const float* logits, int32_t n_vocab);
 
+struct TokenScore {
+  int32_t id = 0;
+  float logprob = 0.0f;
+};
+
+// log softmax(logits)[token] at temperature 1, and the n most likely tokens with theirs into
+// *top (best first; ties -> lower id). A logit that is not finite (a grammar's -inf, NaN) has
+// probability 0: logprob -inf, never among the top. logits: [n_vocab], n_vocab >= 1;
+// 0 <= n. Summed in double, in id order: the same logits give the same bits.
+float log_softmax_top(const float* logits, int32_t n_vocab, int32_t token, int32_t n, std::vector<TokenScore>* top);
+
 // Fills *out with the tokens that survive truncation and their probabilities after
 // temperature. With top-k on they are sorted best first (logit descending, ties -> lower id);
 // without it their order is unspecified but deterministic (Sampler draws in that order).

@@ -36,6 +36,7 @@ void Sampler::accept(int32_t token) {
 //   logit = logit > 0 ? logit / repetition : logit * repetition      (if count > 0)
 //   logit -= count * frequency + (count > 0) * presence
 void Sampler::apply_penalties(float* logits, int32_t n_vocab) const {
+  if (!params_.penalties_enabled()) return;
   for (const auto& [token, count] : counts_) {
     if (token < 0 || token >= n_vocab) continue;
     float& l = logits[token];
@@ -49,8 +50,12 @@ double Sampler::next_uniform() {
 }
 
 int32_t Sampler::sample(float* logits, int32_t n_vocab) {
+  apply_penalties(logits, n_vocab);
+  return pick(logits, n_vocab);
+}
+
+int32_t Sampler::pick(const float* logits, int32_t n_vocab) {
   assert(n_vocab >= 1);
-  if (params_.penalties_enabled()) apply_penalties(logits, n_vocab);
   if (params_.temperature <= 0.0f) return argmax(logits, n_vocab);
   compute_distribution(logits, n_vocab, params_, &candidates_);
   // Exactly one draw per non-greedy sample, so the stream position is the sample count.

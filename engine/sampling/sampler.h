@@ -32,7 +32,11 @@ class Sampler {
 
   // Picks the next token. logits: [n_vocab], modified in place (penalties applied).
   // Greedy (temperature <= 0) is a plain argmax and does not use the random stream.
+  // sample() = apply_penalties() then pick(): a caller that masks the logits (a grammar) or
+  // reads their distribution (logprobs) does so between the two.
   int32_t sample(float* logits, int32_t n_vocab);
+  void apply_penalties(float* logits, int32_t n_vocab) const;
+  int32_t pick(const float* logits, int32_t n_vocab);
 
   // The seed actually used (the one drawn from std::random_device for kRandomSeed).
   uint64_t seed() const { return seed_; }
@@ -42,7 +46,6 @@ class Sampler {
   const std::vector<Candidate>& last_distribution() const { return candidates_; }
 
  private:
-  void apply_penalties(float* logits, int32_t n_vocab) const;
   // Uniform in [0, 1) from the top 53 bits of one mt19937_64 output: mt19937_64's sequence is
   // fixed by the standard, unlike std::uniform_real_distribution's conversion.
   double next_uniform();

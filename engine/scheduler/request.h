@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "engine/sampling/params.h"
 
 namespace hearth {
+
+class CompiledGrammar;  // engine/sampling/grammar.h
 
 // Whose prompt cache a request may use. The scope roots the prefix hash chain (memory
 // blocks, chunk files, index rows), so KV is reused only between requests whose scopes are
@@ -57,6 +60,8 @@ struct GenerationRequest {
   // Log-probabilities of each generated token with this many alternatives (0..20), in the
   // Text events; -1: none.
   int32_t top_logprobs = -1;
+  // The grammar the generated tokens must follow (a JSON Schema, tool calls); null: free.
+  std::shared_ptr<const CompiledGrammar> grammar;
 };
 
 struct RequestUsage {

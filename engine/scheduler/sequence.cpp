@@ -28,7 +28,8 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
       tokens_(std::move(request.prompt)),
       n_prompt_(static_cast<int32_t>(tokens_.size())),
       warm_(request.warm),
-      loop_(request.sampling, std::move(request.stop), tokenizer, tokens_, request.max_tokens, n_ctx - n_prompt_),
+      loop_(request.sampling, std::move(request.stop), tokenizer, tokens_, request.max_tokens, n_ctx - n_prompt_,
+            std::move(request.grammar), request.top_logprobs),
       submitted_(submitted),
       work_(work) {
   cache_.scope_key = std::move(request.scope.key);
@@ -44,6 +45,8 @@ void Sequence::on_computed(int32_t n, Clock::time_point end) {
 void Sequence::push_text(std::string text) {
   RequestEvent ev;
   ev.text = std::move(text);
+  ev.logprobs = std::move(pending_logprobs_);
+  pending_logprobs_.clear();
   handle_->push(std::move(ev));
 }
 
@@ -54,11 +57,14 @@ double Sequence::ttft_ms() const {
 const char* Sequence::on_logits(float* logits, int32_t n_vocab, Clock::time_point now) {
   TokenLoop::Token t = loop_.next(logits, n_vocab, now);
   tokens_.push_back(t.id);
+  if (t.logprob) pending_logprobs_.push_back(std::move(*t.logprob));
   if (!t.text.empty()) push_text(std::move(t.text));
   return t.finished;
 }
 
 void Sequence::finish(const char* reason, Clock::time_point now) {
+  // Tokens whose text never came out (an end-of-generation token, a stop string) keep no
+  // logprobs: the answer's logprobs are those of its text.
   std::string rest = loop_.flush();
   if (!rest.empty()) push_text(std::move(rest));
 

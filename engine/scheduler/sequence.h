@@ -80,6 +80,9 @@ class Sequence {
   SeqCacheState cache_;
   bool warm_ = false;
   TokenLoop loop_;
+  // Logprobs of tokens whose text is still held back (a UTF-8 character or a possible stop
+  // string not yet whole): they go with the text that releases it.
+  std::vector<TokenLogprob> pending_logprobs_;
 
   Clock::time_point submitted_, admitted_, prefill_start_, prefill_end_;
   bool prefill_started_ = false;

@@ -19,17 +19,35 @@ std::optional<PromptProblem> check_prompt(std::span<const int32_t> prompt, int64
 }
 
 TokenLoop::TokenLoop(const SamplingParams& sampling, std::vector<std::string> stop, const Tokenizer& tokenizer,
-                     std::span<const int32_t> prompt, int32_t max_tokens, int32_t room)
+                     std::span<const int32_t> prompt, int32_t max_tokens, int32_t room,
+                     std::shared_ptr<const CompiledGrammar> grammar, int32_t top_logprobs)
     : tokenizer_(tokenizer),
       sampler_(sampling),
+      top_logprobs_(top_logprobs),
       stop_(std::move(stop), tokenizer.eog_ids()),
       max_tokens_(max_tokens < 0 ? room : std::min(max_tokens, room)) {
+  if (grammar) grammar_.emplace(std::move(grammar));
   for (int32_t t : prompt) sampler_.accept(t);
+}
+
+TokenLogprob TokenLoop::logprob_of(const float* logits, int32_t n_vocab, int32_t id) {
+  TokenLogprob lp;
+  lp.token = id;
+  lp.bytes = tokenizer_.token_bytes(id);
+  lp.logprob = log_softmax_top(logits, n_vocab, id, top_logprobs_, &top_);
+  for (const TokenScore& s : top_) lp.top.push_back({s.id, tokenizer_.token_bytes(s.id), s.logprob});
+  return lp;
 }
 
 TokenLoop::Token TokenLoop::next(float* logits, int32_t n_vocab, Clock::time_point now) {
   Token out;
-  out.id = sampler_.sample(logits, n_vocab);
+  sampler_.apply_penalties(logits, n_vocab);
+  if (grammar_) grammar_->mask(logits, n_vocab);
+  out.id = sampler_.pick(logits, n_vocab);
+  if (top_logprobs_ >= 0) out.logprob = logprob_of(logits, n_vocab, out.id);
+  // The mask allowed the token, so the grammar takes it; should it not (a row with no token
+  // allowed), the answer ends here rather than leave the grammar.
+  const bool grammar_refused = grammar_ && !grammar_->accept(out.id);
   sampler_.accept(out.id);
   if (n_generated_ == 0)
     first_token_ = now;
@@ -40,7 +58,7 @@ TokenLoop::Token TokenLoop::next(float* logits, int32_t n_vocab, Clock::time_poi
 
   StopMatcher::Step step = stop_.feed_token(out.id, tokenizer_.token_bytes(out.id));
   out.text = std::move(step.text);
-  if (step.stopped)
+  if (step.stopped || grammar_refused || (grammar_ && grammar_->terminated()))
     out.finished = "stop";
   else if (n_generated_ >= max_tokens_)
     out.finished = "length";

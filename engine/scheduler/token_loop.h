@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/sampling/grammar.h"
 #include "engine/sampling/params.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
+#include "engine/scheduler/request.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace hearth {
@@ -41,16 +43,23 @@ class TokenLoop {
 
   // prompt: the tokens the penalties see before the first generated one (as llama.cpp's
   // server does). max_tokens: generated tokens at most, < 0 for no limit but the room;
-  // room: context slots left after the prompt (the generated tokens fill them).
+  // room: context slots left after the prompt (the generated tokens fill them). grammar:
+  // the tokens must follow it (null: free). top_logprobs >= 0: each token reports its
+  // log-probability and that many alternatives.
   TokenLoop(const SamplingParams& sampling, std::vector<std::string> stop, const Tokenizer& tokenizer,
-            std::span<const int32_t> prompt, int32_t max_tokens, int32_t room);
+            std::span<const int32_t> prompt, int32_t max_tokens, int32_t room,
+            std::shared_ptr<const CompiledGrammar> grammar = nullptr, int32_t top_logprobs = -1);
 
   struct Token {
     int32_t id = 0;
-    std::string text;                // valid UTF-8 that is final now, may be empty
-    const char* finished = nullptr;  // "stop" (end-of-generation token or stop string), "length", or nullptr
+    std::string text;                     // valid UTF-8 that is final now, may be empty
+    const char* finished = nullptr;       // "stop" (end-of-generation token or stop string), "length", or nullptr
+    std::optional<TokenLogprob> logprob;  // when top_logprobs >= 0
   };
-  // The next token from the logits of the last token run (modified in place: penalties).
+  // The next token from the logits of the last token run (modified in place: penalties,
+  // then the grammar's mask). Its log-probability is read from those logits at
+  // temperature 1, before truncation: the distribution the sampler draws from, reshaped only
+  // by the request's temperature and cut by its top-k / top-p / min-p.
   Token next(float* logits, int32_t n_vocab, Clock::time_point now);
 
   // The text the stop matcher still holds, at the end of generation.
@@ -65,8 +74,13 @@ class TokenLoop {
   const std::vector<double>& itl_ms() const { return itl_ms_; }
 
  private:
+  TokenLogprob logprob_of(const float* logits, int32_t n_vocab, int32_t id);
+
   const Tokenizer& tokenizer_;
   Sampler sampler_;
+  std::optional<GrammarMatcher> grammar_;
+  int32_t top_logprobs_ = -1;
+  std::vector<TokenScore> top_;  // scratch
   StopMatcher stop_;
   int32_t max_tokens_ = 0;
   int32_t n_generated_ = 0;

@@ -32,8 +32,8 @@ namespace hearth::ipc {
 // The body of GET /api/cache (and of DELETE's answer, after "cleared"), as `peer` may see
 // it: an admin (is_cache_admin) gets the totals and "owners" (per uid); anyone else gets
 // the entries, tokens and bytes of their own uid in place of the totals.
-nlohmann::json cache_stats_json(const CacheStats& stats, const std::string& model_id, const PeerIdentity& peer,
-                                CacheScopeMode mode);
+nlohmann::ordered_json cache_stats_json(const CacheStats& stats, const std::string& model_id, const PeerIdentity& peer,
+                                        CacheScopeMode mode);
 
 // The answer to a warm request once it is Done: 200 with {"object": "cache.warm", "model",
 // "tokens", "cached_tokens": {"memory", "disk"}, "prefilled_tokens", "chunks_written",

@@ -12,7 +12,7 @@
 
 namespace hearth::ipc {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 

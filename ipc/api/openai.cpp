@@ -8,7 +8,7 @@
 
 namespace hearth::ipc {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -19,6 +19,7 @@ RouteResult generation(Endpoint endpoint, const Call& call) {
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
   ResponseMeta meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
+  meta.logprobs = req.top_logprobs >= 0;
   std::string log_id = meta.id;
   std::variant<GenerationJob, ApiError> job =
       make_job(call, req, openai_writer(std::move(meta), req.stream), std::move(log_id));

@@ -17,6 +17,6 @@ RouteResult openai_model(const Call& call);
 
 // The JSON of one model for /v1/models: OpenAI's object, hearth's details under "meta";
 // engine is the model's when it is loaded.
-nlohmann::json model_object(const HostedModel& m, const EngineRef* engine);
+nlohmann::ordered_json model_object(const HostedModel& m, const EngineRef* engine);
 
 }  // namespace hearth::ipc

@@ -9,12 +9,13 @@
 
 namespace hearth::ipc {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
 constexpr size_t kMaxStopStrings = 4;
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxTopLogprobs = 20;
 
 // Content of one message: a string, or an array of {"type": "text", "text": ...} parts (kept
 // as parts for templates that render them, joined with newlines for the others; see
@@ -110,6 +111,149 @@ bool read_stop(FieldReader& r, std::vector<std::string>* out) {
   return true;
 }
 
+// response_format: {"type": "text"}, {"type": "json_object"}, or {"type": "json_schema",
+// "json_schema": {"name", "schema", "strict", "description"}}.
+bool read_response_format(FieldReader& r, ResponseFormat* out) {
+  const json* rf = r.get("response_format");
+  if (rf == nullptr) return true;
+  if (!rf->is_object()) return r.fail_type("response_format", "an object", *rf);
+  const auto type = rf->find("type");
+  if (type == rf->end() || !type->is_string())
+    return r.fail(bad_request("'response_format.type' must be a string", "response_format.type", "invalid_type"));
+  const std::string& t = type->get_ref<const std::string&>();
+  if (t == "text") return true;
+  if (t == "json_object") {
+    out->kind = ResponseFormat::Kind::JsonObject;
+    return true;
+  }
+  if (t != "json_schema") {
+    return r.fail(bad_request("'response_format.type' must be text, json_object or json_schema, got '" + t + "'",
+                              "response_format.type"));
+  }
+  const auto spec = rf->find("json_schema");
+  if (spec == rf->end() || !spec->is_object()) {
+    return r.fail(bad_request("'response_format.json_schema' must be an object with the schema",
+                              "response_format.json_schema", "invalid_type"));
+  }
+  FieldReader sr(*spec);
+  std::string name;
+  sr.string("name", &name);
+  sr.boolean("strict", &out->strict);
+  const json* schema = sr.get("schema");
+  if (schema != nullptr && !schema->is_object() && !schema->is_boolean())
+    sr.fail_type("schema", "an object (a JSON Schema)", *schema);
+  if (sr.error()) {
+    ApiError e = *sr.error();
+    e.param = "response_format.json_schema." + e.param;
+    return r.fail(std::move(e));
+  }
+  out->kind = ResponseFormat::Kind::JsonSchema;
+  out->schema = schema != nullptr ? dump_json(*schema) : "{}";  // no schema: any JSON value
+  return true;
+}
+
+// Chat: logprobs (a boolean) and top_logprobs (0..20, only with logprobs). Completions:
+// logprobs, the number of alternatives (0..20; OpenAI allows 5). -1: none.
+bool read_logprobs(FieldReader& r, Endpoint endpoint, int32_t* top) {
+  int64_t n = 0;
+  if (endpoint == Endpoint::Completions) {
+    if (r.integer("logprobs", 0, kMaxTopLogprobs, &n)) *top = static_cast<int32_t>(n);
+    return !r.error();
+  }
+  bool wanted = false;
+  r.boolean("logprobs", &wanted);
+  const bool has_top = r.integer("top_logprobs", 0, kMaxTopLogprobs, &n);
+  if (r.error()) return false;
+  if (has_top && !wanted) return r.fail(bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs"));
+  if (wanted) *top = has_top ? static_cast<int32_t>(n) : 0;
+  return true;
+}
+
+// The sampling fields and max_tokens.
+void read_sampling(FieldReader& r, SamplingParams* sampling, int32_t* max_tokens) {
+  int64_t v = 0;
+  if (r.integer("max_tokens", 1, kMaxInt32, &v)) *max_tokens = static_cast<int32_t>(v);
+  if (r.integer("max_completion_tokens", 1, kMaxInt32, &v)) *max_tokens = static_cast<int32_t>(v);
+  r.number("temperature", 0, 2, false, &sampling->temperature);
+  if (r.number("top_p", 0, 1, false, &sampling->top_p) && sampling->top_p == 0.0f) {
+    // top_p 0 keeps only the most likely token: greedy.
+    sampling->temperature = 0.0f;
+    sampling->top_p = 1.0f;
+  }
+  if (r.integer("top_k", 0, kMaxInt32, &v)) sampling->top_k = static_cast<int32_t>(v);
+  r.number("min_p", 0, 1, false, &sampling->min_p);
+  r.number("presence_penalty", -2, 2, false, &sampling->presence_penalty);
+  r.number("frequency_penalty", -2, 2, false, &sampling->frequency_penalty);
+  r.number("repetition_penalty", 0, 10, true, &sampling->repetition_penalty);
+  if (const json* seed = r.get("seed")) {
+    // Any 64-bit integer; negative ones wrap (-1 is kRandomSeed: a random seed, as in llama.cpp).
+    if (seed->is_number_unsigned()) {
+      sampling->seed = seed->get<uint64_t>();
+    } else if (seed->is_number_integer()) {
+      sampling->seed = static_cast<uint64_t>(seed->get<int64_t>());
+    } else {
+      r.fail_type("seed", "an integer", *seed);
+    }
+  }
+}
+
+// cache_salt and keep_alive: how the request is served, not what it asks.
+void read_serving(FieldReader& r, OpenAiRequest* req) {
+  if (const json* salt = r.get("cache_salt")) {
+    if (!salt->is_string()) {
+      r.fail_type("cache_salt", "a string", *salt);
+    } else if (std::optional<std::string> why = cache_salt_error(salt->get<std::string>())) {
+      r.fail(bad_request(*why, "cache_salt"));
+    } else {
+      req->cache_salt = salt->get<std::string>();
+    }
+  }
+  if (const json* keep = r.get("keep_alive")) {
+    if (std::optional<ApiError> e = parse_keep_alive(*keep, &req->keep_alive)) r.fail(*e);
+  }
+}
+
+// n, stream and stream_options, response_format, logprobs: the answer's shape.
+void read_output(FieldReader& r, OpenAiRequest* req) {
+  int64_t v = 0;
+  if (r.integer("n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v) && v != 1) {
+    r.fail(bad_request("only n = 1 is supported", "n", "unsupported_value"));
+  }
+  r.boolean("stream", &req->stream);
+  if (const json* so = r.get("stream_options")) {
+    if (!so->is_object()) {
+      r.fail_type("stream_options", "an object", *so);
+    } else {
+      FieldReader sr(*so);
+      sr.boolean("include_usage", &req->include_usage);
+      if (sr.error()) {
+        ApiError e = *sr.error();
+        e.param = "stream_options.include_usage";
+        r.fail(std::move(e));
+      }
+    }
+  }
+  read_response_format(r, &req->response_format);
+  read_logprobs(r, req->endpoint, &req->top_logprobs);
+}
+
+// Tool calling needs the template's tool format and a parser for the model's calls; until
+// hearth has both, a request that offers tools is refused rather than answered as if it had
+// none. null and [] offer none.
+void refuse_tools(FieldReader& r) {
+  for (const char* key : {"tools", "functions"}) {
+    const json* tools = r.get(key);
+    if (tools == nullptr) continue;
+    if (!tools->is_array()) {
+      r.fail_type(key, "an array", *tools);
+    } else if (!tools->empty()) {
+      r.fail(bad_request(std::string("tool calls are not supported yet: hearth cannot offer '") + key +
+                             "' to the model; send the request without them",
+                         key, "unsupported_parameter"));
+    }
+  }
+}
+
 }  // namespace
 
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const json& body,
@@ -136,78 +280,15 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
     }
   }
   if (endpoint == Endpoint::Chat) {
-    // Tool calling needs the template's tool format and a parser for the model's calls;
-    // until hearth has both, a request that offers tools is refused rather than answered
-    // as if it had none. null and [] offer none.
-    for (const char* key : {"tools", "functions"}) {
-      const json* tools = r.get(key);
-      if (tools == nullptr) continue;
-      if (!tools->is_array()) {
-        r.fail_type(key, "an array", *tools);
-      } else if (!tools->empty()) {
-        r.fail(bad_request(std::string("tool calls are not supported yet: hearth cannot offer '") + key +
-                               "' to the model; send the request without them",
-                           key, "unsupported_parameter"));
-      }
-    }
+    refuse_tools(r);
     read_messages(r, &req.messages);
   } else {
     read_prompt(r, &req.prompt);
   }
-  int64_t v = 0;
-  if (r.integer("max_tokens", 1, kMaxInt32, &v)) req.max_tokens = static_cast<int32_t>(v);
-  if (r.integer("max_completion_tokens", 1, kMaxInt32, &v)) req.max_tokens = static_cast<int32_t>(v);
-  r.number("temperature", 0, 2, false, &req.sampling.temperature);
-  if (r.number("top_p", 0, 1, false, &req.sampling.top_p) && req.sampling.top_p == 0.0f) {
-    // top_p 0 keeps only the most likely token: greedy.
-    req.sampling.temperature = 0.0f;
-    req.sampling.top_p = 1.0f;
-  }
-  if (r.integer("top_k", 0, kMaxInt32, &v)) req.sampling.top_k = static_cast<int32_t>(v);
-  r.number("min_p", 0, 1, false, &req.sampling.min_p);
-  r.number("presence_penalty", -2, 2, false, &req.sampling.presence_penalty);
-  r.number("frequency_penalty", -2, 2, false, &req.sampling.frequency_penalty);
-  r.number("repetition_penalty", 0, 10, true, &req.sampling.repetition_penalty);
-  if (const json* seed = r.get("seed")) {
-    // Any 64-bit integer; negative ones wrap (-1 is kRandomSeed: a random seed, as in llama.cpp).
-    if (seed->is_number_unsigned()) {
-      req.sampling.seed = seed->get<uint64_t>();
-    } else if (seed->is_number_integer()) {
-      req.sampling.seed = static_cast<uint64_t>(seed->get<int64_t>());
-    } else {
-      r.fail_type("seed", "an integer", *seed);
-    }
-  }
+  read_sampling(r, &req.sampling, &req.max_tokens);
   read_stop(r, &req.stop);
-  if (const json* salt = r.get("cache_salt")) {
-    if (!salt->is_string()) {
-      r.fail_type("cache_salt", "a string", *salt);
-    } else if (std::optional<std::string> why = cache_salt_error(salt->get<std::string>())) {
-      r.fail(bad_request(*why, "cache_salt"));
-    } else {
-      req.cache_salt = salt->get<std::string>();
-    }
-  }
-  if (const json* keep = r.get("keep_alive")) {
-    if (std::optional<ApiError> e = parse_keep_alive(*keep, &req.keep_alive)) r.fail(*e);
-  }
-  if (r.integer("n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &v) && v != 1) {
-    r.fail(bad_request("only n = 1 is supported", "n", "unsupported_value"));
-  }
-  r.boolean("stream", &req.stream);
-  if (const json* so = r.get("stream_options")) {
-    if (!so->is_object()) {
-      r.fail_type("stream_options", "an object", *so);
-    } else {
-      FieldReader sr(*so);
-      sr.boolean("include_usage", &req.include_usage);
-      if (sr.error()) {
-        ApiError e = *sr.error();
-        e.param = "stream_options.include_usage";
-        r.fail(std::move(e));
-      }
-    }
-  }
+  read_serving(r, &req);
+  read_output(r, &req);
   if (r.error()) return *r.error();
   if (Status s = req.sampling.validate(); !s.ok()) return bad_request(s.error().message);
   return req;

@@ -26,7 +26,7 @@ struct OpenAiRequest : ApiRequest {
 // Validates types and ranges of every field hearth reads; unknown fields are ignored and
 // null counts as absent. `model`, when present, must be model_id or one of its aliases
 // (else 404).
-std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const nlohmann::json& body,
+std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const nlohmann::ordered_json& body,
                                                            const std::string& model_id,
                                                            const std::vector<std::string>& aliases = {});
 

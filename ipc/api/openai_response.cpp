@@ -8,7 +8,7 @@
 
 namespace hearth::ipc {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -145,9 +145,10 @@ std::string chunk_role(const ResponseMeta& meta) {
   return chunk_with(meta, chunk_choice(meta, json{{"role", "assistant"}, {"content", ""}}, nullptr));
 }
 
-std::string chunk_text(const ResponseMeta& meta, const std::string& piece, const std::vector<TokenLogprob>& logprobs) {
+std::string chunk_text(const ResponseMeta& meta, const std::string& piece, const std::vector<TokenLogprob>& logprobs,
+                       size_t text_offset) {
   const json content = meta.endpoint == Endpoint::Chat ? json{{"content", piece}} : json(piece);
-  return chunk_with(meta, chunk_choice(meta, content, nullptr, logprobs_json(meta, logprobs, 0)));
+  return chunk_with(meta, chunk_choice(meta, content, nullptr, logprobs_json(meta, logprobs, text_offset)));
 }
 
 std::string chunk_call_begin(const ResponseMeta& meta, const ApiEvent& begin) {
@@ -200,7 +201,11 @@ class OpenAiWriter final : public ResponseWriter {
   std::string write(const ApiEvent& ev) override {
     switch (ev.kind) {
       case ApiEvent::Kind::Text:
-        if (stream_) return sse_event(chunk_text(meta_, ev.text, ev.logprobs));
+        if (stream_) {
+          const size_t offset = streamed_bytes_;
+          streamed_bytes_ += ev.text.size();
+          return sse_event(chunk_text(meta_, ev.text, ev.logprobs, offset));
+        }
         answer_.text += ev.text;
         answer_.logprobs.insert(answer_.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
         return "";
@@ -232,7 +237,8 @@ class OpenAiWriter final : public ResponseWriter {
   static constexpr const char* kDone = "data: [DONE]\n\n";
   ResponseMeta meta_;
   bool stream_;
-  OpenAiAnswer answer_;  // whole: everything said; streamed: the calls, for the finish_reason
+  OpenAiAnswer answer_;        // whole: everything said; streamed: the calls, for the finish_reason
+  size_t streamed_bytes_ = 0;  // text sent so far (completions' text_offset)
   HttpResponse response_;
 };
 

@@ -48,8 +48,9 @@ std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer
 // chunk has an empty delta (chat) or empty text (completions), the finish_reason and hearth's
 // timings; the usage chunk (only when include_usage) has "choices": [] and usage (+timings).
 std::string chunk_role(const ResponseMeta& meta);
+// text_offset: the answer's bytes before this piece (completions' logprobs count from it).
 std::string chunk_text(const ResponseMeta& meta, const std::string& piece,
-                       const std::vector<TokenLogprob>& logprobs = {});
+                       const std::vector<TokenLogprob>& logprobs = {}, size_t text_offset = 0);
 std::string chunk_call_begin(const ResponseMeta& meta, const ApiEvent& begin);
 std::string chunk_call_arguments(const ResponseMeta& meta, const ApiEvent& piece);
 std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& done, bool called_tools = false);
