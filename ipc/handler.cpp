@@ -1,5 +1,6 @@
 #include "ipc/handler.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "engine/scheduler/scheduler.h"
@@ -11,6 +12,13 @@ namespace hearth::ipc {
 std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
                                                std::unique_ptr<ResponseWriter> writer, std::string log_id) {
   const EngineRef& engine = *call.engine;
+  // Until the templates render tools and calls (engine/tokenizer), a conversation with them
+  // is refused rather than rendered without them.
+  const bool tool_turns = std::any_of(request.messages.begin(), request.messages.end(),
+                                      [](const ChatMessage& m) { return m.role == "tool" || !m.tool_calls.empty(); });
+  if (!request.tools.empty() || tool_turns)
+    return bad_request("tool calls are not supported yet: send the request without tools", "tools",
+                       "unsupported_parameter");
   std::variant<GenerationRequest, ApiError> gen =
       build_generation(request, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
   if (auto* e = std::get_if<ApiError>(&gen)) return *e;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "ipc/api/openai_tools.h"
 #include "ipc/identity.h"
 #include "ipc/json_fields.h"
 
@@ -49,6 +50,28 @@ bool read_content(FieldReader& r, const json& content, const std::string& param,
   return true;
 }
 
+// A message's content and, by its role, its tool calls (assistant: content may then be null
+// or absent) or the call it answers (tool: tool_call_id, and the function's name if given).
+bool read_message_fields(FieldReader& r, const json& m, const std::string& p, ChatMessage* msg) {
+  const auto calls = m.find("tool_calls");
+  const bool has_calls = msg->role == "assistant" && calls != m.end() && !calls->is_null();
+  if (has_calls && !read_tool_calls(r, *calls, p, &msg->tool_calls)) return false;
+  if (msg->role == "tool") {
+    const auto id = m.find("tool_call_id");
+    if (id == m.end() || !id->is_string())
+      return r.fail(bad_request("'" + p + ".tool_call_id' (a string) is required", p + ".tool_call_id",
+                                "missing_required_parameter"));
+    msg->tool_call_id = id->get<std::string>();
+    if (const auto name = m.find("name"); name != m.end() && name->is_string()) msg->name = name->get<std::string>();
+  }
+  const auto content = m.find("content");
+  if (content == m.end() || content->is_null()) {
+    if (has_calls) return true;
+    return r.fail(bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter"));
+  }
+  return read_content(r, *content, p + ".content", msg);
+}
+
 bool read_messages(FieldReader& r, std::vector<ChatMessage>* out) {
   const json* messages = r.get("messages");
   if (messages == nullptr)
@@ -66,15 +89,11 @@ bool read_messages(FieldReader& r, std::vector<ChatMessage>* out) {
     ChatMessage msg;
     msg.role = role->get<std::string>();
     if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for it
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
       return r.fail(
-          bad_request("'" + p + ".role' must be system, user or assistant, got '" + msg.role + "'", p + ".role"));
+          bad_request("'" + p + ".role' must be system, user, assistant or tool, got '" + msg.role + "'", p + ".role"));
     }
-    auto content = m.find("content");
-    if (content == m.end()) {
-      return r.fail(bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter"));
-    }
-    if (!read_content(r, *content, p + ".content", &msg)) return false;
+    if (!read_message_fields(r, m, p, &msg)) return false;
     out->push_back(std::move(msg));
   }
   return true;
@@ -237,23 +256,6 @@ void read_output(FieldReader& r, OpenAiRequest* req) {
   read_logprobs(r, req->endpoint, &req->top_logprobs);
 }
 
-// Tool calling needs the template's tool format and a parser for the model's calls; until
-// hearth has both, a request that offers tools is refused rather than answered as if it had
-// none. null and [] offer none.
-void refuse_tools(FieldReader& r) {
-  for (const char* key : {"tools", "functions"}) {
-    const json* tools = r.get(key);
-    if (tools == nullptr) continue;
-    if (!tools->is_array()) {
-      r.fail_type(key, "an array", *tools);
-    } else if (!tools->empty()) {
-      r.fail(bad_request(std::string("tool calls are not supported yet: hearth cannot offer '") + key +
-                             "' to the model; send the request without them",
-                         key, "unsupported_parameter"));
-    }
-  }
-}
-
 }  // namespace
 
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, const json& body,
@@ -280,8 +282,7 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
     }
   }
   if (endpoint == Endpoint::Chat) {
-    refuse_tools(r);
-    read_messages(r, &req.messages);
+    read_tools(r, &req) && read_messages(r, &req.messages) && check_tool_messages(r, req.messages);
   } else {
     read_prompt(r, &req.prompt);
   }

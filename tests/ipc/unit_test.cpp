@@ -88,21 +88,80 @@ TEST_CASE("Text parts are kept as parts and joined with newlines for string temp
   REQUIRE(std::holds_alternative<ApiError>(image));
 }
 
-TEST_CASE("tools and functions are refused with a message saying tool calls are not supported yet") {
-  for (const char* key : {"tools", "functions"}) {
-    nlohmann::json body = nlohmann::json::parse(R"({"messages":[{"role":"user","content":"u"}]})");
-    body[key] = nlohmann::json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
-    auto parsed = parse_openai_request(Endpoint::Chat, body, "m");
-    REQUIRE(std::holds_alternative<ApiError>(parsed));
-    const ApiError& e = std::get<ApiError>(parsed);
-    CHECK(e.status == 400);
-    CHECK(e.param == key);
-    CHECK(e.message.find("tool calls are not supported yet") != std::string::npos);
-    body[key] = "not a list";
-    CHECK(std::holds_alternative<ApiError>(parse_openai_request(Endpoint::Chat, body, "m")));
-    body[key] = nlohmann::json::array();
-    CHECK(std::holds_alternative<OpenAiRequest>(parse_openai_request(Endpoint::Chat, body, "m")));
-  }
+TEST_CASE("tools are read in the client's order and validated: function tools, unique names, object parameters") {
+  // Parsed as the server parses bodies: keys in the client's order.
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(R"({"messages":[{"role":"user","content":"u"}],
+      "tools":[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":
+                 {"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}},"strict":true}},
+               {"function":{"name":"noop"},"type":"function"}],
+      "tool_choice":{"type":"function","function":{"name":"noop"}},"parallel_tool_calls":false})");
+  auto parsed = parse_openai_request(Endpoint::Chat, body, "m");
+  REQUIRE(std::holds_alternative<OpenAiRequest>(parsed));
+  const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
+  REQUIRE(r.tools.size() == 2);
+  CHECK(r.tools[0].name == "get_weather");
+  CHECK(r.tools[0].description == "Weather");
+  CHECK(r.tools[0].strict);
+  CHECK(r.tools[0].parameters.find(R"("zeta":{"type":"string"},"alpha")") != std::string::npos);  // as sent
+  CHECK(r.tools[1].json.rfind(R"({"function":{"name":"noop"},"type":"function"})", 0) == 0);
+  CHECK(r.tools[1].parameters == R"({"type": "object", "properties": {}})");
+  CHECK(r.tool_choice == ToolChoice::Named);
+  CHECK(r.tool_choice_name == "noop");
+  CHECK(!r.parallel_tool_calls);
+
+  auto error_of = [](const char* json_text) {
+    auto p = parse_openai_request(Endpoint::Chat, nlohmann::json::parse(json_text), "m");
+    REQUIRE(std::holds_alternative<ApiError>(p));
+    return std::get<ApiError>(p);
+  };
+  CHECK(error_of(R"({"messages":[{"role":"user","content":"u"}],"tools":[{"type":"function","function":{"name":"a"}},
+                     {"type":"function","function":{"name":"a"}}]})")
+            .param == "tools[1].function.name");
+  CHECK(error_of(R"({"messages":[{"role":"user","content":"u"}],
+                     "tools":[{"type":"function","function":{"name":"a","parameters":{"type":"string"}}}]})")
+            .param == "tools[0].function.parameters");
+  CHECK(error_of(R"({"messages":[{"role":"user","content":"u"}],"tools":[{"type":"code_interpreter"}]})").param ==
+        "tools[0].type");
+  CHECK(error_of(
+            R"({"messages":[{"role":"user","content":"u"}],"tools":[{"type":"function","function":{"name":"a b"}}]})")
+            .param == "tools[0].function.name");
+  CHECK(error_of(R"({"messages":[{"role":"user","content":"u"}],"tools":[{"type":"function","function":{"name":"a"}}],
+                     "tool_choice":{"type":"function","function":{"name":"b"}}})")
+            .param == "tool_choice");
+  CHECK(error_of(R"({"messages":[{"role":"user","content":"u"}],"tool_choice":"required"})").param == "tool_choice");
+  CHECK(error_of(R"({"messages":[{"role":"user","content":"u"}],"functions":[{"name":"f"}]})").message.find("tools") !=
+        std::string::npos);
+}
+
+TEST_CASE("a conversation with tool calls: assistant calls without content, tool results answering them") {
+  const nlohmann::json body = nlohmann::json::parse(R"({"messages":[{"role":"user","content":"weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\": \"Lyon\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"12 C"}]})");
+  auto parsed = parse_openai_request(Endpoint::Chat, body, "m");
+  REQUIRE(std::holds_alternative<OpenAiRequest>(parsed));
+  const OpenAiRequest& r = std::get<OpenAiRequest>(parsed);
+  REQUIRE(r.messages.size() == 3);
+  REQUIRE(r.messages[1].tool_calls.size() == 1);
+  CHECK(r.messages[1].content.empty());
+  CHECK(r.messages[1].tool_calls[0].id == "call_1");
+  CHECK(r.messages[1].tool_calls[0].arguments == R"({"city": "Lyon"})");
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].tool_call_id == "call_1");
+
+  nlohmann::json bad = body;
+  bad["messages"][2]["tool_call_id"] = "call_2";
+  auto unknown = parse_openai_request(Endpoint::Chat, bad, "m");
+  REQUIRE(std::holds_alternative<ApiError>(unknown));
+  CHECK(std::get<ApiError>(unknown).param == "messages[2].tool_call_id");
+  bad = body;
+  bad["messages"][1]["tool_calls"][0]["function"]["arguments"] = "not json";
+  auto args = parse_openai_request(Endpoint::Chat, bad, "m");
+  REQUIRE(std::holds_alternative<ApiError>(args));
+  CHECK(std::get<ApiError>(args).param == "messages[1].tool_calls[0].function.arguments");
+  bad = body;
+  bad["messages"][2].erase("tool_call_id");
+  CHECK(std::holds_alternative<ApiError>(parse_openai_request(Endpoint::Chat, bad, "m")));
 }
 
 TEST_CASE("Given fields are carried over and max_completion_tokens wins over max_tokens") {
