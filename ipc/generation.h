@@ -99,6 +99,8 @@ class ResponseWriter {
   virtual ~ResponseWriter() = default;
   virtual bool streamed() const = 0;
   virtual std::string content_type() const { return "text/event-stream"; }  // of a stream
+  // The error object of its API, for an answer refused before any event (429, 503).
+  virtual ErrorShape error_shape() const { return ErrorShape::OpenAi; }
   virtual std::string open() { return ""; }
   virtual std::string write(const ApiEvent& ev) = 0;
   virtual HttpResponse response() = 0;

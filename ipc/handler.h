@@ -63,7 +63,7 @@ using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
 using Handler = RouteResult (*)(const Call& call);
 
 // The response for a submit() that was not Accepted: 429, 503 or 400.
-HttpResponse submit_error_response(const Submitted& submitted);
+HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape = ErrorShape::OpenAi);
 
 // The job for request on the call's model, in the caller's cache scope; the error when the
 // prompt cannot be built (build_generation).
