@@ -7,6 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "ipc/api/anthropic.h"
 #include "ipc/api/hearth.h"
 #include "ipc/api/openai.h"
 #include "ipc/json_fields.h"
@@ -19,6 +20,7 @@ namespace {
 
 constexpr bool kJson = true, kNoBody = false;
 constexpr ErrorShape kOpenAi = ErrorShape::OpenAi;
+constexpr ErrorShape kAnthropic = ErrorShape::Anthropic;
 constexpr bool kGenerates = true, kReads = false;
 
 // clang-format off
@@ -29,6 +31,9 @@ constexpr RouteEntry kRoutes[] = {
   {"POST",   "/v1/completions",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_completions},
   {"GET",    "/v1/models",           kOpenAi, Needs::Host,        kNoBody, kReads,     openai_models},
   {"GET",    "/v1/models/*",         kOpenAi, Needs::Host,        kNoBody, kReads,     openai_model},
+  // Anthropic's API (api/anthropic.h)
+  {"POST",   "/v1/messages",              kAnthropic, Needs::BodyModel, kJson, kGenerates, anthropic_messages},
+  {"POST",   "/v1/messages/count_tokens", kAnthropic, Needs::BodyModel, kJson, kReads,     anthropic_count_tokens},
   // hearth's own (api/hearth.h)
   {"GET",    "/health",              kOpenAi, Needs::Nothing,     kNoBody, kReads,     health},
   {"GET",    "/metrics",             kOpenAi, Needs::Nothing,     kNoBody, kReads,     metrics},
