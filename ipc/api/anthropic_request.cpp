@@ -24,19 +24,24 @@ std::string at(const std::string& param, size_t i) {
   return param + "[" + std::to_string(i) + "]";
 }
 
+// A message of text parts; one part alone is plain content, as a string is.
+ChatMessage message_of(const std::string& role, std::vector<std::string> parts) {
+  return parts.size() == 1 ? ChatMessage(role, std::move(parts[0])) : message_from_parts(role, std::move(parts));
+}
+
 // The chat messages of a conversation, turn by turn.
 class Conversation {
  public:
   // A turn's text parts and (assistant) calls. It joins the message before when that is a
   // turn of the same role, as Anthropic combines consecutive turns of one role; nothing is
-  // added for no parts and no calls (content []). One part alone is plain content, as a
-  // string is.
+  // added for no parts and no calls (content []).
   void add(const std::string& role, std::vector<std::string> parts, std::vector<ToolCall> calls = {}) {
     if (parts.empty() && calls.empty()) return;
     for (const ToolCall& c : calls) call_names_[c.id] = c.name;
     if (!messages_.empty() && messages_.back().role == role) {
       ChatMessage& last = messages_.back();
-      std::vector<std::string> all = last.parts.empty() ? std::vector<std::string>{last.content} : last.parts;
+      std::vector<std::string> all = last.parts;
+      if (all.empty() && !last.content.empty()) all.push_back(last.content);
       all.insert(all.end(), std::make_move_iterator(parts.begin()), std::make_move_iterator(parts.end()));
       std::vector<ToolCall> all_calls = std::move(last.tool_calls);
       all_calls.insert(all_calls.end(), calls.begin(), calls.end());
@@ -44,7 +49,7 @@ class Conversation {
       last.tool_calls = std::move(all_calls);
       return;
     }
-    ChatMessage m = parts.size() == 1 ? ChatMessage(role, std::move(parts[0])) : message_from_parts(role, parts);
+    ChatMessage m = message_of(role, std::move(parts));
     m.tool_calls = std::move(calls);
     messages_.push_back(std::move(m));
   }
@@ -55,7 +60,7 @@ class Conversation {
   bool add_tool_result(const std::string& id, std::vector<std::string> parts, bool is_error) {
     const auto name = call_names_.find(id);
     if (name == call_names_.end()) return false;
-    ChatMessage m = message_from_parts("tool", std::move(parts));
+    ChatMessage m = message_of("tool", std::move(parts));
     if (is_error) {
       m.content = m.content.empty() ? "Error" : "Error: " + m.content;
       if (!m.parts.empty()) m.parts[0] = "Error: " + m.parts[0];

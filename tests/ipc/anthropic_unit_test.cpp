@@ -169,6 +169,15 @@ TEST_CASE("Consecutive turns of one role are combined into one turn, as Anthropi
   CHECK(r.messages[0].role == "user");
   CHECK(r.messages[0].content == "one\ntwo");
   CHECK(r.messages[0].parts == std::vector<std::string>{"one", "two"});
+
+  // A turn of calls alone, then one of text: one assistant turn with both.
+  const ApiRequest calls = parsed(body_with(R"([{"role":"user","content":"x"},
+      {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},
+      {"role":"assistant","content":"done"},{"role":"user","content":"y"}])"));
+  REQUIRE(calls.messages.size() == 3);
+  CHECK(calls.messages[1].content == "done");
+  CHECK(calls.messages[1].parts == std::vector<std::string>{"done"});
+  CHECK(calls.messages[1].tool_calls.size() == 1);
 }
 
 TEST_CASE("tool_use blocks become the assistant's calls and tool_result blocks tool messages, in order") {
