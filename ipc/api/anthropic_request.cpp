@@ -312,11 +312,11 @@ bool read_tools(FieldReader& r, std::vector<Tool>* out) {
   if (!tools->is_array()) return r.fail_type("tools", "an array", *tools);
   std::set<std::string> names;
   for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string p = at("tools", i);
     Tool tool;
-    if (!read_tool(r, (*tools)[i], at("tools", i), &tool)) return false;
+    if (!read_tool(r, (*tools)[i], p, &tool)) return false;
     if (!names.insert(tool.name).second) {
-      return r.fail(bad_request("'" + at("tools", i) + ".name': two tools are named '" + tool.name + "'",
-                                at("tools", i) + ".name"));
+      return r.fail(bad_request("'" + p + ".name': two tools are named '" + tool.name + "'", p + ".name"));
     }
     out->push_back(std::move(tool));
   }
