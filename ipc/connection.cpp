@@ -158,7 +158,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       }
       co_await http::async_read_header(stream_, buffer_, parser, redirect(ec));
       if (ec) {
-        co_await answer_read_error(ec);
+        co_await answer_read_error(ec, read_error_shape(parser));
         co_return;
       }
       state_.set_idle(id_, false);
@@ -172,7 +172,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         stream_.expires_after(opt.body_timeout);
         co_await http::async_read(stream_, buffer_, parser, redirect(ec));
         if (ec) {
-          co_await answer_read_error(ec);
+          co_await answer_read_error(ec, read_error_shape(parser));
           co_return;
         }
       }
@@ -202,8 +202,15 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     co_await close_gracefully(false);
   }
 
+  // The error object of the API the request's path belongs to, once its request line is read
+  // (the target is empty until then).
+  static ErrorShape read_error_shape(const RequestParser& parser) {
+    const auto target = parser.get().target();
+    return error_shape_for(std::string_view(target.data(), target.size()));
+  }
+
   // The request could not be read whole: answer what can be answered, then close.
-  net::awaitable<void> answer_read_error(const beast::error_code& ec) {
+  net::awaitable<void> answer_read_error(const beast::error_code& ec, ErrorShape shape) {
     if (closing_) co_return;
     const std::optional<ApiError> error = read_error_answer(ec, state_.options.body_limit_bytes);
     if (!error) {
@@ -212,7 +219,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       co_return;
     }
     head_only_ = false;
-    co_await write_response(error_response(*error), 11, false);
+    co_await write_response(error_response(*error, shape), 11, false);
     co_await close_gracefully(true);
   }
 

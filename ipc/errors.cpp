@@ -88,7 +88,10 @@ HttpResponse error_response(const ApiError& error, ErrorShape shape) {
 
 namespace {
 
-// Anthropic's error types by status (its API reference, "Errors").
+// Anthropic's error types by status (its API reference, "Errors"): the statuses it lists,
+// invalid_request_error for any other 4xx and api_error for any other 5xx. hearth's 503s
+// (loading, memory busy, shutting down) are not Anthropic's 529 "overloaded_error": they are
+// api_error, and the status tells clients to retry.
 const char* anthropic_error_type(int status) {
   switch (status) {
     case 401:
@@ -101,7 +104,6 @@ const char* anthropic_error_type(int status) {
       return "request_too_large";
     case 429:
       return "rate_limit_error";
-    case 503:
     case 529:
       return "overloaded_error";
     default:

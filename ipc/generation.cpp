@@ -25,6 +25,7 @@ std::vector<ApiEvent> EventStream::feed(RequestEvent ev) {
     case RequestEvent::Kind::Finished:
       out.kind = ApiEvent::Kind::Done;
       out.finish_reason = std::move(ev.finish_reason);
+      out.stop_sequence = std::move(ev.stop_sequence);
       out.usage = ev.usage;
       out.timings = ev.timings;
       break;

@@ -80,6 +80,7 @@ struct ApiEvent {
   std::string call_id;                 // CallBegin: "call_..."
   std::string call_name;               // CallBegin: the function's name
   std::string finish_reason;           // Done: the engine's: "stop", "length" or "cancelled"
+  std::string stop_sequence;           // Done "stop": the stop string that ended the answer; "" for end of turn
   RequestUsage usage;                  // Done
   RequestTimings timings;              // Done
   ApiError error;                      // Error

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "ipc/api/anthropic.h"
 #include "ipc/api/hearth.h"
 #include "ipc/api/openai.h"
 #include "ipc/json_fields.h"
@@ -19,6 +20,7 @@ namespace {
 
 constexpr bool kJson = true, kNoBody = false;
 constexpr ErrorShape kOpenAi = ErrorShape::OpenAi;
+constexpr ErrorShape kAnthropic = ErrorShape::Anthropic;
 constexpr bool kGenerates = true, kReads = false;
 
 // clang-format off
@@ -29,6 +31,9 @@ constexpr RouteEntry kRoutes[] = {
   {"POST",   "/v1/completions",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_completions},
   {"GET",    "/v1/models",           kOpenAi, Needs::Host,        kNoBody, kReads,     openai_models},
   {"GET",    "/v1/models/*",         kOpenAi, Needs::Host,        kNoBody, kReads,     openai_model},
+  // Anthropic's API (api/anthropic.h)
+  {"POST",   "/v1/messages",              kAnthropic, Needs::BodyModel, kJson, kGenerates, anthropic_messages},
+  {"POST",   "/v1/messages/count_tokens", kAnthropic, Needs::BodyModel, kJson, kReads,     anthropic_count_tokens},
   // hearth's own (api/hearth.h)
   {"GET",    "/health",              kOpenAi, Needs::Nothing,     kNoBody, kReads,     health},
   {"GET",    "/metrics",             kOpenAi, Needs::Nothing,     kNoBody, kReads,     metrics},
@@ -54,13 +59,14 @@ std::string media_type(std::string_view content_type) {
 }
 
 // What the TCP listener answers before routing (see dispatch()); nullopt: go on.
-std::optional<HttpResponse> browser_gate(const HttpRequest& request, const RouteContext& ctx) {
+std::optional<HttpResponse> browser_gate(const HttpRequest& request, const RouteContext& ctx, ErrorShape shape) {
   static const std::vector<std::string> kNone;
   const std::vector<std::string>& allowed = ctx.allowed_origins ? *ctx.allowed_origins : kNone;
   if (request.origin && !origin_allowed(*request.origin, allowed)) {
     return error_response(forbidden("Origin '" + *request.origin +
                                     "' is not allowed: hearth answers web pages only from the origins listed in "
-                                    "allowed_origins (empty by default)"));
+                                    "allowed_origins (empty by default)"),
+                          shape);
   }
   if (request.method == "OPTIONS" && request.origin) {
     HttpResponse r;
@@ -77,7 +83,7 @@ std::optional<HttpResponse> browser_gate(const HttpRequest& request, const Route
         bad_request("POST bodies must be sent with Content-Type: application/json (got '" + request.content_type + "')",
                     "", "unsupported_media_type");
     e.status = 415;
-    return error_response(e);
+    return error_response(e, shape);
   }
   return std::nullopt;
 }
@@ -88,6 +94,7 @@ std::variant<HttpResponse, const RouteEntry*> find_route(const std::string& meth
                                                          std::string* tail) {
   const std::string_view want = method == "HEAD" ? std::string_view("GET") : std::string_view(method);
   std::string allow;
+  ErrorShape shape = ErrorShape::OpenAi;
   for (const RouteEntry& r : kRoutes) {
     std::string_view rest;
     if (!path_matches(r, path, &rest)) continue;
@@ -96,10 +103,11 @@ std::variant<HttpResponse, const RouteEntry*> find_route(const std::string& meth
       return &r;
     }
     if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + std::string(r.method);
+    shape = r.errors;
   }
   if (allow.empty()) return error_response(not_found("Unknown route: " + method + " " + std::string(path)));
   HttpResponse r =
-      error_response(method_not_allowed(method + " is not allowed on " + std::string(path) + "; use " + allow));
+      error_response(method_not_allowed(method + " is not allowed on " + std::string(path) + "; use " + allow), shape);
   r.allow = allow;
   return r;
 }
@@ -128,6 +136,14 @@ std::span<const RouteEntry> route_table() {
   return kRoutes;
 }
 
+ErrorShape error_shape_for(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  std::string_view tail;
+  for (const RouteEntry& r : kRoutes)
+    if (path_matches(r, path, &tail)) return r.errors;
+  return ErrorShape::OpenAi;
+}
+
 bool path_matches(const RouteEntry& route, std::string_view path, std::string_view* tail) {
   const std::string_view p = route.path;
   if (p.size() >= 2 && p.substr(p.size() - 2) == "/*") {
@@ -141,12 +157,14 @@ bool path_matches(const RouteEntry& route, std::string_view path, std::string_vi
 }
 
 std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const RouteContext& ctx) {
+  const ErrorShape shape = error_shape_for(request.target);
   if (ctx.check_host && !is_loopback_host(request.host)) {
     return error_response(forbidden("Host '" + request.host +
-                                    "' is not a loopback name or address; this listener serves local clients only"));
+                                    "' is not a loopback name or address; this listener serves local clients only"),
+                          shape);
   }
   if (ctx.peer.tcp) {
-    if (std::optional<HttpResponse> r = browser_gate(request, ctx)) return *r;
+    if (std::optional<HttpResponse> r = browser_gate(request, ctx, shape)) return *r;
   }
   std::string_view path = request.target;
   if (size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);

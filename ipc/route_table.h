@@ -41,6 +41,11 @@ struct RouteEntry {
 // Every route, in the order dispatch() tries them.
 std::span<const RouteEntry> route_table();
 
+// The error object of the API a request target's path belongs to (the errors of the first
+// route with that path, whatever its method): what is answered before a route is found (the
+// listener's gates, 405, a body over the limit). OpenAI's for a path no route has.
+ErrorShape error_shape_for(std::string_view target);
+
 // Whether path matches the entry's path; tail gets what a prefix route matched after it.
 bool path_matches(const RouteEntry& route, std::string_view path, std::string_view* tail);
 

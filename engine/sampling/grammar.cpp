@@ -1,8 +1,7 @@
 #include "engine/sampling/grammar.h"
 
-#include "engine/sampling/json_schema.h"
-
 #include <dlpack/dlpack.h>
+#include <xgrammar/xgrammar.h>
 
 #include <algorithm>
 #include <limits>
@@ -10,7 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
-#include <xgrammar/xgrammar.h>
+
+#include "engine/sampling/json_schema.h"
 
 namespace hearth {
 
@@ -99,7 +99,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::json_schema(std:
 }
 
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::triggered(const std::vector<TriggeredTag>& tags,
-                                                                        bool at_least_one, bool stop_after_first) {
+                                                                          bool at_least_one, bool stop_after_first) {
   json triggers = json::array(), items = json::array();
   for (const TriggeredTag& t : tags) {
     if (t.begin.compare(0, t.trigger.size(), t.trigger) != 0 || t.trigger.empty())
@@ -110,7 +110,8 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::triggered(const 
     items.push_back(
         {{"type", "tag"},
          {"begin", t.begin},
-         {"content", {{"type", "json_schema"}, {"json_schema", std::move(*schema)}, {"max_whitespace_cnt", kMaxWhitespace}}},
+         {"content",
+          {{"type", "json_schema"}, {"json_schema", std::move(*schema)}, {"max_whitespace_cnt", kMaxWhitespace}}},
          {"end", t.end}});
   }
   const json tag{{"type", "structural_tag"},

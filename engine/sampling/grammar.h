@@ -52,7 +52,7 @@ class GrammarCompiler {
   // output is tags only, one or more (no text before, between or after them but
   // whitespace); stop_after_first: nothing may follow the first tag.
   Result<std::shared_ptr<const CompiledGrammar>> triggered(const std::vector<TriggeredTag>& tags, bool at_least_one,
-                                                         bool stop_after_first);
+                                                           bool stop_after_first);
 
   int32_t n_vocab() const { return n_vocab_; }
 

@@ -12,13 +12,13 @@ namespace {
 // Ordered: the grammar writes an object's properties in the order the schema declares them.
 using json = nlohmann::ordered_json;
 
-constexpr std::array kRefused = {"not",         "if",         "then",        "else",        "dependentRequired",
-                                 "dependentSchemas", "dependencies", "contains", "minContains", "maxContains",
-                                 "additionalItems",  "$dynamicRef",  "$recursiveRef"};
-constexpr std::array kFormats = {"date",          "time",         "date-time",  "duration",
-                                 "email",         "hostname",     "ipv4",       "ipv6",
-                                 "uri",           "uri-reference", "uri-template", "uuid",
-                                 "json-pointer",  "relative-json-pointer"};
+constexpr std::array kRefused = {
+    "not",          "if",       "then",        "else",        "dependentRequired", "dependentSchemas",
+    "dependencies", "contains", "minContains", "maxContains", "additionalItems",   "$dynamicRef",
+    "$recursiveRef"};
+constexpr std::array kFormats = {
+    "date", "time", "date-time",     "duration",     "email", "hostname",     "ipv4",
+    "ipv6", "uri",  "uri-reference", "uri-template", "uuid",  "json-pointer", "relative-json-pointer"};
 // Keywords whose value is a schema, an array of schemas, or a map of names to schemas.
 constexpr std::array kSchemaValued = {"items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
                                       "propertyNames"};

@@ -46,11 +46,17 @@ StopMatcher::Step StopMatcher::scan() {
   // The earliest complete stop string wins. Every byte before the held suffix was already
   // ruled out, so a match can only start inside pending_.
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
-  if (first != std::string::npos) {
+  const std::string* match = nullptr;
+  for (const std::string& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at == std::string::npos) continue;
+    if (at < first || (at == first && s.size() < match->size())) first = at, match = &s;
+  }
+  if (match != nullptr) {
     Step step{pending_.substr(0, first), true};
     pending_.clear();
     stopped_ = true;
+    matched_ = *match;
     return step;
   }
   const size_t emit = pending_.size() - held_suffix_length();

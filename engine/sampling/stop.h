@@ -46,6 +46,10 @@ class StopMatcher {
 
   bool is_eog(int32_t token) const;
   bool stopped() const { return stopped_; }
+  // The stop string that ended generation; "" while going on and after an end-of-generation
+  // token. When two complete at once the one that starts first wins, then the shorter (it
+  // was complete first).
+  const std::string& matched() const { return matched_; }
 
  private:
   // Emits pending_ up to a complete stop string, or up to the part that may start one.
@@ -58,6 +62,7 @@ class StopMatcher {
   Utf8Sanitizer utf8_;
   std::string pending_;  // valid UTF-8 decoded but not emitted yet
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace hearth

@@ -99,6 +99,7 @@ struct RequestEvent {
   std::string text;                    // Text: a piece of valid UTF-8, in order
   std::vector<TokenLogprob> logprobs;  // Text: the tokens whose text this is (top_logprobs >= 0)
   std::string finish_reason;           // Finished: "stop", "length" or "cancelled"
+  std::string stop_sequence;           // Finished "stop": the stop string that ended it; else ""
   RequestUsage usage;                  // Finished
   RequestTimings timings;              // Finished
   std::string error;                   // Failed: what went wrong (an engine error; a 500)

@@ -71,6 +71,7 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
   RequestEvent ev;
   ev.kind = RequestEvent::Kind::Finished;
   ev.finish_reason = reason;
+  if (ev.finish_reason == "stop") ev.stop_sequence = loop_.stop_sequence();
   ev.usage.prompt_tokens = n_prompt_;
   ev.usage.completion_tokens = loop_.n_generated();
   ev.usage.cached_memory_tokens = cache_.memory_tokens;

@@ -64,6 +64,8 @@ class TokenLoop {
 
   // The text the stop matcher still holds, at the end of generation.
   std::string flush() { return stop_.flush(); }
+  // The stop string that ended generation ("stop"); "" when an end-of-generation token did.
+  const std::string& stop_sequence() const { return stop_.matched(); }
 
   int32_t n_generated() const { return n_generated_; }
   // The generated tokens at most: max_tokens capped by the room.

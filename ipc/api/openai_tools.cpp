@@ -13,9 +13,8 @@ namespace {
 
 // OpenAI's rule for function names.
 bool valid_name(const std::string& name) {
-  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-';
-  });
+  return !name.empty() && name.size() <= 64 &&
+         std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-'; });
 }
 
 bool read_tool(FieldReader& r, const json& tool, const std::string& p, Tool* out) {
@@ -25,7 +24,8 @@ bool read_tool(FieldReader& r, const json& tool, const std::string& p, Tool* out
     return r.fail(bad_request("'" + p + ".type' must be \"function\" (the only kind of tool hearth offers)",
                               p + ".type", "unsupported_value"));
   const auto fn = tool.find("function");
-  if (fn == tool.end() || !fn->is_object()) return r.fail_type(p + ".function", "an object", fn == tool.end() ? json() : *fn);
+  if (fn == tool.end() || !fn->is_object())
+    return r.fail_type(p + ".function", "an object", fn == tool.end() ? json() : *fn);
   FieldReader fr(*fn);
   fr.string("name", &out->name);
   fr.string("description", &out->description);
@@ -36,13 +36,13 @@ bool read_tool(FieldReader& r, const json& tool, const std::string& p, Tool* out
     return r.fail(std::move(e));
   }
   if (!valid_name(out->name))
-    return r.fail(bad_request("'" + p + ".function.name' must be 1 to 64 letters, digits, '_' or '-', got '" +
-                                  out->name + "'",
-                              p + ".function.name"));
+    return r.fail(
+        bad_request("'" + p + ".function.name' must be 1 to 64 letters, digits, '_' or '-', got '" + out->name + "'",
+                    p + ".function.name"));
   const json* params = fr.get("parameters");
   if (params != nullptr && (!params->is_object() || (params->contains("type") && (*params)["type"] != "object"))) {
-    return r.fail(bad_request("'" + p + ".function.parameters' must be a JSON Schema of an object",
-                              p + ".function.parameters"));
+    return r.fail(
+        bad_request("'" + p + ".function.parameters' must be a JSON Schema of an object", p + ".function.parameters"));
   }
   out->parameters = params != nullptr ? dump_json(*params) : R"({"type": "object", "properties": {}})";
   out->json = dump_json(tool);
@@ -60,10 +60,9 @@ bool read_tool_choice(FieldReader& r, ApiRequest* out) {
       return true;
     }
     if (c != "auto" && c != "required")
-      return r.fail(bad_request("'tool_choice' must be none, auto, required or a function, got '" + c + "'",
-                                "tool_choice"));
-    if (out->tools.empty())
-      return r.fail(bad_request("'tool_choice' " + c + " needs 'tools'", "tool_choice"));
+      return r.fail(
+          bad_request("'tool_choice' must be none, auto, required or a function, got '" + c + "'", "tool_choice"));
+    if (out->tools.empty()) return r.fail(bad_request("'tool_choice' " + c + " needs 'tools'", "tool_choice"));
     out->tool_choice = c == "auto" ? ToolChoice::Auto : ToolChoice::Required;
     return true;
   }
@@ -87,9 +86,9 @@ bool read_tool_choice(FieldReader& r, ApiRequest* out) {
 bool read_tools(FieldReader& r, ApiRequest* out) {
   for (const char* legacy : {"functions", "function_call"}) {
     if (r.get(legacy) != nullptr)
-      return r.fail(bad_request(std::string("'") + legacy + "' is OpenAI's deprecated form: send 'tools' (and " +
-                                    "'tool_choice') instead",
-                                legacy, "unsupported_parameter"));
+      return r.fail(bad_request(
+          std::string("'") + legacy + "' is OpenAI's deprecated form: send 'tools' (and " + "'tool_choice') instead",
+          legacy, "unsupported_parameter"));
   }
   if (const json* tools = r.get("tools")) {
     if (!tools->is_array()) return r.fail_type("tools", "an array", *tools);
@@ -114,9 +113,9 @@ bool read_tool_calls(FieldReader& r, const json& calls, const std::string& param
     const json& c = calls[i];
     const std::string pc = p + "[" + std::to_string(i) + "]";
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
-      return r.fail(bad_request("'" + pc + "' must be {\"id\", \"type\": \"function\", \"function\": {\"name\", " +
-                                    "\"arguments\"}}",
-                                pc, "invalid_type"));
+      return r.fail(bad_request(
+          "'" + pc + "' must be {\"id\", \"type\": \"function\", \"function\": {\"name\", " + "\"arguments\"}}", pc,
+          "invalid_type"));
     ToolCall call;
     const json& fn = c["function"];
     if (!c.contains("id") || !c["id"].is_string() || c["id"].get_ref<const std::string&>().empty())
@@ -131,8 +130,8 @@ bool read_tool_calls(FieldReader& r, const json& calls, const std::string& param
     call.arguments = fn["arguments"].get<std::string>();
     const json args = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
     if (!args.is_object())
-      return r.fail(bad_request("'" + pc + ".function.arguments' must be a JSON object, as text",
-                                pc + ".function.arguments"));
+      return r.fail(
+          bad_request("'" + pc + ".function.arguments' must be a JSON object, as text", pc + ".function.arguments"));
     out->push_back(std::move(call));
   }
   return true;
@@ -144,7 +143,8 @@ bool check_tool_messages(FieldReader& r, const std::vector<ChatMessage>& message
     const ChatMessage& m = messages[i];
     for (const ToolCall& c : m.tool_calls) {
       if (!ids.insert(c.id).second)
-        return r.fail(bad_request("the tool call id '" + c.id + "' is given twice", "messages[" + std::to_string(i) + "]"));
+        return r.fail(
+            bad_request("the tool call id '" + c.id + "' is given twice", "messages[" + std::to_string(i) + "]"));
     }
     if (m.role == "tool" && !ids.count(m.tool_call_id)) {
       return r.fail(bad_request("'messages[" + std::to_string(i) + "].tool_call_id' ('" + m.tool_call_id +

@@ -1,11 +1,15 @@
 // The scheduler's promises: a request's greedy tokens do not depend on what else runs
 // beside it or on how its prompt is chunked; cancelling frees its sequence and blocks;
-// the queue is bounded; bad requests are refused with a reason.
+// the queue is bounded; bad requests are refused with a reason; the end names the stop string
+// that ended an answer.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "tests/engine/scheduler_fixture.h"
 
@@ -174,4 +178,49 @@ TEST_CASE("invalid requests are refused with a reason and length limits end gene
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message == sched->submit(greedy(prompt, 4), c.callback()).message);
   }
+}
+
+TEST_CASE("the finished event names the stop string that ended the answer, and none otherwise") {
+  Fixture f("llama");
+  SchedulerOptions so;
+  so.n_ctx = 256;
+  auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+  auto finish = [&](GenerationRequest r) {
+    Collector c;
+    Submitted sub = sched->submit(std::move(r), c.callback());
+    REQUIRE(sub.status == SubmitStatus::Accepted);
+    c.handle = sub.handle;
+    REQUIRE(c.wait());
+    REQUIRE(c.end.kind == RequestEvent::Kind::Finished);
+    return std::pair{c.text, c.end};
+  };
+  // Four ASCII bytes of text from `from` back (a stop string must be whole UTF-8).
+  auto ascii_before = [](const std::string& text, size_t from) -> std::optional<size_t> {
+    for (size_t at = std::min(from, text.size() < 4 ? 0 : text.size() - 4) + 1; at-- > 0;) {
+      bool ascii = at + 4 <= text.size();
+      for (size_t k = at; ascii && k < at + 4; ++k) ascii = static_cast<unsigned char>(text[k]) < 0x80;
+      if (ascii) return at;
+    }
+    return std::nullopt;
+  };
+  // The synthetic model's answers end by length or by its end-of-generation token: neither
+  // names a stop string. Then a piece of one of them, made a stop string, is named.
+  int n_cut = 0;
+  for (int i = 0; i < 8; ++i) {
+    const GenerationRequest r = greedy(prompt_of(*f.tok, i, 6), 24);
+    const auto [text, end] = finish(r);
+    INFO("prompt " << i << ", " << end.finish_reason << " after " << text.size() << " bytes");
+    CHECK(end.stop_sequence.empty());
+    const std::optional<size_t> at = ascii_before(text, text.size() / 2);
+    if (end.finish_reason != "length" || !at) continue;
+    const std::string stop = text.substr(*at, 4);
+    GenerationRequest with_stop = r;
+    with_stop.stop = {"never in this text", stop};
+    const auto [cut_text, cut_end] = finish(with_stop);
+    CHECK(cut_end.finish_reason == "stop");
+    CHECK(cut_end.stop_sequence == stop);
+    CHECK(cut_text == text.substr(0, text.find(stop)));
+    ++n_cut;
+  }
+  CHECK(n_cut > 0);
 }

@@ -6,8 +6,8 @@
 //      stays open (keep-alive, pipelining), as Connection::serve_requests does;
 //   2. a request that cannot be read mapped to its answer (read_error_answer); one that can,
 //      through route(): routing and methods, the TCP listener's Host and Origin gates, the
-//      OpenAI validation, chat rendering with the model's template and tokenization of the
-//      rendered prompt, the cache routes' parsing (warm and clear);
+//      OpenAI and Anthropic validation, chat rendering with the model's template and
+//      tokenization of the rendered prompt, the cache routes' parsing (warm and clear);
 //   3. the answer built as the connection writes it (response_message), serialized and
 //      parsed back; for a generation job, the response JSON built around its prompt's text.
 // The host serves one EngineRef with a tokenizer and no scheduler: nothing is submitted, GET
@@ -30,15 +30,19 @@
 //  - a request that cannot be read is answered 400, 413 or 431; it goes unanswered only when
 //    the input ended in the middle of it;
 //  - every answer is well-formed HTTP that parses back to the same status and body; every
-//    4xx/5xx is application/json with an OpenAI error object ({message, type, param, code});
+//    4xx/5xx is application/json with the error object of its path's API: Anthropic's
+//    ({"type": "error", "error": {type, message}}) on /v1/messages and
+//    /v1/messages/count_tokens, OpenAI's ({message, type, param, code}) everywhere else;
 //    no 500; 503 only while no engine is loaded, after stop_accepting, or for GET /api/cache
 //    (no scheduler here); a 405 has an Allow header; JSON answers parse;
 //  - a generation or warm job has 1 .. n_ctx - 1 prompt tokens, each in the vocabulary, and
 //    at most one token per body byte plus the template's fixed part (kTemplateTokens);
-//    valid sampling, at most 4 non-empty stop strings; a warm job generates one token;
+//    valid sampling, at most 4 non-empty stop strings (16 on /v1/messages); a warm job
+//    generates one token;
 //  - with a byte-level BPE tokenizer, a completion prompt's tokens decode to the prompt
 //    exactly, and a ChatML prompt's tokens decode to text holding every message's content;
-//  - the JSON answers built from a prompt's token bytes (partial UTF-8 included) parse.
+//  - the answers built from a prompt's token bytes (partial UTF-8 included) parse: whole
+//    JSON, OpenAI's "data:" chunks up to [DONE], Anthropic's named events up to message_stop.
 //
 // Seeds: HEARTH_FUZZ_WRITE_SEEDS=DIR ./http_fuzz writes the malformed requests of
 // malformed_cases.cpp (each in three configurations) and a few valid requests into DIR and
@@ -58,16 +62,19 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/writer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "http_client.h"
+#include "ipc/api/anthropic_request.h"
 #include "ipc/api/openai_request.h"
 #include "ipc/api/openai_response.h"
 #include "ipc/http_message.h"
@@ -85,7 +92,7 @@ using namespace hearth::ipc;
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr int kMaxRequests = 16;         // per input (one connection)
 constexpr int32_t kLargeCtx = 4096;      // hearthd's default context
@@ -301,10 +308,28 @@ json parse_or_fail(const std::string& text, const std::string& what) {
   return j;
 }
 
-void check_error_body(const std::string& body) {
+bool is_path(std::string_view target, std::string_view path) {
+  return target.substr(0, target.find('?')) == path;
+}
+
+// The error object a request target's path must answer with: Anthropic's on its two routes.
+ErrorShape expected_shape(std::string_view target) {
+  return is_path(target, "/v1/messages") || is_path(target, "/v1/messages/count_tokens") ? ErrorShape::Anthropic
+                                                                                         : ErrorShape::OpenAi;
+}
+
+void check_error_body(const std::string& body, ErrorShape shape) {
   const json j = parse_or_fail(body, "error body");
   require(j.is_object() && j.contains("error") && j["error"].is_object(), "error body without an error object", body);
   const json& e = j["error"];
+  if (shape == ErrorShape::Anthropic) {
+    require(j.size() == 2 && j.contains("type") && j["type"] == "error", "Anthropic's error without type \"error\"",
+            body);
+    require(e.size() == 2 && e.contains("type") && e["type"].is_string(), "Anthropic's error.type", body);
+    require(e.contains("message") && e["message"].is_string() && !e["message"].get<std::string>().empty(),
+            "error.message must be a non-empty string", body);
+    return;
+  }
   require(e.contains("message") && e["message"].is_string() && !e["message"].get<std::string>().empty(),
           "error.message must be a non-empty string", body);
   require(e.contains("type") && e["type"].is_string(), "error.type must be a string", body);
@@ -336,9 +361,7 @@ void check_wire(const HttpResponse& r, unsigned version, bool keep_alive, bool h
 }
 
 bool is_path(const HttpRequest& req, std::string_view path) {
-  std::string_view t = req.target;
-  t = t.substr(0, t.find('?'));
-  return t == path;
+  return is_path(std::string_view(req.target), path);
 }
 
 void check_response(const HttpResponse& r, const HttpRequest& req, const Config& c) {
@@ -347,7 +370,7 @@ void check_response(const HttpResponse& r, const HttpRequest& req, const Config&
           "unexpected status " + std::to_string(r.status), r.body);
   if (r.status >= 400) {
     require(r.content_type == "application/json", "an error that is not application/json", r.content_type);
-    check_error_body(r.body);
+    check_error_body(r.body, expected_shape(req.target));
   }
   if (r.status == 405) require(!r.allow.empty(), "405 without Allow");
   if (r.status == 503) {
@@ -356,6 +379,58 @@ void check_response(const HttpResponse& r, const HttpRequest& req, const Config&
   }
   if (r.status == 200 && r.content_type == "application/json") parse_or_fail(r.body, "200 answer");
   if (r.status == 204) require(r.body.empty(), "204 with a body");
+}
+
+// OpenAI's stream: "data: <chunk>\n\n" each, the last "data: [DONE]".
+void check_openai_stream(const std::string& wire) {
+  std::vector<std::string> payloads;
+  for (size_t at = 0; at < wire.size();) {
+    const size_t end = wire.find("\n\n", at);
+    require(wire.compare(at, 6, "data: ") == 0 && end != std::string::npos, "a stream that is not SSE", wire);
+    payloads.push_back(wire.substr(at + 6, end - at - 6));
+    at = end + 2;
+  }
+  require(!payloads.empty() && payloads.back() == "[DONE]", "a stream that does not end with [DONE]", wire);
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) parse_or_fail(payloads[i], "stream chunk");
+}
+
+// Anthropic's stream: "event: <type>\ndata: <json with that type>\n\n" each, from
+// message_start to message_stop.
+void check_anthropic_stream(const std::string& wire) {
+  std::vector<std::string> types;
+  for (size_t at = 0; at < wire.size();) {
+    const size_t end = wire.find("\n\n", at);
+    const size_t nl = wire.find('\n', at);
+    require(wire.compare(at, 7, "event: ") == 0 && end != std::string::npos && nl < end &&
+                wire.compare(nl + 1, 6, "data: ") == 0,
+            "a stream that is not SSE with event names", wire);
+    types.push_back(wire.substr(at + 7, nl - at - 7));
+    const json data = parse_or_fail(wire.substr(nl + 7, end - nl - 7), "stream event");
+    require(data.is_object() && data.value("type", "") == types.back(), "an event whose data is of another type", wire);
+    at = end + 2;
+  }
+  require(types.size() >= 4 && types.front() == "message_start" && types.back() == "message_stop",
+          "a stream that is not message_start ... message_stop", wire);
+}
+
+// The prompt text and message contents the job's body asked for, parsed again by its API's
+// parser (the job came from it, so it validates); prompt is nullopt for a chat.
+void requested_text(const HttpRequest& req, const EngineRef& engine, std::optional<std::string>* prompt,
+                    std::vector<std::string>* contents) {
+  json j;
+  require(!parse_json(req.body, &j).has_value(), "a job from a body that does not parse");
+  if (is_path(req, "/v1/messages")) {
+    auto parsed = parse_anthropic_request(j, AnthropicPurpose::Message);
+    require(std::holds_alternative<ApiRequest>(parsed), "a job from a request that does not validate");
+    for (const ChatMessage& m : std::get<ApiRequest>(parsed).messages) contents->push_back(m.content);
+    return;
+  }
+  const Endpoint endpoint = is_path(req, "/v1/chat/completions") ? Endpoint::Chat : Endpoint::Completions;
+  auto parsed = parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
+  require(std::holds_alternative<OpenAiRequest>(parsed), "a job from a request that does not validate");
+  const OpenAiRequest& oreq = std::get<OpenAiRequest>(parsed);
+  if (endpoint == Endpoint::Completions) *prompt = oreq.prompt;
+  for (const ChatMessage& m : oreq.messages) contents->push_back(m.content);
 }
 
 void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c) {
@@ -375,30 +450,28 @@ void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c
     require(job.request.warm && job.request.max_tokens == 1 && !job.writer->streamed(),
             "a warm job that is not one greedy token, answered whole");
   } else {
-    require(is_path(req, "/v1/chat/completions") || is_path(req, "/v1/completions"), "a job from another route",
-            req.target);
+    require(is_path(req, "/v1/chat/completions") || is_path(req, "/v1/completions") || is_path(req, "/v1/messages"),
+            "a job from another route", req.target);
     require(job.request.max_tokens == -1 || job.request.max_tokens >= 1, "max_tokens");
   }
   require(job.request.sampling.validate().ok(), "sampling parameters out of range");
-  require(job.request.stop.size() <= 4, "more than 4 stop strings");
+  const bool anthropic = is_path(req, "/v1/messages");
+  require(job.request.stop.size() <= (anthropic ? kMaxStopSequences : 4), "more stop strings than the API takes");
   for (const std::string& s : job.request.stop) require(!s.empty(), "an empty stop string");
 
   // Tokenization of the result: nothing lost on the way through a byte-level BPE tokenizer.
   const std::string text = tok.decode(prompt);
   if (c.engine->byte_level_bpe && !warm) {
-    json j;
-    require(!parse_json(req.body, &j).has_value(), "a job from a body that does not parse");
-    const Endpoint endpoint = is_path(req, "/v1/chat/completions") ? Endpoint::Chat : Endpoint::Completions;
-    auto parsed = parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
-    require(std::holds_alternative<OpenAiRequest>(parsed), "a job from a request that does not validate");
-    const OpenAiRequest& oreq = std::get<OpenAiRequest>(parsed);
-    if (endpoint == Endpoint::Completions) {
-      require(text == representable(*c.engine, oreq.prompt),
-              "the prompt's tokens do not decode to the prompt (less bytes without a token)", oreq.prompt);
+    std::optional<std::string> completion_prompt;
+    std::vector<std::string> contents;
+    requested_text(req, engine, &completion_prompt, &contents);
+    if (completion_prompt) {
+      require(text == representable(*c.engine, *completion_prompt),
+              "the prompt's tokens do not decode to the prompt (less bytes without a token)", *completion_prompt);
     } else if (engine.model.chat_template.family == ChatFamily::ChatML) {
-      for (const ChatMessage& m : oreq.messages)
-        require(text.find(representable(*c.engine, m.content)) != std::string::npos,
-                "a message's content is not in the rendered prompt", m.content);
+      for (const std::string& content : contents)
+        require(text.find(representable(*c.engine, content)) != std::string::npos,
+                "a message's content is not in the rendered prompt", content);
     }
   }
 
@@ -417,15 +490,7 @@ void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c
   done.usage.prompt_tokens = static_cast<int32_t>(prompt.size());
   wire += writer.write(done);
   if (writer.streamed()) {
-    std::vector<std::string> payloads;  // "data: <payload>\n\n" each
-    for (size_t at = 0; at < wire.size();) {
-      const size_t end = wire.find("\n\n", at);
-      require(wire.compare(at, 6, "data: ") == 0 && end != std::string::npos, "a stream that is not SSE", wire);
-      payloads.push_back(wire.substr(at + 6, end - at - 6));
-      at = end + 2;
-    }
-    require(!payloads.empty() && payloads.back() == "[DONE]", "a stream that does not end with [DONE]", wire);
-    for (size_t i = 0; i + 1 < payloads.size(); ++i) parse_or_fail(payloads[i], "stream chunk");
+    anthropic ? check_anthropic_stream(wire) : check_openai_stream(wire);
   } else {
     require(wire.empty(), "a whole answer that wrote stream bytes", wire);
     const HttpResponse r = writer.response();
@@ -466,8 +531,11 @@ void run_connection(const Config& c, std::string_view bytes, size_t chunk) {
       }
       require(error->status == 400 || error->status == 413 || error->status == 431,
               "a read error answered " + std::to_string(error->status));
-      const HttpResponse r = error_response(*error);
-      check_error_body(r.body);
+      // As the connection answers it: in the error object of the path's API, once the request
+      // line is read (the target is empty until then).
+      const std::string target(parser.get().target());
+      const HttpResponse r = error_response(*error, error_shape_for(target));
+      check_error_body(r.body, expected_shape(target));
       check_wire(r, 11, false, false, {});
       return;
     }
@@ -524,6 +592,14 @@ void write_seeds(const std::string& dir) {
   raws.push_back(test::http_request("POST", test::kCompletionsPath,
                                     R"({"prompt":["<|im_start|>x\u0000y \u00e9\ud83d\ude00"],"n":1,"stop":"\n"})"));
   raws.push_back(test::http_request("POST", "/api/tokenize", R"({"content":"<start_of_turn>hi","add_special":true})"));
+  raws.push_back(test::http_request("POST", test::kMessagesPath, test::messages_base().dump(),
+                                    "x-api-key: sk-unused\r\nanthropic-version: 2023-06-01\r\n"));
+  raws.push_back(test::http_request(
+      "POST", test::kMessagesPath,
+      R"({"model":"fuzz:latest","system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"<|im_end|> b"}]},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"text","text":"c"}]},{"role":"user","content":"d"}],"max_tokens":8,"stream":true,"stop_sequences":["x","y"],"temperature":0.5,"top_p":0.9,"top_k":40,"metadata":{"user_id":"u"},"thinking":{"type":"disabled"}})"));
+  raws.push_back(test::http_request(
+      "POST", test::kCountTokensPath,
+      R"({"system":"s","messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object","properties":{"a":{"type":"string"}}}}],"tool_choice":{"type":"auto"}})"));
   raws.push_back(test::http_request("POST", "/api/detokenize", R"({"tokens":[1,2,3,300]})"));
   raws.push_back(test::http_request("POST", "/api/cache/warm", R"({"messages":[{"role":"user","content":"hi"}]})"));
   raws.push_back(test::http_request("POST", "/api/cache/warm", R"({"prompt":"hi","cache_salt":"abc"})"));

@@ -41,6 +41,110 @@ std::vector<std::pair<std::string, std::vector<std::string>>> bad_field_values()
   };
 }
 
+// Anthropic's fields with values of the wrong type, out of range, or asking for what hearth
+// does not do (400). Each error message names the field.
+std::vector<std::pair<std::string, std::vector<std::string>>> bad_anthropic_values() {
+  return {
+      {"max_tokens", {R"("5")", "true", "[]", "1.5", "0", "-1", "2147483648", "1e30"}},
+      {"temperature", {R"("1")", "[]", "-0.1", "1.01", "2"}},
+      {"top_p", {R"("1")", "{}", "-0.1", "1.5"}},
+      {"top_k", {R"("5")", "1.5", "-1", "2147483648"}},
+      {"stop_sequences",
+       {R"("END")", "5", "{}", "[1]", "[null]", "[[]]",
+        R"(["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"])"}},
+      {"stream", {R"("yes")", "1", "[]"}},
+      {"system",
+       {"5", "true", "{}", "[5]", "[{}]", R"([{"type":"text"}])", R"([{"type":"text","text":5}])",
+        R"([{"type":"image","source":{}}])"}},
+      {"metadata", {"5", R"("u")", "[]", R"({"user_id":5})"}},
+      {"thinking",
+       {"true", R"("enabled")", "{}", R"({"type":5})", R"({"type":"enabled","budget_tokens":1024})",
+        R"({"type":"adaptive"})", R"({"type":"sometimes"})"}},
+      {"tools",
+       {"5", "{}", "[5]", "[{}]", R"([{"name":"f"}])", R"([{"name":"f","input_schema":"{}"}])",
+        R"([{"name":"","input_schema":{}}])", R"([{"name":"a b","input_schema":{}}])",
+        R"([{"name":"f","input_schema":{},"description":5}])",
+        R"([{"name":"f","input_schema":{}},{"name":"f","input_schema":{}}])",
+        R"([{"type":"web_search_20250305","name":"web_search"}])"}},
+      {"tool_choice",
+       {"5", R"("auto")", "{}", R"({"type":5})", R"({"type":"sometimes"})", R"({"type":"any"})", R"({"type":"tool"})",
+        R"({"type":"auto","disable_parallel_tool_use":"yes"})"}},
+      {"model", {"5", "[]", "{}", "true"}},
+  };
+}
+
+// Anthropic's messages with a broken turn or block (400).
+std::vector<std::string> bad_anthropic_messages() {
+  return {
+      R"("hi")",
+      "[]",
+      "{}",
+      "5",
+      "[1]",
+      R"(["hi"])",
+      "[{}]",
+      R"([{"role":"user"}])",
+      R"([{"role":"user","content":null}])",
+      R"([{"content":"x"}])",
+      R"([{"role":5,"content":"x"}])",
+      R"([{"role":"system","content":"x"}])",
+      R"([{"role":"tool","content":"x"}])",
+      R"([{"role":"user","content":5}])",
+      R"([{"role":"user","content":{}}])",
+      R"([{"role":"user","content":[5]}])",
+      R"([{"role":"user","content":["x"]}])",
+      R"([{"role":"user","content":[{"text":"x"}]}])",
+      R"([{"role":"user","content":[{"type":"text"}]}])",
+      R"([{"role":"user","content":[{"type":"text","text":5}]}])",
+      R"([{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":""}}]}])",
+      R"([{"role":"user","content":[{"type":"document","source":{}}]}])",
+      R"([{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}])",
+      R"([{"role":"user","content":[{"type":"tool_result","content":"x"}]}])",
+      R"([{"role":"user","content":"x"},{"role":"assistant","content":"The answer is"}])",
+      R"([{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f"}]},{"role":"user","content":"y"}])",
+      R"([{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":5}]}])",
+      R"([{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","is_error":"yes"}]}])",
+      R"([{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{}}]}]}])"};
+}
+
+std::vector<MalformedCase> anthropic_json_cases() {
+  std::vector<MalformedCase> cases;
+  auto add = [&](const std::string& name, const char* path, const json& body, int status, const std::string& param) {
+    cases.push_back({name, post(path, body.dump()), status, param, true});
+  };
+  for (const auto& [field, values] : bad_anthropic_values()) {
+    for (const std::string& v : values) {
+      json body = messages_base();
+      body[field] = json::parse(v);
+      add(std::string(kMessagesPath) + " " + field + "=" + v, kMessagesPath, body, 400, field);
+    }
+  }
+  for (const std::string& m : bad_anthropic_messages()) {
+    for (const char* path : {kMessagesPath, kCountTokensPath}) {
+      json body = messages_base();
+      body["messages"] = json::parse(m);
+      add(std::string(path) + " messages=" + m, path, body, 400, "messages");
+    }
+  }
+  json body = messages_base();
+  body.erase("max_tokens");
+  add("max_tokens missing", kMessagesPath, body, 400, "max_tokens");
+  for (const char* path : {kMessagesPath, kCountTokensPath}) {
+    body = messages_base();
+    body.erase("messages");
+    add(std::string(path) + " messages missing", path, body, 400, "messages");
+    for (const char* model : {R"("nope")", R"("")", R"("claude-sonnet-4-5")", R"("SYNTHETIC-GEMMA3")"}) {
+      body = messages_base();
+      body["model"] = json::parse(model);
+      add(std::string(path) + " model=" + model, path, body, 404, "");
+    }
+    body = messages_base();
+    body["thinking"] = json::parse(R"({"type":"enabled","budget_tokens":2048})");
+    add(std::string(path) + " thinking enabled", path, body, 400, "thinking");
+  }
+  return cases;
+}
+
 }  // namespace
 
 json chat_base() {
@@ -48,6 +152,9 @@ json chat_base() {
 }
 json completion_base() {
   return json::parse(R"({"prompt":"hi","max_tokens":3})");
+}
+json messages_base() {
+  return json::parse(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":3})");
 }
 
 std::vector<MalformedCase> json_level_cases() {
@@ -124,7 +231,11 @@ std::vector<MalformedCase> json_level_cases() {
     json chat = chat_base();
     chat["messages"][0]["content"] = long_text + long_text;
     cases.push_back({"chat prompt too long", post(kChatPath, chat.dump()), 400, "messages"});
+    json message = messages_base();
+    message["messages"][0]["content"] = long_text + long_text;
+    cases.push_back({"message prompt too long", post(kMessagesPath, message.dump()), 400, "", true});
   }
+  for (MalformedCase& c : anthropic_json_cases()) cases.push_back(std::move(c));
   return cases;
 }
 
@@ -160,9 +271,11 @@ std::vector<MalformedCase> body_syntax_cases() {
   };
   const std::vector<std::string> bad_utf8 = {"\xff",    "\xc3\x28", "\xe2\x82", "\xed\xa0\x80", "\xf8\x88\x80\x80\x80",
                                              "\xc0\xaf"};
-  for (const char* path : {kChatPath, kCompletionsPath, "/api/tokenize", "/api/detokenize"}) {
+  for (const char* path :
+       {kChatPath, kCompletionsPath, "/api/tokenize", "/api/detokenize", kMessagesPath, kCountTokensPath}) {
+    const bool anthropic = std::string_view(path).rfind(kMessagesPath, 0) == 0;
     for (const std::string& b : bad_json)
-      cases.push_back({std::string(path) + " body " + b.substr(0, 20), post(path, b), 400, ""});
+      cases.push_back({std::string(path) + " body " + b.substr(0, 20), post(path, b), 400, "", anthropic});
   }
   for (const std::string& u : bad_utf8) {
     cases.push_back(
@@ -170,6 +283,9 @@ std::vector<MalformedCase> body_syntax_cases() {
     cases.push_back({"utf8 in prompt", post(kCompletionsPath, R"({"prompt":")" + u + R"("})"), 400, ""});
     cases.push_back({"utf8 in tokenize", post("/api/tokenize", R"({"content":")" + u + R"("})"), 400, ""});
     cases.push_back({"utf8 in a key", post(kCompletionsPath, R"({"prompt":"a",")" + u + R"(":1})"), 400, ""});
+    cases.push_back({"utf8 in a message",
+                     post(kMessagesPath, R"({"max_tokens":3,"messages":[{"role":"user","content":"a)" + u + R"("}]})"),
+                     400, "", true});
   }
   // tokenize / detokenize fields.
   for (const char* b : {R"({"content":5})", R"({"content":null})", "{}", R"({"content":"x","add_special":"yes"})",
@@ -218,10 +334,20 @@ std::vector<MalformedCase> http_level_cases(size_t body_limit) {
     cases.push_back({"wrong method " + method + " " + target,
                      http_request(method, target, method == "GET" || method == "DELETE" ? "" : "{}"), 405, ""});
   }
+  for (const char* method : {"GET", "PUT", "DELETE", "PATCH"}) {
+    for (const char* target : {kMessagesPath, kCountTokensPath}) {
+      cases.push_back({std::string("wrong method ") + method + " " + target,
+                       http_request(method, target, std::string(method) == "GET" ? "" : "{}"), 405, "", true});
+    }
+  }
   const std::string big(body_limit + 1, 'x');
   cases.push_back({"body one byte over the limit", post(kChatPath, big), 413, ""});
   cases.push_back({"body far over the limit", post(kCompletionsPath, std::string(body_limit * 6, 'x')), 413, ""});
   cases.push_back({"tokenize body over the limit", post("/api/tokenize", big), 413, ""});
+  cases.push_back({"message body over the limit", post(kMessagesPath, big), 413, "", true});
+  cases.push_back({"announced message length over the limit",
+                   "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999999\r\n\r\n{}", 413, "",
+                   true});
   cases.push_back({"announced length over the limit",
                    "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999999\r\n\r\n{}",
                    413, ""});

@@ -14,18 +14,23 @@ struct MalformedCase {
   std::string name;
   std::string raw;  // the bytes sent
   int status;
-  std::string param;  // when not empty: error.param must start with it
+  std::string param;       // when not empty: error.param must start with it (Anthropic's: the message names it)
+  bool anthropic = false;  // answered with Anthropic's error object, not OpenAI's
 };
 
 inline constexpr const char* kChatPath = "/v1/chat/completions";
 inline constexpr const char* kCompletionsPath = "/v1/completions";
+inline constexpr const char* kMessagesPath = "/v1/messages";
+inline constexpr const char* kCountTokensPath = "/v1/messages/count_tokens";
 
 // The valid bodies the JSON-level cases break one field of.
 nlohmann::json chat_base();
 nlohmann::json completion_base();
+nlohmann::json messages_base();  // Anthropic's /v1/messages
 
 // Every field hearth reads with a value of the wrong type or out of range, unknown models,
-// bad messages and prompts, prompts over the test server's 512-token context (400, 404).
+// bad messages and prompts, prompts over the test server's 512-token context (400, 404); the
+// same for Anthropic's /v1/messages and /v1/messages/count_tokens, with its own fields.
 std::vector<MalformedCase> json_level_cases();
 // Bodies that are not JSON objects, invalid UTF-8, bad tokenize/detokenize fields (400).
 std::vector<MalformedCase> body_syntax_cases();

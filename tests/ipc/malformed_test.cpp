@@ -1,6 +1,7 @@
-// Hundreds of malformed requests over the real socket: each gets the right status and an
-// OpenAI error object (or, for headers that never complete, a closed connection), the
-// counts show up in /metrics, and a valid request still succeeds afterwards.
+// Hundreds of malformed requests over the real socket: each gets the right status and the
+// error object of its route's API, OpenAI's or Anthropic's (or, for headers that never
+// complete, a closed connection), the counts show up in /metrics, and a valid request still
+// succeeds afterwards.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -33,6 +34,18 @@ int check_case(const std::string& socket_path, const MalformedCase& c) {
   REQUIRE(r->status == c.status);
   REQUIRE(r->header("content-type") == "application/json");
   const json j = json::parse(r->body);
+  if (c.anthropic) {
+    // Anthropic's {"type": "error", "error": {"type", "message"}}; its message names the field.
+    REQUIRE(j.size() == 2);
+    REQUIRE(j.at("type") == "error");
+    REQUIRE(j.at("error").size() == 2);
+    REQUIRE(j["error"].at("type").is_string());
+    const std::string message = j["error"].at("message");
+    REQUIRE(!message.empty());
+    if (!c.param.empty()) REQUIRE(message.find(c.param) != std::string::npos);
+    if (c.status == 405) REQUIRE(!r->header("allow").empty());
+    return r->status;
+  }
   REQUIRE(j.at("error").at("message").is_string());
   REQUIRE(!j["error"]["message"].get<std::string>().empty());
   REQUIRE(j["error"].at("type").is_string());
@@ -132,6 +145,10 @@ TEST_CASE("Hundreds of malformed requests each get the right status and an error
   REQUIRE(ok);
   REQUIRE(ok->status == 200);
   REQUIRE(json::parse(ok->body)["object"] == "chat.completion");
+  auto message = http_call(s.socket_path(), "POST", kMessagesPath, messages_base().dump());
+  REQUIRE(message);
+  REQUIRE(message->status == 200);
+  REQUIRE(json::parse(message->body)["type"] == "message");
 }
 
 TEST_CASE("JSON-level errors keep the connection alive for the next request") {

@@ -1,5 +1,6 @@
 // StopMatcher: stop strings inside one token, across tokens, false prefixes, several stop
-// strings, end-of-generation tokens, and UTF-8 characters split over tokens.
+// strings (and which one matched), end-of-generation tokens, and UTF-8 characters split over
+// tokens.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -109,6 +110,32 @@ TEST_CASE("an end-of-generation token stops without its text and releases held t
   CHECK(s.stopped);
   CHECK(s.text == "ST");
   CHECK(m.feed_token(5, "more").stopped);
+}
+
+TEST_CASE("the matcher says which stop string ended generation, and none for an end-of-generation token", "[stop]") {
+  StopMatcher m({"world", "lo w", "\n\n"});
+  CHECK(m.matched().empty());
+  feed_all(m, {"hel", "lo wor", "ld"});
+  CHECK(m.matched() == "lo w");  // the earliest in the text, not the first listed
+
+  StopMatcher across({"</end>"});
+  feed_all(across, {"ok </", "en", "d> tail"});
+  CHECK(across.matched() == "</end>");
+
+  // Two complete in the same token at the same place: the shorter was complete first.
+  StopMatcher tie({"abc", "ab"});
+  feed_all(tie, {"xabc"});
+  CHECK(tie.matched() == "ab");
+
+  StopMatcher eog({"STOP"}, {106});
+  eog.feed_token(5, "x ST");
+  CHECK(eog.feed_token(106, "<end_of_turn>").stopped);
+  CHECK(eog.matched().empty());
+
+  StopMatcher flushed({"STOP"});
+  flushed.feed("go ST");
+  flushed.flush();
+  CHECK(flushed.matched().empty());
 }
 
 TEST_CASE("a UTF-8 character split over tokens is emitted only when complete", "[stop]") {
