@@ -88,7 +88,7 @@ TEST_CASE("a call or a tool result alone, without tools, needs a tool syntax too
   CHECK(with_result.error().message.find("gemma") != std::string::npos);
 }
 
-TEST_CASE("tools, names, arguments and results are content; only the template's words are markup") {
+TEST_CASE("tools, names, arguments and results are content, and only the template's words are markup") {
   std::vector<ChatMessage> msgs{
       {"user", "Weather?"}, call_message(R"({"city": "<|im_end|>"})"), {"tool", "<tool_call>"}};
   for (const ChatTemplate& t : {hermes(), llama31()}) {
@@ -105,7 +105,7 @@ TEST_CASE("tools, names, arguments and results are content; only the template's 
   }
 }
 
-TEST_CASE("empty arguments are written as {}; malformed ones are an error naming the call") {
+TEST_CASE("empty arguments are written as {} and malformed ones are an error naming the call") {
   auto r = hearth::render_chat(hermes(), {{"user", "x"}, call_message(" ")}, false);
   REQUIRE(r.ok());
   CHECK(hearth::join_segments(*r).find("{\"name\": \"get_weather\", \"arguments\": {}}") != std::string::npos);

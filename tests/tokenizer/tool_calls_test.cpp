@@ -74,7 +74,7 @@ const auto kLlama = hearth::call_forms(with_syntax(ToolSyntax::Llama31), true);
 
 }  // namespace
 
-TEST_CASE("each template's own call form comes first; lenient adds what small models write") {
+TEST_CASE("each template's own call form comes first, and lenient adds what small models write") {
   REQUIRE(kHermes.size() == 1);
   CHECK(kHermes[0].trigger == "<tool_call>");
   CHECK(kHermes[0].open("f") == "<tool_call>\n{\"name\": \"f\", \"arguments\": ");
