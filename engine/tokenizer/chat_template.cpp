@@ -1,18 +1,13 @@
 #include "engine/tokenizer/chat_template.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/chat_render.h"
 
 namespace hearth {
 namespace {
 
-// Jinja's `trim` (Python str.strip() on ASCII whitespace).
-std::string trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  size_t b = s.find_first_not_of(kSpace);
-  if (b == std::string_view::npos) return {};
-  size_t e = s.find_last_not_of(kSpace);
-  return std::string(s.substr(b, e - b + 1));
-}
+using tok::check_role;
+using tok::trim;
 
 constexpr const char* kOverrideHint =
     "name the model's turn format with --chat-template chatml|gemma|llama3 "
@@ -100,10 +95,27 @@ std::string chatml_default_system(std::string_view src) {
   }
 }
 
-Status check_role(const ChatMessage& m, size_t i) {
-  if (m.role == "system" || m.role == "user" || m.role == "assistant") return {};
-  return make_error("chat message " + std::to_string(i) + " has role '" + m.role +
-                    "'; expected system, user or assistant");
+// Llama 3.1's default date: the first string literal assigned to date_string in the source
+// (`{%- set date_string = "26 Jul 2024" %}`); the 3.1 template's own when there is none.
+std::string llama31_date_string(std::string_view src) {
+  constexpr std::string_view kSet = "date_string =";
+  for (size_t at = src.find(kSet); at != std::string_view::npos; at = src.find(kSet, at + 1)) {
+    size_t q = src.find_first_not_of(" \t", at + kSet.size());
+    if (q == std::string_view::npos || (src[q] != '"' && src[q] != '\'')) continue;
+    size_t end = 0;
+    std::string date = jinja_literal(src, q, &end);
+    if (end != std::string_view::npos && !date.empty()) return date;
+  }
+  return "26 Jul 2024";
+}
+
+// Whether a conversation needs a tool syntax to be written.
+bool uses_tools(const std::vector<ChatMessage>& messages, const std::vector<Tool>& tools) {
+  if (!tools.empty()) return true;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "tool" || !m.tool_calls.empty()) return true;
+  }
+  return false;
 }
 
 // Gemma 3's template: system content + "\n\n" opens the first user turn; turns alternate
@@ -119,7 +131,7 @@ Result<std::vector<ChatSegment>> render_gemma(const std::vector<ChatMessage>& me
   }
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (Status s = check_role(m, i); !s.ok()) return s.error();
+    if (Status s = check_role(m, i, false); !s.ok()) return s.error();
     bool want_user = (i - first) % 2 == 0;
     if ((m.role == "user") != want_user || m.role == "system") {
       return make_error("gemma chat: message " + std::to_string(i) + " has role '" + m.role +
@@ -151,7 +163,7 @@ Result<std::vector<ChatSegment>> render_chatml(const std::string& default_system
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (Status s = check_role(m, i); !s.ok()) return s.error();
+    if (Status s = check_role(m, i, false); !s.ok()) return s.error();
     out.push_back({"<|im_start|>" + m.role + "\n", true});
     if (!m.content.empty()) out.push_back({m.content, false});
     out.push_back({"<|im_end|>\n", true});
@@ -164,7 +176,7 @@ Result<std::vector<ChatSegment>> render_llama3(const std::vector<ChatMessage>& m
   std::vector<ChatSegment> out{{"<|begin_of_text|>", true}};
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (Status s = check_role(m, i); !s.ok()) return s.error();
+    if (Status s = check_role(m, i, false); !s.ok()) return s.error();
     out.push_back({"<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", true});
     std::string content = trim(m.content);
     if (!content.empty()) out.push_back({std::move(content), false});
@@ -177,6 +189,18 @@ Result<std::vector<ChatSegment>> render_llama3(const std::vector<ChatMessage>& m
 }
 
 }  // namespace
+
+const char* tool_syntax_name(ToolSyntax s) {
+  switch (s) {
+    case ToolSyntax::None:
+      return "none";
+    case ToolSyntax::Hermes:
+      return "hermes";
+    case ToolSyntax::Llama31:
+      return "llama-3.1";
+  }
+  return "?";
+}
 
 const char* chat_family_name(ChatFamily f) {
   switch (f) {
@@ -196,9 +220,16 @@ Result<ChatTemplate> detect_chat_template(std::string_view src) {
     t.family = ChatFamily::Gemma;
   } else if (src.find("<|start_header_id|>") != std::string_view::npos) {
     t.family = ChatFamily::Llama3;
+    if (src.find("Cutting Knowledge Date") != std::string_view::npos ||
+        src.find("Environment: ipython") != std::string_view::npos ||
+        src.find("<|python_tag|>") != std::string_view::npos) {
+      t.tool_syntax = ToolSyntax::Llama31;
+      t.date_string = llama31_date_string(src);
+    }
   } else if (src.find("<|im_start|>") != std::string_view::npos) {
     t.family = ChatFamily::ChatML;
     t.default_system = chatml_default_system(src);
+    if (src.find("<tool_call>") != std::string_view::npos) t.tool_syntax = ToolSyntax::Hermes;
   } else {
     std::string head(src.substr(0, 60));
     for (char& c : head) {
@@ -253,7 +284,17 @@ ChatMessage message_from_parts(std::string role, std::vector<std::string> parts)
 }
 
 Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                             bool add_generation_prompt) {
+                                             bool add_generation_prompt, const std::vector<Tool>& tools) {
+  if (tmpl.tool_syntax == ToolSyntax::Hermes && tmpl.family == ChatFamily::ChatML) {
+    return tok::render_hermes(tmpl.default_system, messages, add_generation_prompt, tools);
+  }
+  if (tmpl.tool_syntax == ToolSyntax::Llama31 && tmpl.family == ChatFamily::Llama3) {
+    return tok::render_llama31(tmpl.date_string, messages, add_generation_prompt, tools);
+  }
+  if (uses_tools(messages, tools)) {
+    return make_error(std::string("the model's chat template (") + chat_family_name(tmpl.family) +
+                      ") has no tool-call syntax: it cannot be given tools, tool calls or tool results");
+  }
   switch (tmpl.family) {
     case ChatFamily::Gemma:
       return render_gemma(messages, add_generation_prompt);

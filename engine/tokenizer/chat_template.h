@@ -1,7 +1,8 @@
 // Chat templates rendered natively (no Jinja): the model's tokenizer.chat_template is only
-// inspected to tell which family it belongs to (and, for ChatML, which system prompt it
-// writes when the conversation has none). Rendering yields segments so that the tokenizer
-// can recognise special tokens in template markup but never in what users wrote.
+// inspected to tell which family it belongs to, which tool-call syntax it writes (and, for
+// ChatML, which system prompt it writes when the conversation has none). Rendering yields
+// segments so that the tokenizer can recognise special tokens in template markup but never in
+// what users (or tools) wrote.
 #pragma once
 
 #include <string>
@@ -20,6 +21,18 @@ enum class ChatFamily { Gemma, ChatML, Llama3 };
 
 const char* chat_family_name(ChatFamily f);  // "gemma", "chatml", "llama-3"
 
+// How a template writes tools, calls and their results (see render_chat).
+//  None:    it has no words for them (SmolLM2, Gemma 3, plain Llama 3): tools are an error.
+//  Hermes:  Qwen2.5's template (ChatML): a "# Tools" block in the system turn, calls as
+//           <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, results as
+//           <tool_response> blocks in a user turn.
+//  Llama31: Meta's Llama 3.1 template, the whole of it: a system header with "Cutting
+//           Knowledge Date"/"Today Date" (tools or not), tools in the first user message, a
+//           call as {"name": ..., "parameters": ...}, results in the ipython role.
+enum class ToolSyntax { None, Hermes, Llama31 };
+
+const char* tool_syntax_name(ToolSyntax s);  // "none", "hermes", "llama-3.1"
+
 // What render_chat needs to know about a model's template.
 struct ChatTemplate {
   ChatTemplate() = default;
@@ -30,18 +43,31 @@ struct ChatTemplate {
   // is not a system message (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ...";
   // SmolLM2: "You are a helpful AI assistant named SmolLM, ..."). Empty: none is written.
   std::string default_system;
+  // Hermes needs family ChatML, Llama31 family Llama3.
+  ToolSyntax tool_syntax = ToolSyntax::None;
+  // Llama31 only: the date written after "Today Date: ", the template's own default (its
+  // `set date_string = "..."`; "26 Jul 2024" in Llama 3.1's). A template that would write
+  // today's date (strftime_now, Llama 3.2) still gets this fixed one: a prompt that changes
+  // daily would defeat the prompt cache, and the model's training saw both.
+  std::string date_string;
 };
 
 // Recognises a family by the special tokens its Jinja source writes: <start_of_turn> (Gemma),
 // <|im_start|> (ChatML), <|start_header_id|> (Llama 3). Anything else is an error that names
 // the --chat-template override. For ChatML, a string literal of the form
 // '<|im_start|>system\n{TEXT}<|im_end|>' in the source gives default_system = TEXT.
+// The tool syntax, likewise from the source: Hermes for ChatML that writes <tool_call>;
+// Llama31 for Llama 3 that writes "Cutting Knowledge Date", "Environment: ipython" or
+// <|python_tag|>; None otherwise.
 Result<ChatTemplate> detect_chat_template(std::string_view jinja_source);
 // From the model's tokenizer.chat_template; when the key is absent, Gemma for the Gemma
 // architectures and an error (naming the override) otherwise.
 Result<ChatTemplate> chat_template_from_gguf(const gguf::File& f);
 // The --chat-template override: "chatml", "gemma" or "llama3" ("llama-3" too); no default
-// system prompt. Anything else is an error listing the three.
+// system prompt, and no tool syntax: the override is for files whose template hearth cannot
+// read, so nothing says the model was trained on Qwen's or Llama 3.1's tool prompts, and a
+// request with tools gets an error rather than a prompt the model may not understand.
+// Anything else is an error listing the three.
 Result<ChatTemplate> chat_template_from_name(std::string_view name);
 // The override when `name` is not empty, else what the file's template says.
 Result<ChatTemplate> chat_template_for_model(const gguf::File& f, std::string_view name);
@@ -104,8 +130,42 @@ struct ChatSegment {
 //  Llama3: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}
 //          <|eot_id|> ... [<|start_header_id|>assistant<|end_header_id|>\n\n]
 // Unknown roles and (Gemma) broken alternation are errors.
+//
+// Tools (a non-empty `tools`), assistant messages with tool_calls and "tool" messages are
+// written in the template's tool syntax; with ToolSyntax::None they are an error that says the
+// model's template has no tool-call syntax (never dropped). `tojson` below is Python's
+// json.dumps (python_json.h); a tool is written from Tool::json (when that is empty, from
+// {"type": "function", "function": {"name", "description" (when not empty), "parameters"}}),
+// a call's arguments as the object their JSON text holds -- how llama.cpp and vLLM hand them
+// to templates -- with empty text taken as {} and malformed text an error.
+//  Hermes (Qwen2.5), a ChatML render but for:
+//    with tools, the system turn: <|im_start|>system\n{the first message's content when it is
+//      a system message, else default_system}\n\n# Tools\n\nYou may call one or more
+//      ...<tools>[\n{tool|tojson}]...\n</tools>\n\nFor each function call, ...
+//      </tool_call><|im_end|>\n
+//    an assistant message with calls: <|im_start|>assistant[\n{content, when not empty}]
+//      [\n<tool_call>\n{"name": "{name}", "arguments": {arguments|tojson}}\n</tool_call>]...
+//      <|im_end|>\n
+//    tool messages: each run of consecutive ones is one user turn: <|im_start|>user
+//      [\n<tool_response>\n{content}\n</tool_response>]...<|im_end|>\n
+//  Llama31 (Meta's Llama 3.1 template, tools or not):
+//    <|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n[Environment: ipython\n
+//      (with tools)]Cutting Knowledge Date: December 2023\nToday Date: {date_string}\n\n
+//      {first message's content|trim, when it is a system message}<|eot_id|>
+//    with tools, the next message (whatever its role; none is an error) becomes the user turn
+//      "Given the following functions, ...Do not use variables.\n\n"[{tool|tojson(indent=4)}
+//      \n\n]...{its content|trim}<|eot_id|>
+//    an assistant message with calls: <|start_header_id|>assistant<|end_header_id|>\n\n
+//      {"name": "{name}", "parameters": {arguments|tojson}}<|eot_id|> -- its content is not
+//      written, and more than one call is an error (the template raises; Llama 3.1 makes one
+//      call a turn)
+//    a tool message: <|start_header_id|>ipython<|end_header_id|>\n\n{content|tojson}<|eot_id|>
+//      (the template tests `content is iterable`, which a string is: results are written as
+//      JSON strings)
+//    other messages as Llama3 above.
+// Tool JSON, function names, arguments and results are content segments, never markup.
 Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                             bool add_generation_prompt);
+                                             bool add_generation_prompt, const std::vector<Tool>& tools = {});
 
 // The segments joined, for logs and tests.
 std::string join_segments(const std::vector<ChatSegment>& segments);

@@ -9,7 +9,17 @@ the text jinja2 renders from them.
 The template comes from the file's tokenizer.chat_template (read by a small GGUF metadata
 parser below, no `gguf` package needed). The Gemma 3 270M file carries none; for it the
 script uses Gemma 3's instruction-tuned template (tokenizer_config.json of google's
-gemma-3 "-it" models), which is what hearth's Gemma rendering follows.
+gemma-3 "-it" models), which is what hearth's Gemma rendering follows. Llama 3.1 has no file
+here at all: its entry uses Meta's template as published in Llama-3.1-8B-Instruct's
+tokenizer_config.json (LLAMA31_TEMPLATE below), with Llama 3's BOS.
+
+Templates with a tool syntax (Qwen2.5's <tool_call>, Llama 3.1's ipython) also render
+TOOL_CONVERSATIONS: tools given as the JSON text a client sends (so the test sees the same
+bytes hearth gets), calls with their arguments as a JSON string (OpenAI's wire form), which
+are handed to the template parsed -- as llama.cpp and vLLM do. A conversation the template
+refuses (raise_exception) is stored with the error instead of an expected text.
+`tojson` is transformers' own filter (json.dumps with ensure_ascii=False, keys unsorted), not
+jinja2's built-in, since that is what models' templates are written for.
 
 Rendering is set up as Hugging Face transformers renders chat templates: a sandboxed
 environment with trim_blocks and lstrip_blocks, the loopcontrols extension, bos_token /
@@ -40,7 +50,121 @@ MODELS = [
     ("qwen2.5-coder:0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
     ("smollm2:135m", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ("gemma3:270m", "gemma-3-270m-q4_k_m.gguf"),
+    ("llama3.1", None),  # no file: LLAMA31_TEMPLATE
 ]
+
+# Meta's Llama 3.1 chat template (tokenizer_config.json of meta-llama/Llama-3.1-8B-Instruct;
+# llama.cpp keeps the same text as models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja).
+LLAMA31_TEMPLATE = """{{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\\n\\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\\n" }}
+{{- "Today Date: " + date_string + "\\n\\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\\n\\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\\n\\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\\n\\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\\n\\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\\n\\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\\n\\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
+{%- endif %}
+"""
 
 # Gemma 3's instruction-tuned chat template, for the 270M file that carries none.
 GEMMA3_TEMPLATE = """{{ bos_token }}
@@ -131,6 +255,90 @@ CONVERSATIONS = [
 ]
 
 
+# Tools as a client sends them: JSON text, keys in the client's order, with what tojson must
+# write exactly as Python does -- unicode, escapes (\u00e9, \/, a control character, an
+# emoji's surrogate pair), HTML-ish text that jinja2's own tojson would escape, numbers of
+# every kind (0.5, 1e-3, 1E2, 1.0, -0, 1e16, 1.5e-7, an integer past 64 bits), whitespace.
+WEATHER_TOOL = r"""{"type": "function", "function": {"name": "get_weather",
+  "description": "Météo actuelle d'une ville \u2014 東京, Zürich; answers in °C or °F",
+  "parameters": {"type": "object", "properties": {
+      "city": {"type": "string", "description": "City name, e.g. \"Lyon\" or \u00c9vian"},
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}},
+    "required": ["city"]}}}"""
+SEARCH_TOOL = r"""{"function":{"name":"search_docs","description":"Search the docs.\nReturns <b>HTML</b> & 'snippets' \/ paths\tC:\\docs \ud83d\ude00 \u0001","parameters":{"type":"object","properties":{"query":{"type":"string","minLength":1},"filters":{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"maxItems":5},"score":{"type":"number","minimum":0.5,"maximum":1E2,"multipleOf":1e-3,"default":1.0},"offset":{"type":"number","default":-0,"examples":[1e16,1.5e-7,-2.50,100.0,0.0001,0.00001,123456789.125]}},"required":[]},"limit":{"type":"integer","default":10,"maximum":123456789012345678901234567890}},"required":["query"],"additionalProperties":false},"strict":true},"type":"function"}"""
+TIME_TOOL = """{"type": "function", "function": {"name": "get_time", "description": "", "parameters": {"type": "object", "properties": {}}}}"""
+TOOLS = [WEATHER_TOOL, SEARCH_TOOL, TIME_TOOL]
+
+
+def call(id, name, arguments):
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def called(*calls, content=None):
+    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
+
+
+def result(id, content):
+    return {"role": "tool", "tool_call_id": id, "content": content}
+
+
+LYON = call("call_1", "get_weather", '{"city": "Lyon", "unit": "celsius"}')
+TRICKY_ARGS = call("call_9", "search_docs", r"""{ "query" : "say \"hi\" \\ \/ \u00e9\n\t\u0007 </tool_call> {not: json}",
+  "filters": {"score": 0.5, "offset": 1e-3, "tags": ["a", "b"], "nested": {"deep": [[], {}, [1, 2.0, -0, 1E2]]}},
+  "limit": 12345678901234567890123, "flag": true, "none": null, "b": 1, "a": 2, "b": 3}""")
+
+# (name, tools, messages, add_generation_prompt), rendered for templates with a tool syntax.
+TOOL_CONVERSATIONS = [
+    ("tools without a system message", TOOLS, [
+        {"role": "user", "content": "What's the weather in Lyon?"},
+    ], True),
+    ("system message and tools", TOOLS[:1], [
+        {"role": "system", "content": " You are a weather bot. "},
+        {"role": "user", "content": " Lyon, please. "},
+    ], True),
+    ("a call, its result and the answer", TOOLS[:2], [
+        {"role": "user", "content": "Weather in Lyon?"},
+        called(LYON),
+        result("call_1", '{"temp": 21.5, "sky": "clear \u2600"}'),
+        {"role": "assistant", "content": "It is 21.5 °C and clear in Lyon."},
+    ], False),
+    ("several turns with calls", TOOLS, [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Lyon?"},
+        called(LYON),
+        result("call_1", "21 °C"),
+        {"role": "assistant", "content": "21 °C."},
+        {"role": "user", "content": "And what time is it?"},
+        called(call("call_2", "get_time", "{}")),
+        result("call_2", "12:00"),
+    ], True),
+    ("parallel calls and consecutive tool messages", TOOLS, [
+        {"role": "user", "content": "Weather in Lyon and in Tokyo?"},
+        called(LYON, call("call_2", "get_weather", '{"city": "東京"}')),
+        result("call_1", "21 °C"),
+        result("call_2", "18 °C"),
+    ], True),
+    ("content with a call", TOOLS[:1], [
+        {"role": "user", "content": "Weather in Lyon?"},
+        called(LYON, content="Let me check."),
+        result("call_1", "sunny"),
+    ], True),
+    ("arguments that test tojson", TOOLS, [
+        {"role": "user", "content": "Search the docs."},
+        called(TRICKY_ARGS),
+        result("call_9", 'a "quoted" result\nwith \\ and </tool_response> and é'),
+    ], True),
+    ("tool messages without tools", [], [
+        {"role": "user", "content": "Weather in Lyon?"},
+        called(LYON),
+        result("call_1", "21 °C"),
+    ], True),
+    ("tools and nothing but a system message", TOOLS[:1], [
+        {"role": "system", "content": "Only a system message."},
+    ], True),
+]
+
+
 def read_gguf_metadata(path, keep_arrays=("tokenizer.ggml.tokens",)):
     """Key -> value for the metadata of a GGUF file; arrays only for the keys in keep_arrays."""
     scalar = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -200,6 +408,67 @@ def raise_exception(message):
     raise jinja2.exceptions.TemplateError(message)
 
 
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    """transformers' `tojson` filter (chat_template_utils.py), which chat templates are written for."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
+
+
+def as_template_sees(messages):
+    """The messages with each call's arguments parsed, as llama.cpp and vLLM hand them over."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if "tool_calls" in m:
+            m["tool_calls"] = [dict(c, function=dict(c["function"],
+                                                     arguments=json.loads(c["function"]["arguments"])))
+                               for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def has_tool_syntax(source):
+    return "<tool_call>" in source or "ipython" in source
+
+
+def tool_cases(template, bos, eos):
+    cases = []
+    for case_name, tools, messages, gen in TOOL_CONVERSATIONS:
+        case = {"name": case_name, "tools": tools, "messages": messages, "add_generation_prompt": gen}
+        kwargs = {"tools": [json.loads(t) for t in tools]} if tools else {}
+        try:
+            case["expected"] = template.render(messages=as_template_sees(messages),
+                                               add_generation_prompt=gen, bos_token=bos,
+                                               eos_token=eos, **kwargs)
+        except jinja2.exceptions.TemplateError as e:
+            case["error"] = str(e)
+        cases.append(case)
+    return cases
+
+
+def plain_cases(template, bos, eos, typed):
+    cases = []
+    for case_name, messages, gen in CONVERSATIONS:
+        given = messages if typed else flatten(messages)
+        expected = template.render(messages=given, add_generation_prompt=gen,
+                                   bos_token=bos, eos_token=eos)
+        cases.append({"name": case_name, "messages": messages,
+                      "add_generation_prompt": gen, "expected": expected})
+    return cases
+
+
+def llama31_entry(env, name):
+    template = env.from_string(LLAMA31_TEMPLATE)
+    bos, eos = "<|begin_of_text|>", "<|eot_id|>"
+    typed = supports_typed_content(template)
+    cases = plain_cases(template, bos, eos, typed) + tool_cases(template, bos, eos)
+    print("%s: %d cases" % (name, len(cases)), file=sys.stderr)
+    return {"name": name, "file": None, "sha256": None,
+            "template_origin": "Meta's Llama-3.1-8B-Instruct tokenizer_config.json (no model file)",
+            "typed_content": typed, "tool_syntax": True, "chat_template": LLAMA31_TEMPLATE,
+            "cases": cases}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=os.environ.get("HEARTH_MODELS") or os.path.expanduser(
@@ -211,8 +480,12 @@ def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = raise_exception
+    env.filters["tojson"] = tojson
     models = []
     for name, file_name in MODELS:
+        if file_name is None:
+            models.append(llama31_entry(env, name))
+            continue
         path = os.path.join(args.models, file_name)
         meta = read_gguf_metadata(path)
         source = meta.get("tokenizer.chat_template")
@@ -227,20 +500,17 @@ def main():
         bos = token_text(meta, "tokenizer.ggml.bos_token_id")
         eos = token_text(meta, "tokenizer.ggml.eos_token_id")
         typed = supports_typed_content(template)
-        cases = []
-        for case_name, messages, gen in CONVERSATIONS:
-            given = messages if typed else flatten(messages)
-            expected = template.render(messages=given, add_generation_prompt=gen,
-                                       bos_token=bos, eos_token=eos)
-            cases.append({"name": case_name, "messages": messages,
-                          "add_generation_prompt": gen, "expected": expected})
+        cases = plain_cases(template, bos, eos, typed)
         with open(path, "rb") as f:
             sha = hashlib.sha256()
             for block in iter(lambda: f.read(1 << 20), b""):
                 sha.update(block)
+        tools = has_tool_syntax(source)
+        if tools:
+            cases += tool_cases(template, bos, eos)
         models.append({"name": name, "file": file_name, "sha256": sha.hexdigest(),
                        "template_origin": origin, "typed_content": typed,
-                       "chat_template": source, "cases": cases})
+                       "tool_syntax": tools, "chat_template": source, "cases": cases})
         print("%s: %d cases (typed content %s)" % (name, len(cases),
                                                     "rendered by the template" if typed
                                                     else "joined with \\n"), file=sys.stderr)

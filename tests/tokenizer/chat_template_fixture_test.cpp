@@ -1,7 +1,8 @@
 // hearth's native chat rendering equals what each model's own Jinja template renders.
 // tests/fixtures/chat_templates.json was written by tests/reference/make_chat_template_fixtures.py
 // (Python jinja2, outside CI) from the templates in the Qwen2.5-Coder, SmolLM2 and Gemma 3
-// files; it stores each template's source, so no model file is needed here.
+// files and Meta's Llama 3.1 template; it stores each template's source, so no model file is
+// needed here. Conversations with tools are rendered for the templates with a tool syntax.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,19 +24,38 @@ json load_fixture() {
   return json::parse(ss.str());
 }
 
-// The messages as the OpenAI route reads them: a string, or text parts.
+// The messages as the OpenAI route reads them: a string, text parts or null; tool calls with
+// their arguments as JSON text; the id a tool result answers.
 std::vector<hearth::ChatMessage> messages_of(const json& messages) {
   std::vector<hearth::ChatMessage> out;
   for (const json& m : messages) {
     const std::string role = m.at("role").get<std::string>();
     const json& content = m.at("content");
-    if (content.is_string()) {
-      out.push_back({role, content.get<std::string>(), {}});
-    } else {
+    if (content.is_array()) {
       std::vector<std::string> parts;
       for (const json& p : content) parts.push_back(p.at("text").get<std::string>());
       out.push_back(hearth::message_from_parts(role, std::move(parts)));
+    } else {
+      out.push_back({role, content.is_null() ? "" : content.get<std::string>(), {}});
     }
+    for (const json& c : m.value("tool_calls", json::array())) {
+      const json& f = c.at("function");
+      out.back().tool_calls.push_back(
+          {c.at("id").get<std::string>(), f.at("name").get<std::string>(), f.at("arguments").get<std::string>()});
+    }
+    out.back().tool_call_id = m.value("tool_call_id", "");
+  }
+  return out;
+}
+
+// Tools as the OpenAI route reads them: `json` is the text the client sent.
+std::vector<hearth::Tool> tools_of(const json& tools) {
+  std::vector<hearth::Tool> out;
+  for (const json& text : tools) {
+    const json t = json::parse(text.get<std::string>());
+    const json& f = t.at("function");
+    out.push_back({f.at("name").get<std::string>(), f.value("description", ""), f.at("parameters").dump(),
+                   f.value("strict", false), text.get<std::string>()});
   }
   return out;
 }
@@ -44,19 +64,53 @@ std::vector<hearth::ChatMessage> messages_of(const json& messages) {
 
 TEST_CASE("rendered chat prompts equal the Jinja renderings of each model's own template") {
   const json doc = load_fixture();
-  REQUIRE(doc.at("models").size() == 3);
+  REQUIRE(doc.at("models").size() == 4);
+  size_t n_tool_cases = 0;
   for (const json& model : doc.at("models")) {
     const std::string name = model.at("name").get<std::string>();
     INFO("model " << name);
     auto tmpl = hearth::detect_chat_template(model.at("chat_template").get<std::string>());
     REQUIRE(tmpl.ok());
+    CHECK((tmpl->tool_syntax != hearth::ToolSyntax::None) == model.at("tool_syntax").get<bool>());
     REQUIRE(model.at("cases").size() >= 6);
     for (const json& c : model.at("cases")) {
       INFO("conversation: " << c.at("name").get<std::string>());
+      const auto tools = tools_of(c.value("tools", json::array()));
+      n_tool_cases += c.contains("tools");
       auto segments =
-          hearth::render_chat(*tmpl, messages_of(c.at("messages")), c.at("add_generation_prompt").get<bool>());
+          hearth::render_chat(*tmpl, messages_of(c.at("messages")), c.at("add_generation_prompt").get<bool>(), tools);
+      if (c.contains("error")) {
+        // The template refuses this conversation (raise_exception); so does hearth.
+        INFO("the template raised: " << c.at("error").get<std::string>());
+        CHECK_FALSE(segments.ok());
+        continue;
+      }
       REQUIRE(segments.ok());
       CHECK(hearth::join_segments(*segments) == c.at("expected").get<std::string>());
+    }
+  }
+  CHECK(n_tool_cases >= 16);
+}
+
+TEST_CASE("templates without a tool syntax refuse tools, calls and results instead of dropping them") {
+  const json doc = load_fixture();
+  const json* qwen = nullptr;
+  for (const json& model : doc.at("models")) {
+    if (model.at("name") == "qwen2.5-coder:0.5b") qwen = &model;
+  }
+  REQUIRE(qwen != nullptr);
+  for (const json& model : doc.at("models")) {
+    if (model.at("tool_syntax").get<bool>()) continue;
+    const std::string name = model.at("name").get<std::string>();
+    auto tmpl = hearth::detect_chat_template(model.at("chat_template").get<std::string>());
+    REQUIRE(tmpl.ok());
+    for (const json& c : qwen->at("cases")) {
+      if (!c.contains("tools")) continue;
+      INFO(name << ", conversation: " << c.at("name").get<std::string>());
+      auto r = hearth::render_chat(*tmpl, messages_of(c.at("messages")), true, tools_of(c.at("tools")));
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().message.find("has no tool-call syntax") != std::string::npos);
+      CHECK(r.error().message.find(hearth::chat_family_name(tmpl->family)) != std::string::npos);
     }
   }
 }
@@ -73,6 +127,10 @@ TEST_CASE("the ChatML default system prompt is read from the template, not assum
     } else if (name == "smollm2:135m") {
       CHECK(tmpl->family == hearth::ChatFamily::ChatML);
       CHECK(tmpl->default_system == "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+    } else if (name == "llama3.1") {
+      CHECK(tmpl->family == hearth::ChatFamily::Llama3);
+      CHECK(tmpl->tool_syntax == hearth::ToolSyntax::Llama31);
+      CHECK(tmpl->date_string == "26 Jul 2024");
     } else {
       CHECK(tmpl->family == hearth::ChatFamily::Gemma);
       CHECK(tmpl->default_system.empty());
