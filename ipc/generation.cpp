@@ -14,27 +14,102 @@ namespace hearth::ipc {
 
 using json = nlohmann::ordered_json;
 
+EventStream::EventStream() = default;
+EventStream::EventStream(std::vector<CallForm> forms, std::vector<std::string> names)
+    : parser_(std::make_unique<ToolCallParser>(std::move(forms), std::move(names))) {}
+EventStream::~EventStream() = default;
+EventStream::EventStream(EventStream&&) noexcept = default;
+EventStream& EventStream::operator=(EventStream&&) noexcept = default;
+
+namespace {
+
+bool all_space(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+}  // namespace
+
+void EventStream::content(std::string text, std::vector<ApiEvent>& out) {
+  if (parser_ && all_space(text)) {
+    held_space_ += text;
+    return;
+  }
+  ApiEvent ev;
+  ev.text = std::move(held_space_) + std::move(text);
+  held_space_.clear();
+  ev.logprobs = std::move(held_logprobs_);
+  held_logprobs_.clear();
+  out.push_back(std::move(ev));
+}
+
+void EventStream::parsed(std::vector<ToolCallParser::Event> events, std::vector<ApiEvent>& out) {
+  using Kind = ToolCallParser::Event::Kind;
+  for (ToolCallParser::Event& e : events) {
+    if (e.kind == Kind::Content) {
+      content(std::move(e.text), out);
+      continue;
+    }
+    ApiEvent ev;
+    ev.call_index = e.index;
+    if (e.kind == Kind::CallBegin) {
+      held_space_.clear();  // layout before a call
+      if (call_ids_.size() <= static_cast<size_t>(e.index)) call_ids_.resize(static_cast<size_t>(e.index) + 1);
+      call_ids_[static_cast<size_t>(e.index)] = random_id("call_");
+      ev.kind = ApiEvent::Kind::CallBegin;
+      ev.call_name = std::move(e.name);
+    } else if (e.kind == Kind::CallArguments) {
+      ev.kind = ApiEvent::Kind::CallArguments;
+      ev.text = std::move(e.text);
+    } else {
+      ev.kind = ApiEvent::Kind::CallEnd;
+      ev.text = std::move(e.text);  // "" for a whole call, else why it is broken
+    }
+    ev.call_id = call_ids_[static_cast<size_t>(e.index)];
+    out.push_back(std::move(ev));
+  }
+}
+
+void EventStream::text(std::string text, std::vector<TokenLogprob> logprobs, std::vector<ApiEvent>& out) {
+  held_logprobs_.insert(held_logprobs_.end(), std::make_move_iterator(logprobs.begin()),
+                        std::make_move_iterator(logprobs.end()));
+  if (parser_) {
+    parsed(parser_->feed(text), out);
+  } else {
+    content(std::move(text), out);
+  }
+}
+
 std::vector<ApiEvent> EventStream::feed(RequestEvent ev) {
-  ApiEvent out;
+  std::vector<ApiEvent> out;
   switch (ev.kind) {
     case RequestEvent::Kind::Text:
-      out.kind = ApiEvent::Kind::Text;
-      out.text = std::move(ev.text);
-      out.logprobs = std::move(ev.logprobs);
-      break;
-    case RequestEvent::Kind::Finished:
-      out.kind = ApiEvent::Kind::Done;
-      out.finish_reason = std::move(ev.finish_reason);
-      out.stop_sequence = std::move(ev.stop_sequence);
-      out.usage = ev.usage;
-      out.timings = ev.timings;
-      break;
-    case RequestEvent::Kind::Failed:
-      out.kind = ApiEvent::Kind::Error;
-      out.error = internal_error(ev.error.empty() ? "the engine failed" : ev.error);
-      break;
+      text(std::move(ev.text), std::move(ev.logprobs), out);
+      return out;
+    case RequestEvent::Kind::Finished: {
+      if (parser_) parsed(parser_->finish(), out);
+      if (!held_space_.empty() && call_ids_.empty()) {  // an answer that is only whitespace
+        ApiEvent space;
+        space.text = std::move(held_space_);
+        out.push_back(std::move(space));
+      }
+      ApiEvent done;
+      done.kind = ApiEvent::Kind::Done;
+      done.finish_reason = std::move(ev.finish_reason);
+      done.stop_sequence = std::move(ev.stop_sequence);
+      done.usage = ev.usage;
+      done.timings = ev.timings;
+      out.push_back(std::move(done));
+      return out;
+    }
+    case RequestEvent::Kind::Failed: {
+      ApiEvent failed;
+      failed.kind = ApiEvent::Kind::Error;
+      failed.error = internal_error(ev.error.empty() ? "the engine failed" : ev.error);
+      out.push_back(std::move(failed));
+      return out;
+    }
   }
-  return {std::move(out)};
+  return out;
 }
 
 std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& request, const Tokenizer& tokenizer,
@@ -42,8 +117,8 @@ std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& req
   GenerationRequest gen;
   const char* param = request.chat ? "messages" : "prompt";
   if (request.chat) {
-    Result<std::vector<ChatSegment>> segments = render_chat(chat_template, request.messages, true);
-    if (!segments.ok()) return bad_request(segments.error().message, "messages");
+    Result<std::vector<ChatSegment>> segments = render_chat(chat_template, request.messages, true, request.tools);
+    if (!segments.ok()) return bad_request(segments.error().message, request.tools.empty() ? "messages" : "tools");
     gen.prompt = tokenizer.encode_segments(*segments);
   } else {
     gen.prompt = tokenizer.encode(request.prompt, true, false);

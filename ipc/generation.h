@@ -19,6 +19,7 @@
 #include "engine/sampling/params.h"
 #include "engine/scheduler/request.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tool_calls.h"
 #include "ipc/errors.h"
 #include "ipc/http_types.h"
 #include "ipc/model_host.h"
@@ -86,10 +87,30 @@ struct ApiEvent {
   ApiError error;                      // Error
 };
 
-// Turns the engine's events for one request into ApiEvents.
+// Turns the engine's events for one request into ApiEvents. With tools offered, the text
+// goes through a ToolCallParser: calls come out as CallBegin / CallArguments / CallEnd (ids
+// "call_..."), the rest as Text; whitespace alone next to a call is layout, not content.
+// A Text event's logprobs go with the first Text it yields (or the next one).
 class EventStream {
  public:
+  EventStream();
+  // Calls written in one of forms, naming one of names, are split out of the text.
+  EventStream(std::vector<CallForm> forms, std::vector<std::string> names);
+  ~EventStream();
+  EventStream(EventStream&&) noexcept;
+  EventStream& operator=(EventStream&&) noexcept;
+
   std::vector<ApiEvent> feed(RequestEvent ev);
+
+ private:
+  void text(std::string text, std::vector<TokenLogprob> logprobs, std::vector<ApiEvent>& out);
+  void parsed(std::vector<ToolCallParser::Event> events, std::vector<ApiEvent>& out);
+  void content(std::string text, std::vector<ApiEvent>& out);
+
+  std::unique_ptr<ToolCallParser> parser_;  // null: no tools, text is text
+  std::string held_space_;                  // whitespace-only content, kept back in case a call follows
+  std::vector<TokenLogprob> held_logprobs_;
+  std::vector<std::string> call_ids_;  // by call index
 };
 
 // How one API surface writes one answer. Streamed: the connection sends open(), then what

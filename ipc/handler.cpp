@@ -12,13 +12,7 @@ namespace hearth::ipc {
 std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
                                                std::unique_ptr<ResponseWriter> writer, std::string log_id) {
   const EngineRef& engine = *call.engine;
-  // Until the templates render tools and calls (engine/tokenizer), a conversation with them
-  // is refused rather than rendered without them.
-  const bool tool_turns = std::any_of(request.messages.begin(), request.messages.end(),
-                                      [](const ChatMessage& m) { return m.role == "tool" || !m.tool_calls.empty(); });
-  if (!request.tools.empty() || tool_turns)
-    return bad_request("tool calls are not supported yet: send the request without tools", "tools",
-                       "unsupported_parameter");
+  if (std::optional<ApiError> e = check_constraints(request)) return *e;
   std::variant<GenerationRequest, ApiError> gen =
       build_generation(request, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
   if (auto* e = std::get_if<ApiError>(&gen)) return *e;
@@ -27,7 +21,8 @@ std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiReques
   job.request = std::move(std::get<GenerationRequest>(gen));
   job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, request.cache_salt);
   job.request.top_logprobs = request.top_logprobs;
-  job.prepare = grammar_step(request, engine.grammars);
+  job.prepare = grammar_step(request, engine.model.chat_template, engine.grammars);
+  job.events = event_stream(request, engine.model.chat_template);
   job.writer = std::move(writer);
   job.keep_alive = request.keep_alive;
   job.log_id = std::move(log_id);

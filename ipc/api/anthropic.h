@@ -16,7 +16,7 @@ namespace hearth::ipc {
 // tools, or whose conversation holds tool_use or tool_result blocks, is refused (400) rather
 // than answered as if it had none. The adapter and its writer already speak tool_use both
 // ways: set this to true when the engine does (the tests read it too).
-inline constexpr bool kAnthropicToolUseReady = false;
+inline constexpr bool kAnthropicToolUseReady = true;
 
 RouteResult anthropic_messages(const Call& call);
 RouteResult anthropic_count_tokens(const Call& call);
