@@ -49,7 +49,10 @@ struct ApiRequest {
   bool chat = true;                   // messages, rendered with the model's template; else prompt
   std::vector<ChatMessage> messages;  // chat
   std::string prompt;                 // not chat: the text as given (BOS added)
-  int32_t max_tokens = -1;            // < 0: until the context is full
+  // Not chat: special-token text in the prompt becomes its token ("<|im_start|>"), as when the
+  // client wrote the template itself (Ollama's raw mode); else it is plain text.
+  bool parse_special = false;
+  int32_t max_tokens = -1;  // < 0: until the context is full
   SamplingParams sampling;
   std::vector<std::string> stop;  // non-empty strings
   // Narrows the request's prompt-cache scope (vLLM's name): 1..256 printable ASCII bytes.
@@ -101,6 +104,8 @@ class ResponseWriter {
   virtual std::string open() { return ""; }
   virtual std::string write(const ApiEvent& ev) = 0;
   virtual HttpResponse response() = 0;
+  // The error object of this API, for an answer refused before it starts (queue full).
+  virtual ErrorShape error_shape() const { return ErrorShape::OpenAi; }
 };
 
 // A generation ready to submit: the engine, the tokenized request, the writer of its answer.
@@ -114,8 +119,8 @@ struct GenerationJob {
 };
 
 // Renders the chat (the model's template) or tokenizes the prompt (BOS added, special-token
-// text kept literal) and checks the prompt fits: 1 .. n_ctx - 1 tokens, else 400 with
-// code "context_length_exceeded".
+// text kept literal unless parse_special) and checks the prompt fits: 1 .. n_ctx - 1 tokens,
+// else 400 with code "context_length_exceeded".
 std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& request, const Tokenizer& tokenizer,
                                                            const ChatTemplate& chat_template, int32_t n_ctx);
 

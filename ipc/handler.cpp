@@ -31,19 +31,19 @@ ApiError shutting_down() {
   return unavailable("the server is shutting down", "shutting_down");
 }
 
-HttpResponse submit_error_response(const Submitted& submitted) {
+HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape) {
   switch (submitted.status) {
     case SubmitStatus::QueueFull:
-      return error_response(
-          queue_full(submitted.message.empty() ? "too many requests are waiting" : submitted.message));
+      return error_response(queue_full(submitted.message.empty() ? "too many requests are waiting" : submitted.message),
+                            shape);
     case SubmitStatus::ShuttingDown:
-      return error_response(shutting_down());
+      return error_response(shutting_down(), shape);
     case SubmitStatus::Invalid:
-      return error_response(bad_request(submitted.message));
+      return error_response(bad_request(submitted.message), shape);
     case SubmitStatus::Accepted:
       break;
   }
-  return error_response(internal_error("unexpected submit status"));
+  return error_response(internal_error("unexpected submit status"), shape);
 }
 
 }  // namespace hearth::ipc

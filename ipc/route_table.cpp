@@ -54,13 +54,14 @@ std::string media_type(std::string_view content_type) {
 }
 
 // What the TCP listener answers before routing (see dispatch()); nullopt: go on.
-std::optional<HttpResponse> browser_gate(const HttpRequest& request, const RouteContext& ctx) {
+std::optional<HttpResponse> browser_gate(const HttpRequest& request, const RouteContext& ctx, ErrorShape shape) {
   static const std::vector<std::string> kNone;
   const std::vector<std::string>& allowed = ctx.allowed_origins ? *ctx.allowed_origins : kNone;
   if (request.origin && !origin_allowed(*request.origin, allowed)) {
     return error_response(forbidden("Origin '" + *request.origin +
                                     "' is not allowed: hearth answers web pages only from the origins listed in "
-                                    "allowed_origins (empty by default)"));
+                                    "allowed_origins (empty by default)"),
+                          shape);
   }
   if (request.method == "OPTIONS" && request.origin) {
     HttpResponse r;
@@ -77,7 +78,7 @@ std::optional<HttpResponse> browser_gate(const HttpRequest& request, const Route
         bad_request("POST bodies must be sent with Content-Type: application/json (got '" + request.content_type + "')",
                     "", "unsupported_media_type");
     e.status = 415;
-    return error_response(e);
+    return error_response(e, shape);
   }
   return std::nullopt;
 }
@@ -85,7 +86,7 @@ std::optional<HttpResponse> browser_gate(const HttpRequest& request, const Route
 // The route for method and path, or the answer when there is none: 404, or 405 listing the
 // methods the path has.
 std::variant<HttpResponse, const RouteEntry*> find_route(const std::string& method, std::string_view path,
-                                                         std::string* tail) {
+                                                         std::string* tail, ErrorShape shape) {
   const std::string_view want = method == "HEAD" ? std::string_view("GET") : std::string_view(method);
   std::string allow;
   for (const RouteEntry& r : kRoutes) {
@@ -97,9 +98,9 @@ std::variant<HttpResponse, const RouteEntry*> find_route(const std::string& meth
     }
     if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + std::string(r.method);
   }
-  if (allow.empty()) return error_response(not_found("Unknown route: " + method + " " + std::string(path)));
+  if (allow.empty()) return error_response(not_found("Unknown route: " + method + " " + std::string(path)), shape);
   HttpResponse r =
-      error_response(method_not_allowed(method + " is not allowed on " + std::string(path) + "; use " + allow));
+      error_response(method_not_allowed(method + " is not allowed on " + std::string(path) + "; use " + allow), shape);
   r.allow = allow;
   return r;
 }
@@ -128,6 +129,13 @@ std::span<const RouteEntry> route_table() {
   return kRoutes;
 }
 
+ErrorShape error_shape_of(std::string_view path) {
+  std::string_view tail;
+  for (const RouteEntry& r : kRoutes)
+    if (path_matches(r, path, &tail)) return r.errors;
+  return ErrorShape::OpenAi;
+}
+
 bool path_matches(const RouteEntry& route, std::string_view path, std::string_view* tail) {
   const std::string_view p = route.path;
   if (p.size() >= 2 && p.substr(p.size() - 2) == "/*") {
@@ -141,17 +149,19 @@ bool path_matches(const RouteEntry& route, std::string_view path, std::string_vi
 }
 
 std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const RouteContext& ctx) {
-  if (ctx.check_host && !is_loopback_host(request.host)) {
-    return error_response(forbidden("Host '" + request.host +
-                                    "' is not a loopback name or address; this listener serves local clients only"));
-  }
-  if (ctx.peer.tcp) {
-    if (std::optional<HttpResponse> r = browser_gate(request, ctx)) return *r;
-  }
   std::string_view path = request.target;
   if (size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  const ErrorShape shape = error_shape_of(path);
+  if (ctx.check_host && !is_loopback_host(request.host)) {
+    return error_response(forbidden("Host '" + request.host +
+                                    "' is not a loopback name or address; this listener serves local clients only"),
+                          shape);
+  }
+  if (ctx.peer.tcp) {
+    if (std::optional<HttpResponse> r = browser_gate(request, ctx, shape)) return *r;
+  }
   Dispatch d;
-  std::variant<HttpResponse, const RouteEntry*> found = find_route(request.method, path, &d.tail);
+  std::variant<HttpResponse, const RouteEntry*> found = find_route(request.method, path, &d.tail, shape);
   if (auto* r = std::get_if<HttpResponse>(&found)) return std::move(*r);
   d.route = std::get<const RouteEntry*>(found);
   const RouteEntry& route = *d.route;
@@ -169,13 +179,14 @@ std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const 
       return error_response(name.empty() ? unavailable("no model can be served", "no_model") : unknown_model(name),
                             route.errors);
     }
+    d.load = route.needs != Needs::BodyModel || route.loads_model == nullptr || route.loads_model(*d.body);
   }
   return d;
 }
 
 RouteResult run_route(const Dispatch& d, const HttpRequest& request, const RouteContext& ctx,
-                      std::shared_ptr<const EngineRef> engine) {
-  return d.route->handler(Call{request, ctx, *d.body, std::move(engine), d.tail});
+                      std::shared_ptr<const EngineRef> engine, std::chrono::nanoseconds load_wait) {
+  return d.route->handler(Call{request, ctx, *d.body, std::move(engine), d.tail, load_wait});
 }
 
 RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
@@ -183,12 +194,16 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
   if (auto* r = std::get_if<HttpResponse>(&d)) return std::move(*r);
   const Dispatch& dispatched = std::get<Dispatch>(d);
   std::shared_ptr<const EngineRef> engine;
-  if (dispatched.model) {
+  std::chrono::nanoseconds load_wait{0};
+  if (dispatched.model) engine = ctx.host->loaded(*dispatched.model);
+  if (dispatched.model && !engine && dispatched.load) {
+    const auto t0 = std::chrono::steady_clock::now();
     ModelHost::Loaded loaded = ctx.host->load(*dispatched.model);
     if (auto* e = std::get_if<HostError>(&loaded)) return error_response(host_error(*e), dispatched.route->errors);
     engine = std::get<std::shared_ptr<const EngineRef>>(std::move(loaded));
+    load_wait = std::chrono::steady_clock::now() - t0;
   }
-  return run_route(dispatched, request, ctx, std::move(engine));
+  return run_route(dispatched, request, ctx, std::move(engine), load_wait);
 }
 
 bool is_loopback_host(std::string_view host) {
