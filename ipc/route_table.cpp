@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ipc/api/hearth.h"
+#include "ipc/api/ollama.h"
+#include "ipc/api/ollama_request.h"
 #include "ipc/api/openai.h"
 #include "ipc/json_fields.h"
 
@@ -18,7 +20,7 @@ using json = nlohmann::json;
 namespace {
 
 constexpr bool kJson = true, kNoBody = false;
-constexpr ErrorShape kOpenAi = ErrorShape::OpenAi;
+constexpr ErrorShape kOpenAi = ErrorShape::OpenAi, kOllama = ErrorShape::Ollama;
 constexpr bool kGenerates = true, kReads = false;
 
 // clang-format off
@@ -38,9 +40,24 @@ constexpr RouteEntry kRoutes[] = {
   {"DELETE", "/api/cache",           kOpenAi, Needs::QueryModel,  kNoBody, kReads,     cache_clear},
   {"POST",   "/api/cache/warm",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, cache_warm},
   {"GET",    "/api/models",          kOpenAi, Needs::Nothing,     kNoBody, kReads,     installed_models},
-  {"GET",    "/api/ps",              kOpenAi, Needs::Host,        kNoBody, kReads,     list_loaded},
   {"POST",   "/api/load",            kOpenAi, Needs::Host,        kJson,   kGenerates, load_model},
   {"POST",   "/api/unload",          kOpenAi, Needs::Host,        kJson,   kReads,     unload_model},
+  // Ollama's API (api/ollama.h); /api/ps lists hearth's fields too. An unload request (nothing
+  // to generate, keep_alive 0) does not load the model it unloads.
+  {"GET",    "/",                    kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_root},
+  {"POST",   "/api/chat",            kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_chat, ollama_loads_model},
+  {"POST",   "/api/generate",        kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_generate, ollama_loads_model},
+  {"GET",    "/api/tags",            kOllama, Needs::Host,        kNoBody, kReads,     ollama_tags},
+  {"POST",   "/api/show",            kOllama, Needs::Host,        kJson,   kReads,     ollama_show},
+  {"GET",    "/api/ps",              kOllama, Needs::Host,        kNoBody, kReads,     ollama_ps},
+  {"GET",    "/api/version",         kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_version},
+  {"POST",   "/api/pull",            kOllama, Needs::Host,        kJson,   kReads,     ollama_pull},
+  {"DELETE", "/api/delete",          kOllama, Needs::Host,        kJson,   kReads,     ollama_delete},
+  {"POST",   "/api/copy",            kOllama, Needs::Nothing,     kJson,   kReads,     ollama_copy},
+  {"POST",   "/api/embed",           kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
+  {"POST",   "/api/embeddings",      kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
+  {"POST",   "/api/create",          kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
+  {"POST",   "/api/push",            kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
 };
 // clang-format on
 

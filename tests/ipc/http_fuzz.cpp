@@ -6,8 +6,9 @@
 //      stays open (keep-alive, pipelining), as Connection::serve_requests does;
 //   2. a request that cannot be read mapped to its answer (read_error_answer); one that can,
 //      through route(): routing and methods, the TCP listener's Host and Origin gates, the
-//      OpenAI validation, chat rendering with the model's template and tokenization of the
-//      rendered prompt, the cache routes' parsing (warm and clear);
+//      OpenAI and Ollama validation, chat rendering with the model's template and
+//      tokenization of the rendered prompt, the cache routes' parsing (warm and clear),
+//      Ollama's model routes (tags, show, ps, pull, delete);
 //   3. the answer built as the connection writes it (response_message), serialized and
 //      parsed back; for a generation job, the response JSON built around its prompt's text.
 // The host serves one EngineRef with a tokenizer and no scheduler: nothing is submitted, GET
@@ -30,15 +31,19 @@
 //  - a request that cannot be read is answered 400, 413 or 431; it goes unanswered only when
 //    the input ended in the middle of it;
 //  - every answer is well-formed HTTP that parses back to the same status and body; every
-//    4xx/5xx is application/json with an OpenAI error object ({message, type, param, code});
-//    no 500; 503 only while no engine is loaded, after stop_accepting, or for GET /api/cache
-//    (no scheduler here); a 405 has an Allow header; JSON answers parse;
+//    4xx/5xx is application/json with the error object of its path's API: Ollama's
+//    {"error": "<message>"} and nothing else on Ollama's routes, OpenAI's ({message, type,
+//    param, code}) everywhere else and for requests that cannot be read; no 500; 503 only
+//    while no engine is loaded, after stop_accepting, or for GET /api/cache (no scheduler
+//    here); a 405 has an Allow header; JSON answers parse, and so does every NDJSON line;
 //  - a generation or warm job has 1 .. n_ctx - 1 prompt tokens, each in the vocabulary, and
 //    at most one token per body byte plus the template's fixed part (kTemplateTokens);
-//    valid sampling, at most 4 non-empty stop strings; a warm job generates one token;
+//    valid sampling, at most 4 non-empty stop strings (16 on Ollama's routes); a warm job
+//    generates one token;
 //  - with a byte-level BPE tokenizer, a completion prompt's tokens decode to the prompt
 //    exactly, and a ChatML prompt's tokens decode to text holding every message's content;
-//  - the JSON answers built from a prompt's token bytes (partial UTF-8 included) parse.
+//  - the JSON answers built from a prompt's token bytes (partial UTF-8 included) parse: SSE
+//    payloads up to [DONE], or NDJSON lines up to a done object (Ollama's routes).
 //
 // Seeds: HEARTH_FUZZ_WRITE_SEEDS=DIR ./http_fuzz writes the malformed requests of
 // malformed_cases.cpp (each in three configurations) and a few valid requests into DIR and
@@ -68,6 +73,7 @@
 #include "engine/gguf/writer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "http_client.h"
+#include "ipc/api/ollama_request.h"
 #include "ipc/api/openai_request.h"
 #include "ipc/api/openai_response.h"
 #include "ipc/http_message.h"
@@ -301,6 +307,14 @@ json parse_or_fail(const std::string& text, const std::string& what) {
   return j;
 }
 
+// Ollama's error object: {"error": "<message>"}, nothing else.
+void check_ollama_error_body(const std::string& body) {
+  const json j = parse_or_fail(body, "error body");
+  require(j.is_object() && j.size() == 1 && j.contains("error") && j["error"].is_string() &&
+              !j["error"].get<std::string>().empty(),
+          "an Ollama route's error that is not {\"error\": \"<message>\"}", body);
+}
+
 void check_error_body(const std::string& body) {
   const json j = parse_or_fail(body, "error body");
   require(j.is_object() && j.contains("error") && j["error"].is_object(), "error body without an error object", body);
@@ -341,13 +355,30 @@ bool is_path(const HttpRequest& req, std::string_view path) {
   return t == path;
 }
 
+std::string_view path_of(const HttpRequest& req) {
+  std::string_view t = req.target;
+  return t.substr(0, t.find('?'));
+}
+
 void check_response(const HttpResponse& r, const HttpRequest& req, const Config& c) {
-  static const int kAllowed[] = {200, 204, 400, 403, 404, 405, 415, 503};
+  // 409: DELETE /api/delete of the loaded model; 501: what Ollama has and hearth does not.
+  static const int kAllowed[] = {200, 204, 400, 403, 404, 405, 409, 415, 501, 503};
   require(std::find(std::begin(kAllowed), std::end(kAllowed), r.status) != std::end(kAllowed),
           "unexpected status " + std::to_string(r.status), r.body);
   if (r.status >= 400) {
     require(r.content_type == "application/json", "an error that is not application/json", r.content_type);
-    check_error_body(r.body);
+    if (error_shape_of(path_of(req)) == ErrorShape::Ollama) {
+      check_ollama_error_body(r.body);
+    } else {
+      check_error_body(r.body);
+    }
+  }
+  if (r.status == 200 && r.content_type == "application/x-ndjson") {
+    for (size_t at = 0, nl; at < r.body.size(); at = nl + 1) {
+      nl = r.body.find('\n', at);
+      require(nl != std::string::npos, "an NDJSON line without its newline", r.body);
+      parse_or_fail(r.body.substr(at, nl - at), "NDJSON line");
+    }
   }
   if (r.status == 405) require(!r.allow.empty(), "405 without Allow");
   if (r.status == 503) {
@@ -356,6 +387,83 @@ void check_response(const HttpResponse& r, const HttpRequest& req, const Config&
   }
   if (r.status == 200 && r.content_type == "application/json") parse_or_fail(r.body, "200 answer");
   if (r.status == 204) require(r.body.empty(), "204 with a body");
+}
+
+bool is_ollama_generation(const HttpRequest& req) {
+  return is_path(req, "/api/chat") || is_path(req, "/api/generate");
+}
+
+// Nothing lost on the way through a byte-level BPE tokenizer: a completion prompt's tokens
+// decode to the prompt, a ChatML prompt holds every message's content.
+void check_prompt_text(const GenerationJob& job, const HttpRequest& req, const Config& c, const std::string& text) {
+  const EngineRef& engine = *job.engine;
+  json j;
+  require(!parse_json(req.body, &j).has_value(), "a job from a body that does not parse");
+  ApiRequest areq;
+  if (is_ollama_generation(req)) {
+    auto parsed = parse_ollama_request(is_path(req, "/api/chat") ? OllamaEndpoint::Chat : OllamaEndpoint::Generate, j);
+    require(std::holds_alternative<OllamaRequest>(parsed), "a job from a request that does not validate");
+    areq = std::get<OllamaRequest>(parsed);
+    if (areq.parse_special) return;  // raw: special-token text became special tokens
+  } else {
+    const Endpoint endpoint = is_path(req, "/v1/chat/completions") ? Endpoint::Chat : Endpoint::Completions;
+    auto parsed = parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
+    require(std::holds_alternative<OpenAiRequest>(parsed), "a job from a request that does not validate");
+    areq = std::get<OpenAiRequest>(parsed);
+  }
+  if (!areq.chat) {
+    require(text == representable(*c.engine, areq.prompt),
+            "the prompt's tokens do not decode to the prompt (less bytes without a token)", areq.prompt);
+  } else if (engine.model.chat_template.family == ChatFamily::ChatML) {
+    for (const ChatMessage& m : areq.messages)
+      require(text.find(representable(*c.engine, m.content)) != std::string::npos,
+              "a message's content is not in the rendered prompt", m.content);
+  }
+}
+
+// The answer the job's own writer builds around the prompt's bytes (pieces may split a UTF-8
+// character): every SSE payload up to [DONE], every NDJSON line up to the done object, and a
+// whole answer parse.
+void check_written(const GenerationJob& job, const HttpRequest& req) {
+  const Tokenizer& tok = *job.engine->tokenizer;
+  const std::vector<int32_t>& prompt = job.request.prompt;
+  ResponseWriter& writer = *job.writer;
+  std::string wire = writer.streamed() ? writer.open() : "";
+  for (size_t i = 0; i < prompt.size() && i < 8; ++i) {
+    ApiEvent piece;
+    piece.text = tok.token_bytes(prompt[i]);
+    wire += writer.write(piece);
+  }
+  ApiEvent done;
+  done.kind = ApiEvent::Kind::Done;
+  done.finish_reason = "length";
+  done.usage.prompt_tokens = static_cast<int32_t>(prompt.size());
+  wire += writer.write(done);
+  if (!writer.streamed()) {
+    require(wire.empty(), "a whole answer that wrote stream bytes", wire);
+    const HttpResponse r = writer.response();
+    require(r.status == 200, "a whole answer that is not 200", r.body);
+    parse_or_fail(r.body, "whole answer");
+  } else if (is_ollama_generation(req)) {
+    require(writer.content_type() == "application/x-ndjson", "an Ollama stream that is not NDJSON");
+    json last;
+    for (size_t at = 0, nl; at < wire.size(); at = nl + 1) {
+      nl = wire.find('\n', at);
+      require(nl != std::string::npos, "an NDJSON line without its newline", wire);
+      last = parse_or_fail(wire.substr(at, nl - at), "NDJSON line");
+    }
+    require(last.is_object() && last.value("done", false), "an Ollama stream that does not end with done", wire);
+  } else {
+    std::vector<std::string> payloads;  // "data: <payload>\n\n" each
+    for (size_t at = 0; at < wire.size();) {
+      const size_t end = wire.find("\n\n", at);
+      require(wire.compare(at, 6, "data: ") == 0 && end != std::string::npos, "a stream that is not SSE", wire);
+      payloads.push_back(wire.substr(at + 6, end - at - 6));
+      at = end + 2;
+    }
+    require(!payloads.empty() && payloads.back() == "[DONE]", "a stream that does not end with [DONE]", wire);
+    for (size_t i = 0; i + 1 < payloads.size(); ++i) parse_or_fail(payloads[i], "stream chunk");
+  }
 }
 
 void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c) {
@@ -370,68 +478,21 @@ void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c
   require(prompt.size() <= req.body.size() + kTemplateTokens,
           "more tokens than body bytes + the template: " + std::to_string(prompt.size()), req.body);
   const bool warm = is_path(req, "/api/cache/warm");
+  const bool ollama = is_ollama_generation(req);
   require(job.writer != nullptr, "a job without a writer");
   if (warm) {
     require(job.request.warm && job.request.max_tokens == 1 && !job.writer->streamed(),
             "a warm job that is not one greedy token, answered whole");
   } else {
-    require(is_path(req, "/v1/chat/completions") || is_path(req, "/v1/completions"), "a job from another route",
-            req.target);
+    require(is_path(req, "/v1/chat/completions") || is_path(req, "/v1/completions") || ollama,
+            "a job from another route", req.target);
     require(job.request.max_tokens == -1 || job.request.max_tokens >= 1, "max_tokens");
   }
   require(job.request.sampling.validate().ok(), "sampling parameters out of range");
-  require(job.request.stop.size() <= 4, "more than 4 stop strings");
+  require(job.request.stop.size() <= (ollama ? 16u : 4u), "too many stop strings");
   for (const std::string& s : job.request.stop) require(!s.empty(), "an empty stop string");
-
-  // Tokenization of the result: nothing lost on the way through a byte-level BPE tokenizer.
-  const std::string text = tok.decode(prompt);
-  if (c.engine->byte_level_bpe && !warm) {
-    json j;
-    require(!parse_json(req.body, &j).has_value(), "a job from a body that does not parse");
-    const Endpoint endpoint = is_path(req, "/v1/chat/completions") ? Endpoint::Chat : Endpoint::Completions;
-    auto parsed = parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
-    require(std::holds_alternative<OpenAiRequest>(parsed), "a job from a request that does not validate");
-    const OpenAiRequest& oreq = std::get<OpenAiRequest>(parsed);
-    if (endpoint == Endpoint::Completions) {
-      require(text == representable(*c.engine, oreq.prompt),
-              "the prompt's tokens do not decode to the prompt (less bytes without a token)", oreq.prompt);
-    } else if (engine.model.chat_template.family == ChatFamily::ChatML) {
-      for (const ChatMessage& m : oreq.messages)
-        require(text.find(representable(*c.engine, m.content)) != std::string::npos,
-                "a message's content is not in the rendered prompt", m.content);
-    }
-  }
-
-  // The answer the job's own writer builds around the prompt's bytes (pieces may split a
-  // UTF-8 character): every SSE payload and a whole answer parse.
-  ResponseWriter& writer = *job.writer;
-  std::string wire = writer.streamed() ? writer.open() : "";
-  for (size_t i = 0; i < prompt.size() && i < 8; ++i) {
-    ApiEvent piece;
-    piece.text = tok.token_bytes(prompt[i]);
-    wire += writer.write(piece);
-  }
-  ApiEvent done;
-  done.kind = ApiEvent::Kind::Done;
-  done.finish_reason = "length";
-  done.usage.prompt_tokens = static_cast<int32_t>(prompt.size());
-  wire += writer.write(done);
-  if (writer.streamed()) {
-    std::vector<std::string> payloads;  // "data: <payload>\n\n" each
-    for (size_t at = 0; at < wire.size();) {
-      const size_t end = wire.find("\n\n", at);
-      require(wire.compare(at, 6, "data: ") == 0 && end != std::string::npos, "a stream that is not SSE", wire);
-      payloads.push_back(wire.substr(at + 6, end - at - 6));
-      at = end + 2;
-    }
-    require(!payloads.empty() && payloads.back() == "[DONE]", "a stream that does not end with [DONE]", wire);
-    for (size_t i = 0; i + 1 < payloads.size(); ++i) parse_or_fail(payloads[i], "stream chunk");
-  } else {
-    require(wire.empty(), "a whole answer that wrote stream bytes", wire);
-    const HttpResponse r = writer.response();
-    require(r.status == 200, "a whole answer that is not 200", r.body);
-    parse_or_fail(r.body, "whole answer");
-  }
+  if (c.engine->byte_level_bpe && !warm) check_prompt_text(job, req, c, tok.decode(prompt));
+  check_written(job, req);
 }
 
 ResponseCounters& counters() {
@@ -512,6 +573,7 @@ void write_seeds(const std::string& dir) {
   for (const MalformedCase& m : test::json_level_cases()) raws.push_back(m.raw);
   for (const MalformedCase& m : test::body_syntax_cases()) raws.push_back(m.raw);
   for (const MalformedCase& m : test::http_level_cases(16u << 10)) raws.push_back(m.raw);
+  for (const MalformedCase& m : test::ollama_cases()) raws.push_back(m.raw);
   const size_t n_malformed = raws.size();
   // Valid requests, so that the fuzzer starts inside every route too.
   const std::string chat = test::chat_base().dump(), completion = test::completion_base().dump();
@@ -523,6 +585,23 @@ void write_seeds(const std::string& dir) {
       R"({"model":"fuzz:latest","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"<|im_end|> b"}]},{"role":"assistant","content":"c"},{"role":"user","content":"d"}],"stream":true,"stream_options":{"include_usage":true},"stop":["x","y"],"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":-1,"max_completion_tokens":8,"cache_salt":"s1"})"));
   raws.push_back(test::http_request("POST", test::kCompletionsPath,
                                     R"({"prompt":["<|im_start|>x\u0000y \u00e9\ud83d\ude00"],"n":1,"stop":"\n"})"));
+  raws.push_back(test::http_request(
+      "POST", test::kOllamaChatPath,
+      R"({"model":"fuzz:latest","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},{"role":"user","content":"again"}],"format":{"type":"object"},"options":{"temperature":0.5,"top_k":20,"top_p":0.9,"min_p":0.1,"repeat_penalty":1.1,"repeat_last_n":32,"seed":7,"num_predict":8,"stop":["x","y"],"num_ctx":2048,"num_gpu":1},"keep_alive":"5m","logprobs":true,"top_logprobs":2})"));
+  raws.push_back(
+      test::http_request("POST", test::kOllamaGeneratePath,
+                         R"({"prompt":"<|im_start|>user
+hi<|im_end|>
+","raw":true,"stream":false,"format":"json"})") +
+      test::http_request("POST", test::kOllamaGeneratePath,
+                         R"({"prompt":"why?","system":"s","template":"","suffix":"","context":[],"think":false})") +
+      test::http_request("POST", test::kOllamaGeneratePath, R"({"model":"fuzz:latest","keep_alive":0})"));
+  raws.push_back(test::http_request("GET", "/api/tags") +
+                 test::http_request("POST", "/api/show", R"({"model":"fuzz:latest","verbose":true})") +
+                 test::http_request("GET", "/api/ps") + test::http_request("GET", "/api/version") +
+                 test::http_request("HEAD", "/") +
+                 test::http_request("POST", "/api/pull", R"({"model":"fuzz:latest"})") +
+                 test::http_request("DELETE", "/api/delete", R"({"model":"fuzz:latest"})"));
   raws.push_back(test::http_request("POST", "/api/tokenize", R"({"content":"<start_of_turn>hi","add_special":true})"));
   raws.push_back(test::http_request("POST", "/api/detokenize", R"({"tokens":[1,2,3,300]})"));
   raws.push_back(test::http_request("POST", "/api/cache/warm", R"({"messages":[{"role":"user","content":"hi"}]})"));
