@@ -20,6 +20,7 @@ enum class Kind {
   Choice,  // one of Spec::choices
   Int,     // an integer in [Spec::min, Spec::max]
   Flag,    // a boolean; on the command line a flag without a value
+  Listen,  // HOST:PORT, or a boolean: true (on the command line the flag alone) = Spec::fallback
 };
 
 // A value as a source hands it over: TOML gives typed values, the environment and the
@@ -33,7 +34,11 @@ struct Spec {
   int64_t min = 0, max = 0;          // Int
   std::vector<std::string> choices;  // Choice
   void (*set)(DaemonConfig& c, const Value& v) = nullptr;
+  const char* fallback = "";  // Listen: the address of `true`
 };
+
+// Ollama's own address: its clients (and OLLAMA_HOST's default) look for it there.
+constexpr const char* kOllamaAddress = "127.0.0.1:11434";
 
 const std::string& str(const Value& v) {
   return std::get<std::string>(v);
@@ -129,7 +134,11 @@ const std::vector<Spec>& specs() {
        0, 0, {}, [](C& c, const Value& v) { c.no_disk_cache = std::get<bool>(v); }},
       {"listen-tcp", Kind::String, "also serve HTTP on HOST:PORT (loopback only unless --allow-remote)",
        0, 0, {}, [](C& c, const Value& v) { c.listen_tcp = str(v); }},
-      {"allow-remote", Kind::Flag, "allow a non-loopback --listen-tcp address",
+      {"listen-ollama", Kind::Listen,
+       "also serve HTTP on HOST:PORT for Ollama's clients (default when given without one: 127.0.0.1:11434; "
+       "the same rules as --listen-tcp)",
+       0, 0, {}, [](C& c, const Value& v) { c.listen_ollama = str(v); }, kOllamaAddress},
+      {"allow-remote", Kind::Flag, "allow a non-loopback --listen-tcp or --listen-ollama address",
        0, 0, {}, [](C& c, const Value& v) { c.allow_remote = std::get<bool>(v); }},
       {"cache-scope", Kind::Choice,
        "whose requests share prompt-cache entries: each user's own (default), a group's (the client's primary "
@@ -177,11 +186,34 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+// 1/0, true/false, yes/no, on/off (any case); nullopt for anything else.
+std::optional<bool> boolean_text(const std::string& text) {
+  std::string t;
+  for (char ch : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
+  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
+  return std::nullopt;
+}
+
+// HOST:PORT with PORT in 1..65535 (the host is checked when the listener binds).
+bool is_host_port(const std::string& hp) {
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 >= hp.size()) return false;
+  int64_t port = 0;
+  const char* end = hp.data() + hp.size();
+  auto [p, ec] = std::from_chars(hp.data() + colon + 1, end, port);
+  return ec == std::errc() && p == end && port >= 1 && port <= 65535;
+}
+
 // A string from the environment or the command line, as the option's kind wants it.
 Result<Value> parse_text(const Spec& s, const std::string& text, const std::string& source) {
   switch (s.kind) {
     case Kind::String:
     case Kind::Choice:
+      return Value{text};
+    case Kind::Listen:
+      if (text.empty()) return Value{true};  // the flag without a value
+      if (std::optional<bool> b = boolean_text(text)) return Value{*b};
       return Value{text};
     case Kind::Int: {
       int64_t n = 0;
@@ -193,10 +225,7 @@ Result<Value> parse_text(const Spec& s, const std::string& text, const std::stri
       return Value{n};
     }
     case Kind::Flag: {
-      std::string t;
-      for (char ch : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      if (t == "1" || t == "true" || t == "yes" || t == "on") return Value{true};
-      if (t == "0" || t == "false" || t == "no" || t == "off") return Value{false};
+      if (std::optional<bool> b = boolean_text(text)) return Value{*b};
       return make_error(source + ": '" + text + "' is not a boolean (use 1/0, true/false, yes/no, on/off)");
     }
   }
@@ -218,18 +247,17 @@ Status apply(const Spec& s, const Value& v, const std::string& source, DaemonCon
         return make_error(source + ": '" + str(v) +
                           "' is not a duration (\"5m\", \"1h30m\", \"300\" seconds, \"-1\" for ever)");
       }
-      if (std::string(s.name) == "listen-tcp" && !str(v).empty()) {
-        const std::string& hp = str(v);
-        const size_t colon = hp.rfind(':');
-        int64_t port = 0;
-        const char* end = hp.data() + hp.size();
-        bool port_ok = colon != std::string::npos && colon > 0 && colon + 1 < hp.size();
-        if (port_ok) {
-          auto [p, ec] = std::from_chars(hp.data() + colon + 1, end, port);
-          port_ok = ec == std::errc() && p == end && port >= 1 && port <= 65535;
-        }
-        if (!port_ok) return make_error(source + ": '" + hp + "' is not HOST:PORT (PORT 1..65535)");
+      if (std::string(s.name) == "listen-tcp" && !str(v).empty() && !is_host_port(str(v)))
+        return make_error(source + ": '" + str(v) + "' is not HOST:PORT (PORT 1..65535)");
+      break;
+    case Kind::Listen:
+      if (const bool* on = std::get_if<bool>(&v)) {
+        s.set(*cfg, Value{std::string(*on ? s.fallback : "")});
+        return {};
       }
+      if (!std::holds_alternative<std::string>(v) || !is_host_port(str(v)))
+        return make_error(source + ": " + (std::holds_alternative<std::string>(v) ? "'" + str(v) + "'" : "the value") +
+                          " is not HOST:PORT (PORT 1..65535) or a boolean (true: " + s.fallback + ")");
       break;
     case Kind::Int: {
       if (!std::holds_alternative<int64_t>(v)) return make_error(source + " must be an integer");
@@ -275,6 +303,8 @@ const char* kind_wants(Kind k) {
       return "an integer";
     case Kind::Flag:
       return "a boolean";
+    case Kind::Listen:
+      return "a string (HOST:PORT) or a boolean";
   }
   return "?";
 }
@@ -309,7 +339,7 @@ Status apply_toml_file(const std::string& path, DaemonConfig* cfg) {
     }
     const bool type_ok =
         (spec->kind == Kind::Int && std::holds_alternative<int64_t>(v)) ||
-        (spec->kind == Kind::Flag && std::holds_alternative<bool>(v)) ||
+        (spec->kind == Kind::Flag && std::holds_alternative<bool>(v)) || spec->kind == Kind::Listen ||
         ((spec->kind == Kind::String || spec->kind == Kind::Choice) && std::holds_alternative<std::string>(v));
     if (!type_ok) return make_error(source + " must be " + kind_wants(spec->kind) + ", not " + toml_type_name(node));
     Status st = apply(*spec, v, source, cfg);
@@ -321,6 +351,7 @@ Status apply_toml_file(const std::string& path, DaemonConfig* cfg) {
 // The placeholder --help shows for an option's value.
 std::string value_name(const Spec& s) {
   if (s.kind == Kind::Choice) return join(s.choices, "|");
+  if (s.kind == Kind::Listen) return "[HOST:PORT]";
   static const std::vector<std::pair<std::string, std::string>> kNames = {
       {"model", "PATH|NAME"},         {"socket", "PATH"},           {"socket-group", "GROUP"},
       {"cache-dir", "DIR"},           {"cache-max-bytes", "BYTES"}, {"memory-budget", "BYTES"},
@@ -370,6 +401,7 @@ Result<DaemonConfig> load_config(const std::vector<std::string>& args, const Env
     } else {
       opts[i] = app.add_option(flag, texts[i], s.help)->type_name(value_name(s));
       if (std::string(s.name) == "model") opts[i]->multi_option_policy(CLI::MultiOptionPolicy::Join);
+      if (s.kind == Kind::Listen) opts[i]->expected(0, 1);
     }
   }
   app.add_flag("--list-devices", list_devices, "print the compute devices this build can use, then exit");

@@ -53,7 +53,8 @@ struct DaemonConfig {
   int64_t gpu_memory_budget = 0;             // bytes of a GPU's memory they may use; 0 = 9/10 of it
   std::string keep_alive = "5m";             // a model's stay after its last request (common/duration.h)
   std::string listen_tcp;                    // "HOST:PORT"; "" = no TCP listener
-  bool allow_remote = false;                 // allow a non-loopback --listen-tcp host
+  std::string listen_ollama;                 // "HOST:PORT" of Ollama's clients' listener; "" = none
+  bool allow_remote = false;                 // allow a non-loopback --listen-tcp or --listen-ollama host
   std::string cache_scope = "user";          // whose prompts share cache entries: "user", "group", "shared"
   std::vector<std::string> allowed_origins;  // browser origins the TCP listener serves (CORS); none by default
   LogLevel log_level = LogLevel::Info;

@@ -130,13 +130,24 @@ Status open_listeners(const DaemonConfig& cfg, ipc::Server& server) {
     }
     LOG_INFO("socket activation: serving on " + std::to_string(fds.size()) + " descriptor(s) from systemd");
     if (!cfg.listen_tcp.empty()) LOG_WARN("--listen-tcp ignored: systemd passed the listening sockets");
+    if (!cfg.listen_ollama.empty()) {
+      LOG_WARN("--listen-ollama ignored: systemd passed the listening sockets (add ListenStream=" + cfg.listen_ollama +
+               " to hearthd.socket to serve Ollama's clients)");
+    }
     return {};
   }
   const unsigned mode = cfg.socket_group.empty() ? 0600 : 0660;
   Status st = server.listen_unix(cfg.socket, mode, cfg.socket_group);  // logs "listening on ..."
   if (!st) return st;
-  if (!cfg.listen_tcp.empty()) return server.listen_tcp(cfg.listen_tcp, cfg.allow_remote);
-  return {};
+  if (!cfg.listen_tcp.empty()) {
+    if (st = server.listen_tcp(cfg.listen_tcp, cfg.allow_remote); !st) return st;
+  }
+  // Every listener serves every route: Ollama's listener is one more TCP listener, at the
+  // address Ollama's clients look for.
+  if (cfg.listen_ollama.empty() || cfg.listen_ollama == cfg.listen_tcp) return {};
+  if (st = server.listen_tcp(cfg.listen_ollama, cfg.allow_remote); st) return {};
+  const bool in_use = st.error().message.find("in use") != std::string::npos;
+  return make_error("--listen-ollama: " + st.error().message + (in_use ? " (is Ollama itself running there?)" : ""));
 }
 
 }  // namespace

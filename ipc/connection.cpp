@@ -206,7 +206,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   // (the target is empty until then).
   static ErrorShape read_error_shape(const RequestParser& parser) {
     const auto target = parser.get().target();
-    return error_shape_for(std::string_view(target.data(), target.size()));
+    return error_shape_of_target(std::string_view(target.data(), target.size()));
   }
 
   // The request could not be read whole: answer what can be answered, then close.
@@ -366,9 +366,11 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     if (auto* r = std::get_if<HttpResponse>(&dispatched)) co_return RouteResult{std::move(*r)};
     const Dispatch& d = std::get<Dispatch>(dispatched);
     std::shared_ptr<const EngineRef> engine;
+    std::chrono::nanoseconds load_wait{0};
     if (d.model) {
       engine = ctx.host->loaded(*d.model);
-      if (!engine) {
+      if (!engine && d.load) {
+        const auto t0 = std::chrono::steady_clock::now();
         // Named, not temporaries: GCC 12 mishandles temporaries that outlive a co_await.
         std::function<ModelHost::Loaded()> load = [host = ctx.host, id = *d.model] { return host->load(id); };
         std::function<ModelHost::Loaded(std::string)> on_error = [](std::string what) -> ModelHost::Loaded {
@@ -380,9 +382,10 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         if (auto* e = std::get_if<HostError>(&*loaded))
           co_return RouteResult{error_response(host_error(*e), d.route->errors)};
         engine = std::get<std::shared_ptr<const EngineRef>>(std::move(*loaded));
+        load_wait = std::chrono::steady_clock::now() - t0;
       }
     }
-    co_return run_route(d, request, ctx, std::move(engine));
+    co_return run_route(d, request, ctx, std::move(engine), load_wait);
   }
 
   // Submits the job and relays its events through the job's writer: written as they come
@@ -409,9 +412,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     Submitted submitted = job.engine->scheduler->submit(std::move(job.request), std::move(on_event));
     if (submitted.status != SubmitStatus::Accepted) {
       ended_on_host(job);
-      co_return co_await write_response(submit_error_response(submitted, job.writer->error_shape()), version,
-                                        keep_alive) &&
-          keep_alive;
+      const HttpResponse refused = submit_error_response(submitted, job.writer->error_shape());
+      co_return co_await write_response(refused, version, keep_alive) && keep_alive;
     }
     handle_ = std::move(submitted.handle);
     start_watch();

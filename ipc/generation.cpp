@@ -121,7 +121,7 @@ std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& req
     if (!segments.ok()) return bad_request(segments.error().message, request.tools.empty() ? "messages" : "tools");
     gen.prompt = tokenizer.encode_segments(*segments);
   } else {
-    gen.prompt = tokenizer.encode(request.prompt, true, false);
+    gen.prompt = tokenizer.encode(request.prompt, true, request.parse_special);
   }
   if (auto problem = check_prompt(gen.prompt, n_ctx))
     return bad_request(problem->message, param,

@@ -51,7 +51,10 @@ struct ApiRequest {
   bool chat = true;                   // messages, rendered with the model's template; else prompt
   std::vector<ChatMessage> messages;  // chat
   std::string prompt;                 // not chat: the text as given (BOS added)
-  int32_t max_tokens = -1;            // < 0: until the context is full
+  // Not chat: special-token text in the prompt becomes its token ("<|im_start|>"), as when the
+  // client wrote the template itself (Ollama's raw mode); else it is plain text.
+  bool parse_special = false;
+  int32_t max_tokens = -1;  // < 0: until the context is full
   SamplingParams sampling;
   std::vector<std::string> stop;  // non-empty strings
   // Narrows the request's prompt-cache scope (vLLM's name): 1..256 printable ASCII bytes.
@@ -143,8 +146,8 @@ struct GenerationJob {
 };
 
 // Renders the chat (the model's template) or tokenizes the prompt (BOS added, special-token
-// text kept literal) and checks the prompt fits: 1 .. n_ctx - 1 tokens, else 400 with
-// code "context_length_exceeded".
+// text kept literal unless parse_special) and checks the prompt fits: 1 .. n_ctx - 1 tokens,
+// else 400 with code "context_length_exceeded".
 std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& request, const Tokenizer& tokenizer,
                                                            const ChatTemplate& chat_template, int32_t n_ctx);
 

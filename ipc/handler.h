@@ -3,6 +3,7 @@
 // response, a generation to submit and relay, or an engine call to run off the io thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,6 +50,7 @@ struct Call {
   const nlohmann::ordered_json& body;       // the parsed body of a route that takes JSON; else an empty object
   std::shared_ptr<const EngineRef> engine;  // the route's model; null for routes that name none
   std::string_view tail;                    // what a prefix route matched after its prefix ("/v1/models/<tail>")
+  std::chrono::nanoseconds load_wait{0};    // how long the request waited for its model to load (0: loaded)
 };
 
 // An engine call that may block (it waits for the engine thread between steps, or loads a
@@ -62,7 +64,7 @@ struct EngineCall {
 using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
 using Handler = RouteResult (*)(const Call& call);
 
-// The response for a submit() that was not Accepted: 429, 503 or 400.
+// The response for a submit() that was not Accepted: 429, 503 or 400, in the API's error shape.
 HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape = ErrorShape::OpenAi);
 
 // The job for request on the call's model, in the caller's cache scope; the error when the

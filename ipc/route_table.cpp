@@ -9,6 +9,8 @@
 
 #include "ipc/api/anthropic.h"
 #include "ipc/api/hearth.h"
+#include "ipc/api/ollama.h"
+#include "ipc/api/ollama_request.h"
 #include "ipc/api/openai.h"
 #include "ipc/json_fields.h"
 
@@ -19,8 +21,7 @@ using json = nlohmann::ordered_json;
 namespace {
 
 constexpr bool kJson = true, kNoBody = false;
-constexpr ErrorShape kOpenAi = ErrorShape::OpenAi;
-constexpr ErrorShape kAnthropic = ErrorShape::Anthropic;
+constexpr ErrorShape kOpenAi = ErrorShape::OpenAi, kOllama = ErrorShape::Ollama, kAnthropic = ErrorShape::Anthropic;
 constexpr bool kGenerates = true, kReads = false;
 
 // clang-format off
@@ -43,9 +44,24 @@ constexpr RouteEntry kRoutes[] = {
   {"DELETE", "/api/cache",           kOpenAi, Needs::QueryModel,  kNoBody, kReads,     cache_clear},
   {"POST",   "/api/cache/warm",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, cache_warm},
   {"GET",    "/api/models",          kOpenAi, Needs::Nothing,     kNoBody, kReads,     installed_models},
-  {"GET",    "/api/ps",              kOpenAi, Needs::Host,        kNoBody, kReads,     list_loaded},
   {"POST",   "/api/load",            kOpenAi, Needs::Host,        kJson,   kGenerates, load_model},
   {"POST",   "/api/unload",          kOpenAi, Needs::Host,        kJson,   kReads,     unload_model},
+  // Ollama's API (api/ollama.h); /api/ps lists hearth's fields too. An unload request (nothing
+  // to generate, keep_alive 0) does not load the model it unloads.
+  {"GET",    "/",                    kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_root},
+  {"POST",   "/api/chat",            kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_chat, ollama_loads_model},
+  {"POST",   "/api/generate",        kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_generate, ollama_loads_model},
+  {"GET",    "/api/tags",            kOllama, Needs::Host,        kNoBody, kReads,     ollama_tags},
+  {"POST",   "/api/show",            kOllama, Needs::Host,        kJson,   kReads,     ollama_show},
+  {"GET",    "/api/ps",              kOllama, Needs::Host,        kNoBody, kReads,     ollama_ps},
+  {"GET",    "/api/version",         kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_version},
+  {"POST",   "/api/pull",            kOllama, Needs::Host,        kJson,   kReads,     ollama_pull},
+  {"DELETE", "/api/delete",          kOllama, Needs::Host,        kJson,   kReads,     ollama_delete},
+  {"POST",   "/api/copy",            kOllama, Needs::Nothing,     kJson,   kReads,     ollama_copy},
+  {"POST",   "/api/embed",           kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
+  {"POST",   "/api/embeddings",      kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
+  {"POST",   "/api/create",          kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
+  {"POST",   "/api/push",            kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_not_implemented},
 };
 // clang-format on
 
@@ -91,10 +107,9 @@ std::optional<HttpResponse> browser_gate(const HttpRequest& request, const Route
 // The route for method and path, or the answer when there is none: 404, or 405 listing the
 // methods the path has.
 std::variant<HttpResponse, const RouteEntry*> find_route(const std::string& method, std::string_view path,
-                                                         std::string* tail) {
+                                                         std::string* tail, ErrorShape shape) {
   const std::string_view want = method == "HEAD" ? std::string_view("GET") : std::string_view(method);
   std::string allow;
-  ErrorShape shape = ErrorShape::OpenAi;
   for (const RouteEntry& r : kRoutes) {
     std::string_view rest;
     if (!path_matches(r, path, &rest)) continue;
@@ -103,9 +118,8 @@ std::variant<HttpResponse, const RouteEntry*> find_route(const std::string& meth
       return &r;
     }
     if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + std::string(r.method);
-    shape = r.errors;
   }
-  if (allow.empty()) return error_response(not_found("Unknown route: " + method + " " + std::string(path)));
+  if (allow.empty()) return error_response(not_found("Unknown route: " + method + " " + std::string(path)), shape);
   HttpResponse r =
       error_response(method_not_allowed(method + " is not allowed on " + std::string(path) + "; use " + allow), shape);
   r.allow = allow;
@@ -136,8 +150,7 @@ std::span<const RouteEntry> route_table() {
   return kRoutes;
 }
 
-ErrorShape error_shape_for(std::string_view target) {
-  const std::string_view path = target.substr(0, target.find('?'));
+ErrorShape error_shape_of(std::string_view path) {
   std::string_view tail;
   for (const RouteEntry& r : kRoutes)
     if (path_matches(r, path, &tail)) return r.errors;
@@ -157,7 +170,9 @@ bool path_matches(const RouteEntry& route, std::string_view path, std::string_vi
 }
 
 std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const RouteContext& ctx) {
-  const ErrorShape shape = error_shape_for(request.target);
+  std::string_view path = request.target;
+  if (size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  const ErrorShape shape = error_shape_of(path);
   if (ctx.check_host && !is_loopback_host(request.host)) {
     return error_response(forbidden("Host '" + request.host +
                                     "' is not a loopback name or address; this listener serves local clients only"),
@@ -166,10 +181,8 @@ std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const 
   if (ctx.peer.tcp) {
     if (std::optional<HttpResponse> r = browser_gate(request, ctx, shape)) return *r;
   }
-  std::string_view path = request.target;
-  if (size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
   Dispatch d;
-  std::variant<HttpResponse, const RouteEntry*> found = find_route(request.method, path, &d.tail);
+  std::variant<HttpResponse, const RouteEntry*> found = find_route(request.method, path, &d.tail, shape);
   if (auto* r = std::get_if<HttpResponse>(&found)) return std::move(*r);
   d.route = std::get<const RouteEntry*>(found);
   const RouteEntry& route = *d.route;
@@ -187,13 +200,14 @@ std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const 
       return error_response(name.empty() ? unavailable("no model can be served", "no_model") : unknown_model(name),
                             route.errors);
     }
+    d.load = route.needs != Needs::BodyModel || route.loads_model == nullptr || route.loads_model(*d.body);
   }
   return d;
 }
 
 RouteResult run_route(const Dispatch& d, const HttpRequest& request, const RouteContext& ctx,
-                      std::shared_ptr<const EngineRef> engine) {
-  return d.route->handler(Call{request, ctx, *d.body, std::move(engine), d.tail});
+                      std::shared_ptr<const EngineRef> engine, std::chrono::nanoseconds load_wait) {
+  return d.route->handler(Call{request, ctx, *d.body, std::move(engine), d.tail, load_wait});
 }
 
 RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
@@ -201,12 +215,16 @@ RouteResult route(const HttpRequest& request, const RouteContext& ctx) {
   if (auto* r = std::get_if<HttpResponse>(&d)) return std::move(*r);
   const Dispatch& dispatched = std::get<Dispatch>(d);
   std::shared_ptr<const EngineRef> engine;
-  if (dispatched.model) {
+  std::chrono::nanoseconds load_wait{0};
+  if (dispatched.model) engine = ctx.host->loaded(*dispatched.model);
+  if (dispatched.model && !engine && dispatched.load) {
+    const auto t0 = std::chrono::steady_clock::now();
     ModelHost::Loaded loaded = ctx.host->load(*dispatched.model);
     if (auto* e = std::get_if<HostError>(&loaded)) return error_response(host_error(*e), dispatched.route->errors);
     engine = std::get<std::shared_ptr<const EngineRef>>(std::move(loaded));
+    load_wait = std::chrono::steady_clock::now() - t0;
   }
-  return run_route(dispatched, request, ctx, std::move(engine));
+  return run_route(dispatched, request, ctx, std::move(engine), load_wait);
 }
 
 bool is_loopback_host(std::string_view host) {

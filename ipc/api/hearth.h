@@ -1,9 +1,11 @@
 // hearth's own API (docs/protocol.md): the handlers the route table names for the paths
 // that are hearth's, not another API's.
 //   hearth.cpp         GET /health, GET /metrics, POST /api/tokenize, /api/detokenize
-//   hearth_models.cpp  GET /api/models, GET /api/ps, POST /api/load, /api/unload
+//   hearth_models.cpp  GET /api/models, POST /api/load, /api/unload; a model's /api/ps fields
 //   hearth_cache.cpp   GET and DELETE /api/cache, POST /api/cache/warm (hearth_cache.h)
 #pragma once
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "ipc/handler.h"
 
@@ -23,8 +25,10 @@ RouteResult detokenize(const Call& call);
 // each is installed. Scans on the calling thread: each file is mapped and its header read,
 // milliseconds per file. Answers while no model is loaded too.
 RouteResult installed_models(const Call& call);
-// The loaded models: memory, backend, idle time, expiry.
-RouteResult list_loaded(const Call& call);
+// hearth's fields of one loaded model, which GET /api/ps (ollama_ps) lists beside Ollama's:
+// {"id", "aliases", "path", "backend", "memory_bytes", "device", "device_memory_bytes",
+// "n_ctx", "in_flight", "idle_s", "loaded_at", "loads", "expires_in_s"}.
+nlohmann::ordered_json loaded_model_json(const HostedModel& m);
 // {"model", "keep_alive"}: an EngineCall (loading blocks) answering when the model is loaded.
 RouteResult load_model(const Call& call);
 // {"model"}: answered at once; the model goes when its requests have ended.

@@ -1,6 +1,6 @@
 // hearth's model routes (docs/protocol.md, "Several models" and "Installed models"):
-// GET /api/models (the files on the disk), GET /api/ps (the loaded models), POST /api/load
-// and /api/unload.
+// GET /api/models (the files on the disk), POST /api/load and /api/unload, and the hearth
+// fields of each loaded model that GET /api/ps (api/ollama.h) lists.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -31,24 +31,6 @@ std::variant<std::string, ApiError> named_model(ModelHost& host, const json& bod
   return *id;
 }
 
-json ps_entry(const HostedModel& m) {
-  json j{{"id", m.id},
-         {"aliases", m.aliases},
-         {"path", m.path},
-         {"backend", m.backend},
-         {"memory_bytes", m.memory_bytes},
-         {"device", m.device},
-         {"device_memory_bytes", m.device_memory_bytes},
-         {"n_ctx", m.n_ctx},
-         {"in_flight", m.in_flight},
-         {"idle_s", m.idle_s},
-         {"loaded_at", m.loaded_at},
-         {"loads", m.loads},
-         {"expires_in_s", nullptr}};
-  if (m.expires_in_s) j["expires_in_s"] = *m.expires_in_s;
-  return j;
-}
-
 json model_json(const InstalledModel& m, bool loaded) {
   json j{{"id", m.id},
          {"file", m.file},
@@ -68,12 +50,22 @@ json model_json(const InstalledModel& m, bool loaded) {
 
 }  // namespace
 
-RouteResult list_loaded(const Call& call) {
-  const ModelHost& host = *call.ctx.host;
-  json models = json::array();
-  for (const HostedModel& m : host.models())
-    if (m.loaded) models.push_back(ps_entry(m));
-  return ok(json{{"models", models}});
+json loaded_model_json(const HostedModel& m) {
+  json j{{"id", m.id},
+         {"aliases", m.aliases},
+         {"path", m.path},
+         {"backend", m.backend},
+         {"memory_bytes", m.memory_bytes},
+         {"device", m.device},
+         {"device_memory_bytes", m.device_memory_bytes},
+         {"n_ctx", m.n_ctx},
+         {"in_flight", m.in_flight},
+         {"idle_s", m.idle_s},
+         {"loaded_at", m.loaded_at},
+         {"loads", m.loads},
+         {"expires_in_s", nullptr}};
+  if (m.expires_in_s) j["expires_in_s"] = *m.expires_in_s;
+  return j;
 }
 
 RouteResult load_model(const Call& call) {
@@ -91,7 +83,7 @@ RouteResult load_model(const Call& call) {
     if (auto* e = std::get_if<HostError>(&loaded)) return error_response(host_error(*e));
     host.request_ended(id, keep_alive);
     for (const HostedModel& m : host.models())
-      if (m.id == id && m.loaded) return ok(json{{"loaded", true}, {"model", ps_entry(m)}});
+      if (m.id == id && m.loaded) return ok(json{{"loaded", true}, {"model", loaded_model_json(m)}});
     return ok(json{{"loaded", true}, {"model", {{"id", id}}}});
   };
   return load_call;

@@ -143,6 +143,36 @@ TEST_CASE("the KV type q8_0 comes from --kv-type and from kv_type in the config 
   CHECK_FALSE(load({"--kv-type", "q4_0"}).ok());
 }
 
+TEST_CASE(
+    "The flag --listen-ollama alone serves Ollama's address, and a value, a boolean or listen_ollama say otherwise",
+    "[daemon][config]") {
+  CHECK(load({})->listen_ollama.empty());
+  CHECK(load({"--listen-ollama"})->listen_ollama == "127.0.0.1:11434");
+  Result<DaemonConfig> r = load({"--listen-ollama", "--threads", "2"});
+  REQUIRE(r.ok());
+  CHECK(r->listen_ollama == "127.0.0.1:11434");
+  CHECK(r->threads == 2);
+  CHECK(load({"--threads", "2", "--listen-ollama"})->listen_ollama == "127.0.0.1:11434");
+  CHECK(load({"--listen-ollama", "127.0.0.1:5000"})->listen_ollama == "127.0.0.1:5000");
+  CHECK(load({"--listen-ollama=[::1]:7"})->listen_ollama == "[::1]:7");
+  Env env;
+  for (const auto& [value, want] : std::vector<std::pair<std::string, std::string>>{
+           {"1", "127.0.0.1:11434"}, {"on", "127.0.0.1:11434"}, {"off", ""}, {"127.0.0.1:9", "127.0.0.1:9"}}) {
+    INFO(value);
+    env.vars["HEARTH_LISTEN_OLLAMA"] = value;
+    CHECK(load({}, env)->listen_ollama == want);
+  }
+  TomlFile on("listen_ollama = true\n"), off("listen_ollama = false\n"), at("listen_ollama = \"127.0.0.1:9\"\n");
+  CHECK(load({"--config", on.path})->listen_ollama == "127.0.0.1:11434");
+  CHECK(load({"--config", off.path})->listen_ollama.empty());
+  CHECK(load({"--config", at.path})->listen_ollama == "127.0.0.1:9");
+  CHECK(load({"--config", on.path, "--listen-ollama", "127.0.0.1:8"})->listen_ollama == "127.0.0.1:8");
+  CHECK_THAT(error_of(load({"--listen-ollama", "localhost"})),
+             Catch::Contains("--listen-ollama") && Catch::Contains("HOST:PORT"));
+  TomlFile number("listen_ollama = 11434\n");
+  CHECK_THAT(error_of(load({"--config", number.path})), Catch::Contains("listen_ollama"));
+}
+
 TEST_CASE("the chat template override comes from a flag, HEARTH_CHAT_TEMPLATE or chat_template", "[daemon][config]") {
   CHECK(load({"--chat-template", "llama3"})->chat_template == "llama3");
   Env env;

@@ -144,7 +144,7 @@ TEST_CASE("A streamed message carries the same text as the whole one, in Anthrop
         delta.at("usage").at("input_tokens").get<int>() + delta.at("usage").at("cache_read_input_tokens").get<int>());
 }
 
-TEST_CASE("count_tokens counts the prompt a message is answered from; a repeat reads it from the cache") {
+TEST_CASE("count_tokens counts the prompt a message is answered from, and a repeat reads it from the cache") {
   TestServer s;
   json body = conversation(false);
   body["messages"][0]["content"] = "Tell me about the weather in the mountains in early spring, briefly please.";

@@ -171,7 +171,7 @@ TEST_CASE("POST /api/cache/warm validates its body like the generation routes") 
   bad(R"({"prompt":5})", 400, "invalid_type");
   bad(R"({"messages":"hi"})", 400, "invalid_type");
   bad(R"({"messages":[]})", 400, "invalid_value");
-  bad(R"({"messages":[{"role":"tool","content":"x"}]})", 400, "invalid_value");
+  bad(R"({"messages":[{"role":"tool","content":"x"}]})", 400, "missing_required_parameter");  // answers no call
   bad(R"({"messages":[{"role":"system"}]})", 400, "missing_required_parameter");
   bad(R"({"messages":[{"role":"assistant","content":"first"}]})", 400, "invalid_value");  // Gemma: user first
   bad(R"({"prompt":"hi","model":"nope"})", 404, "model_not_found");

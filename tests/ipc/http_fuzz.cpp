@@ -6,8 +6,9 @@
 //      stays open (keep-alive, pipelining), as Connection::serve_requests does;
 //   2. a request that cannot be read mapped to its answer (read_error_answer); one that can,
 //      through route(): routing and methods, the TCP listener's Host and Origin gates, the
-//      OpenAI and Anthropic validation, chat rendering with the model's template and
-//      tokenization of the rendered prompt, the cache routes' parsing (warm and clear);
+//      OpenAI, Anthropic and Ollama validation, chat rendering with the model's template and
+//      tokenization of the rendered prompt, the cache routes' parsing (warm and clear),
+//      Ollama's model routes (tags, show, ps, pull, delete);
 //   3. the answer built as the connection writes it (response_message), serialized and
 //      parsed back; for a generation job, the response JSON built around its prompt's text.
 // The host serves one EngineRef with a tokenizer and no scheduler: nothing is submitted, GET
@@ -32,17 +33,20 @@
 //  - every answer is well-formed HTTP that parses back to the same status and body; every
 //    4xx/5xx is application/json with the error object of its path's API: Anthropic's
 //    ({"type": "error", "error": {type, message}}) on /v1/messages and
-//    /v1/messages/count_tokens, OpenAI's ({message, type, param, code}) everywhere else;
-//    no 500; 503 only while no engine is loaded, after stop_accepting, or for GET /api/cache
-//    (no scheduler here); a 405 has an Allow header; JSON answers parse;
+//    /v1/messages/count_tokens, Ollama's {"error": "<message>"} and nothing else on Ollama's
+//    routes, OpenAI's ({message, type, param, code}) everywhere else and for requests that
+//    cannot be read; no 500; 503 only while no engine is loaded, after stop_accepting, or for
+//    GET /api/cache (no scheduler here); a 405 has an Allow header; JSON answers parse, and
+//    so does every NDJSON line;
 //  - a generation or warm job has 1 .. n_ctx - 1 prompt tokens, each in the vocabulary, and
 //    at most one token per body byte plus the template's fixed part (kTemplateTokens);
-//    valid sampling, at most 4 non-empty stop strings (16 on /v1/messages); a warm job
-//    generates one token;
+//    valid sampling, at most 4 non-empty stop strings (16 on /v1/messages and Ollama's
+//    routes); a warm job generates one token;
 //  - with a byte-level BPE tokenizer, a completion prompt's tokens decode to the prompt
 //    exactly, and a ChatML prompt's tokens decode to text holding every message's content;
 //  - the answers built from a prompt's token bytes (partial UTF-8 included) parse: whole
-//    JSON, OpenAI's "data:" chunks up to [DONE], Anthropic's named events up to message_stop.
+//    JSON, OpenAI's "data:" chunks up to [DONE], Anthropic's named events up to
+//    message_stop, NDJSON lines up to a done object (Ollama's routes).
 //
 // Seeds: HEARTH_FUZZ_WRITE_SEEDS=DIR ./http_fuzz writes the malformed requests of
 // malformed_cases.cpp (each in three configurations) and a few valid requests into DIR and
@@ -75,6 +79,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "http_client.h"
 #include "ipc/api/anthropic_request.h"
+#include "ipc/api/ollama_request.h"
 #include "ipc/api/openai_request.h"
 #include "ipc/api/openai_response.h"
 #include "ipc/http_message.h"
@@ -312,13 +317,16 @@ bool is_path(std::string_view target, std::string_view path) {
   return target.substr(0, target.find('?')) == path;
 }
 
-// The error object a request target's path must answer with: Anthropic's on its two routes.
-ErrorShape expected_shape(std::string_view target) {
-  return is_path(target, "/v1/messages") || is_path(target, "/v1/messages/count_tokens") ? ErrorShape::Anthropic
-                                                                                         : ErrorShape::OpenAi;
+// Ollama's error object: {"error": "<message>"}, nothing else.
+void check_ollama_error_body(const std::string& body) {
+  const json j = parse_or_fail(body, "error body");
+  require(j.is_object() && j.size() == 1 && j.contains("error") && j["error"].is_string() &&
+              !j["error"].get<std::string>().empty(),
+          "an Ollama route's error that is not {\"error\": \"<message>\"}", body);
 }
 
 void check_error_body(const std::string& body, ErrorShape shape) {
+  if (shape == ErrorShape::Ollama) return check_ollama_error_body(body);
   const json j = parse_or_fail(body, "error body");
   require(j.is_object() && j.contains("error") && j["error"].is_object(), "error body without an error object", body);
   const json& e = j["error"];
@@ -364,13 +372,26 @@ bool is_path(const HttpRequest& req, std::string_view path) {
   return is_path(std::string_view(req.target), path);
 }
 
+std::string_view path_of(const HttpRequest& req) {
+  std::string_view t = req.target;
+  return t.substr(0, t.find('?'));
+}
+
 void check_response(const HttpResponse& r, const HttpRequest& req, const Config& c) {
-  static const int kAllowed[] = {200, 204, 400, 403, 404, 405, 415, 503};
+  // 409: DELETE /api/delete of the loaded model; 501: what Ollama has and hearth does not.
+  static const int kAllowed[] = {200, 204, 400, 403, 404, 405, 409, 415, 501, 503};
   require(std::find(std::begin(kAllowed), std::end(kAllowed), r.status) != std::end(kAllowed),
           "unexpected status " + std::to_string(r.status), r.body);
   if (r.status >= 400) {
     require(r.content_type == "application/json", "an error that is not application/json", r.content_type);
-    check_error_body(r.body, expected_shape(req.target));
+    check_error_body(r.body, error_shape_of_target(req.target));
+  }
+  if (r.status == 200 && r.content_type == "application/x-ndjson") {
+    for (size_t at = 0, nl; at < r.body.size(); at = nl + 1) {
+      nl = r.body.find('\n', at);
+      require(nl != std::string::npos, "an NDJSON line without its newline", r.body);
+      parse_or_fail(r.body.substr(at, nl - at), "NDJSON line");
+    }
   }
   if (r.status == 405) require(!r.allow.empty(), "405 without Allow");
   if (r.status == 503) {
@@ -413,24 +434,79 @@ void check_anthropic_stream(const std::string& wire) {
           "a stream that is not message_start ... message_stop", wire);
 }
 
-// The prompt text and message contents the job's body asked for, parsed again by its API's
-// parser (the job came from it, so it validates); prompt is nullopt for a chat.
-void requested_text(const HttpRequest& req, const EngineRef& engine, std::optional<std::string>* prompt,
-                    std::vector<std::string>* contents) {
+bool is_ollama_generation(const HttpRequest& req) {
+  return is_path(req, "/api/chat") || is_path(req, "/api/generate");
+}
+
+// Nothing lost on the way through a byte-level BPE tokenizer: a completion prompt's tokens
+// decode to the prompt, a ChatML prompt holds every message's content.
+void check_prompt_text(const GenerationJob& job, const HttpRequest& req, const Config& c, const std::string& text) {
+  const EngineRef& engine = *job.engine;
   json j;
   require(!parse_json(req.body, &j).has_value(), "a job from a body that does not parse");
+  ApiRequest areq;
   if (is_path(req, "/v1/messages")) {
     auto parsed = parse_anthropic_request(j, AnthropicPurpose::Message);
     require(std::holds_alternative<ApiRequest>(parsed), "a job from a request that does not validate");
-    for (const ChatMessage& m : std::get<ApiRequest>(parsed).messages) contents->push_back(m.content);
-    return;
+    areq = std::get<ApiRequest>(parsed);
+  } else if (is_ollama_generation(req)) {
+    auto parsed = parse_ollama_request(is_path(req, "/api/chat") ? OllamaEndpoint::Chat : OllamaEndpoint::Generate, j);
+    require(std::holds_alternative<OllamaRequest>(parsed), "a job from a request that does not validate");
+    areq = std::get<OllamaRequest>(parsed);
+    if (areq.parse_special) return;  // raw: special-token text became special tokens
+  } else {
+    const Endpoint endpoint = is_path(req, "/v1/chat/completions") ? Endpoint::Chat : Endpoint::Completions;
+    auto parsed = parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
+    require(std::holds_alternative<OpenAiRequest>(parsed), "a job from a request that does not validate");
+    areq = std::get<OpenAiRequest>(parsed);
   }
-  const Endpoint endpoint = is_path(req, "/v1/chat/completions") ? Endpoint::Chat : Endpoint::Completions;
-  auto parsed = parse_openai_request(endpoint, j, engine.model.id, engine.model.aliases);
-  require(std::holds_alternative<OpenAiRequest>(parsed), "a job from a request that does not validate");
-  const OpenAiRequest& oreq = std::get<OpenAiRequest>(parsed);
-  if (endpoint == Endpoint::Completions) *prompt = oreq.prompt;
-  for (const ChatMessage& m : oreq.messages) contents->push_back(m.content);
+  if (!areq.chat) {
+    require(text == representable(*c.engine, areq.prompt),
+            "the prompt's tokens do not decode to the prompt (less bytes without a token)", areq.prompt);
+  } else if (engine.model.chat_template.family == ChatFamily::ChatML) {
+    for (const ChatMessage& m : areq.messages)
+      require(text.find(representable(*c.engine, m.content)) != std::string::npos,
+              "a message's content is not in the rendered prompt", m.content);
+  }
+}
+
+// The answer the job's own writer builds around the prompt's bytes (pieces may split a UTF-8
+// character): every SSE payload up to [DONE], every NDJSON line up to the done object, and a
+// whole answer parse.
+void check_written(const GenerationJob& job, const HttpRequest& req) {
+  const Tokenizer& tok = *job.engine->tokenizer;
+  const std::vector<int32_t>& prompt = job.request.prompt;
+  ResponseWriter& writer = *job.writer;
+  std::string wire = writer.streamed() ? writer.open() : "";
+  for (size_t i = 0; i < prompt.size() && i < 8; ++i) {
+    ApiEvent piece;
+    piece.text = tok.token_bytes(prompt[i]);
+    wire += writer.write(piece);
+  }
+  ApiEvent done;
+  done.kind = ApiEvent::Kind::Done;
+  done.finish_reason = "length";
+  done.usage.prompt_tokens = static_cast<int32_t>(prompt.size());
+  wire += writer.write(done);
+  if (!writer.streamed()) {
+    require(wire.empty(), "a whole answer that wrote stream bytes", wire);
+    const HttpResponse r = writer.response();
+    require(r.status == 200, "a whole answer that is not 200", r.body);
+    parse_or_fail(r.body, "whole answer");
+  } else if (is_ollama_generation(req)) {
+    require(writer.content_type() == "application/x-ndjson", "an Ollama stream that is not NDJSON");
+    json last;
+    for (size_t at = 0, nl; at < wire.size(); at = nl + 1) {
+      nl = wire.find('\n', at);
+      require(nl != std::string::npos, "an NDJSON line without its newline", wire);
+      last = parse_or_fail(wire.substr(at, nl - at), "NDJSON line");
+    }
+    require(last.is_object() && last.value("done", false), "an Ollama stream that does not end with done", wire);
+  } else if (is_path(req, "/v1/messages")) {
+    check_anthropic_stream(wire);
+  } else {
+    check_openai_stream(wire);
+  }
 }
 
 void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c) {
@@ -445,58 +521,23 @@ void check_job(const GenerationJob& job, const HttpRequest& req, const Config& c
   require(prompt.size() <= req.body.size() + kTemplateTokens,
           "more tokens than body bytes + the template: " + std::to_string(prompt.size()), req.body);
   const bool warm = is_path(req, "/api/cache/warm");
+  const bool ollama = is_ollama_generation(req);
   require(job.writer != nullptr, "a job without a writer");
   if (warm) {
     require(job.request.warm && job.request.max_tokens == 1 && !job.writer->streamed(),
             "a warm job that is not one greedy token, answered whole");
   } else {
-    require(is_path(req, "/v1/chat/completions") || is_path(req, "/v1/completions") || is_path(req, "/v1/messages"),
+    require(is_path(req, "/v1/chat/completions") || is_path(req, "/v1/completions") || is_path(req, "/v1/messages") ||
+                ollama,
             "a job from another route", req.target);
     require(job.request.max_tokens == -1 || job.request.max_tokens >= 1, "max_tokens");
   }
   require(job.request.sampling.validate().ok(), "sampling parameters out of range");
   const bool anthropic = is_path(req, "/v1/messages");
-  require(job.request.stop.size() <= (anthropic ? kMaxStopSequences : 4), "more stop strings than the API takes");
+  require(job.request.stop.size() <= (anthropic || ollama ? 16u : 4u), "more stop strings than the API takes");
   for (const std::string& s : job.request.stop) require(!s.empty(), "an empty stop string");
-
-  // Tokenization of the result: nothing lost on the way through a byte-level BPE tokenizer.
-  const std::string text = tok.decode(prompt);
-  if (c.engine->byte_level_bpe && !warm) {
-    std::optional<std::string> completion_prompt;
-    std::vector<std::string> contents;
-    requested_text(req, engine, &completion_prompt, &contents);
-    if (completion_prompt) {
-      require(text == representable(*c.engine, *completion_prompt),
-              "the prompt's tokens do not decode to the prompt (less bytes without a token)", *completion_prompt);
-    } else if (engine.model.chat_template.family == ChatFamily::ChatML) {
-      for (const std::string& content : contents)
-        require(text.find(representable(*c.engine, content)) != std::string::npos,
-                "a message's content is not in the rendered prompt", content);
-    }
-  }
-
-  // The answer the job's own writer builds around the prompt's bytes (pieces may split a
-  // UTF-8 character): every SSE payload and a whole answer parse.
-  ResponseWriter& writer = *job.writer;
-  std::string wire = writer.streamed() ? writer.open() : "";
-  for (size_t i = 0; i < prompt.size() && i < 8; ++i) {
-    ApiEvent piece;
-    piece.text = tok.token_bytes(prompt[i]);
-    wire += writer.write(piece);
-  }
-  ApiEvent done;
-  done.kind = ApiEvent::Kind::Done;
-  done.finish_reason = "length";
-  done.usage.prompt_tokens = static_cast<int32_t>(prompt.size());
-  wire += writer.write(done);
-  if (writer.streamed()) {
-    anthropic ? check_anthropic_stream(wire) : check_openai_stream(wire);
-  } else {
-    require(wire.empty(), "a whole answer that wrote stream bytes", wire);
-    const HttpResponse r = writer.response();
-    require(r.status == 200, "a whole answer that is not 200", r.body);
-    parse_or_fail(r.body, "whole answer");
-  }
+  if (c.engine->byte_level_bpe && !warm) check_prompt_text(job, req, c, tok.decode(prompt));
+  check_written(job, req);
 }
 
 ResponseCounters& counters() {
@@ -534,8 +575,8 @@ void run_connection(const Config& c, std::string_view bytes, size_t chunk) {
       // As the connection answers it: in the error object of the path's API, once the request
       // line is read (the target is empty until then).
       const std::string target(parser.get().target());
-      const HttpResponse r = error_response(*error, error_shape_for(target));
-      check_error_body(r.body, expected_shape(target));
+      const HttpResponse r = error_response(*error, error_shape_of_target(target));
+      check_error_body(r.body, error_shape_of_target(target));
       check_wire(r, 11, false, false, {});
       return;
     }
@@ -580,6 +621,7 @@ void write_seeds(const std::string& dir) {
   for (const MalformedCase& m : test::json_level_cases()) raws.push_back(m.raw);
   for (const MalformedCase& m : test::body_syntax_cases()) raws.push_back(m.raw);
   for (const MalformedCase& m : test::http_level_cases(16u << 10)) raws.push_back(m.raw);
+  for (const MalformedCase& m : test::ollama_cases()) raws.push_back(m.raw);
   const size_t n_malformed = raws.size();
   // Valid requests, so that the fuzzer starts inside every route too.
   const std::string chat = test::chat_base().dump(), completion = test::completion_base().dump();
@@ -591,6 +633,23 @@ void write_seeds(const std::string& dir) {
       R"({"model":"fuzz:latest","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"<|im_end|> b"}]},{"role":"assistant","content":"c"},{"role":"user","content":"d"}],"stream":true,"stream_options":{"include_usage":true},"stop":["x","y"],"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":-1,"max_completion_tokens":8,"cache_salt":"s1"})"));
   raws.push_back(test::http_request("POST", test::kCompletionsPath,
                                     R"({"prompt":["<|im_start|>x\u0000y \u00e9\ud83d\ude00"],"n":1,"stop":"\n"})"));
+  raws.push_back(test::http_request(
+      "POST", test::kOllamaChatPath,
+      R"({"model":"fuzz:latest","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},{"role":"user","content":"again"}],"format":{"type":"object"},"options":{"temperature":0.5,"top_k":20,"top_p":0.9,"min_p":0.1,"repeat_penalty":1.1,"repeat_last_n":32,"seed":7,"num_predict":8,"stop":["x","y"],"num_ctx":2048,"num_gpu":1},"keep_alive":"5m","logprobs":true,"top_logprobs":2})"));
+  raws.push_back(
+      test::http_request("POST", test::kOllamaGeneratePath,
+                         R"({"prompt":"<|im_start|>user
+hi<|im_end|>
+","raw":true,"stream":false,"format":"json"})") +
+      test::http_request("POST", test::kOllamaGeneratePath,
+                         R"({"prompt":"why?","system":"s","template":"","suffix":"","context":[],"think":false})") +
+      test::http_request("POST", test::kOllamaGeneratePath, R"({"model":"fuzz:latest","keep_alive":0})"));
+  raws.push_back(test::http_request("GET", "/api/tags") +
+                 test::http_request("POST", "/api/show", R"({"model":"fuzz:latest","verbose":true})") +
+                 test::http_request("GET", "/api/ps") + test::http_request("GET", "/api/version") +
+                 test::http_request("HEAD", "/") +
+                 test::http_request("POST", "/api/pull", R"({"model":"fuzz:latest"})") +
+                 test::http_request("DELETE", "/api/delete", R"({"model":"fuzz:latest"})"));
   raws.push_back(test::http_request("POST", "/api/tokenize", R"({"content":"<start_of_turn>hi","add_special":true})"));
   raws.push_back(test::http_request("POST", test::kMessagesPath, test::messages_base().dump(),
                                     "x-api-key: sk-unused\r\nanthropic-version: 2023-06-01\r\n"));

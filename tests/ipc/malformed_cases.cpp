@@ -303,7 +303,7 @@ std::vector<MalformedCase> body_syntax_cases() {
 std::vector<MalformedCase> http_level_cases(size_t body_limit) {
   std::vector<MalformedCase> cases;
   for (const auto& [method, target] :
-       std::vector<std::pair<std::string, std::string>>{{"GET", "/"},
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/index.html"},
                                                         {"GET", "/v1"},
                                                         {"GET", "/v1/chat"},
                                                         {"POST", "/v1/chat/completions/x"},
@@ -374,6 +374,164 @@ std::vector<MalformedCase> http_level_cases(size_t body_limit) {
   cases.push_back({"headers over the limit",
                    "GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n", 431,
                    ""});
+  return cases;
+}
+
+namespace {
+
+// Ollama's top-level fields and options with values of the wrong type or out of range (400).
+std::vector<std::pair<std::string, std::vector<std::string>>> ollama_bad_fields() {
+  return {
+      {"model", {"5", "[]", "{}", "true"}},
+      {"stream", {R"("yes")", "1", "[]", "{}"}},
+      {"keep_alive", {R"("soon")", "true", "[]", "{}", R"("5 minutes")", "1e300"}},
+      {"format", {R"("yaml")", "5", "[]", "true"}},
+      {"think", {R"("deep")", "1", "[]", "{}"}},
+      {"logprobs", {R"("yes")", "1"}},
+      {"top_logprobs", {"-1", "21", R"("3")", "1.5"}},
+      {"truncate", {R"("x")", "0"}},
+      {"shift", {"1", "[]"}},
+      {"options", {R"("x")", "[]", "5", "true"}},
+  };
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> ollama_bad_options() {
+  return {
+      {"temperature", {R"("hot")", "-1", "101", "[]"}},
+      {"top_p", {"-0.1", "1.5", R"("1")"}},
+      {"min_p", {"2", "-1"}},
+      {"top_k", {R"("5")", "1.5", "true"}},
+      {"repeat_penalty", {"0", "-1", "11"}},
+      {"repeat_last_n", {"-2", R"("x")"}},
+      {"presence_penalty", {"3", "-2.5"}},
+      {"frequency_penalty", {"-3"}},
+      {"seed", {R"("1")", "1.5", "1e30"}},
+      {"num_predict", {R"("5")", "1.5", "true"}},
+      {"num_ctx", {R"("x")", "[]"}},
+      {"stop",
+       {"5", "[1]", R"(["a",2])", "{}",
+        R"(["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])"}},
+  };
+}
+
+json ollama_chat_base() {
+  return json::parse(R"({"model":"synthetic-gemma3","messages":[{"role":"user","content":"hi"}],"stream":false,
+                         "options":{"num_predict":3}})");
+}
+json ollama_generate_base() {
+  return json::parse(R"({"model":"synthetic-gemma3","prompt":"hi","stream":false,"options":{"num_predict":3}})");
+}
+
+MalformedCase ollama_case(std::string name, const std::string& method, const std::string& path, const std::string& body,
+                          int status) {
+  return {std::move(name), http_request(method, path, body), status, "", /*anthropic=*/false, /*ollama=*/true};
+}
+
+// /api/chat's messages and tools, and /api/generate's prompt fields.
+void add_ollama_prompt_cases(std::vector<MalformedCase>* cases) {
+  for (const char* m :
+       {R"("hi")", "5", "{}", "[1]", R"(["hi"])", "[{}]", R"([{"content":"x"}])", R"([{"role":5,"content":"x"}])",
+        R"([{"role":"robot","content":"x"}])", R"([{"role":"user","content":5}])", R"([{"role":"user","content":{}}])",
+        R"([{"role":"user","content":"x","images":["aGk="]}])", R"([{"role":"user","content":"x","images":"aGk="}])",
+        R"([{"role":"assistant","tool_calls":{}}])",
+        R"([{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}])",
+        R"([{"role":"assistant","tool_calls":[{"function":{}}]}])", R"([{"role":"tool","content":"x"}])",
+        R"([{"role":"user","content":"a"},{"role":"user","content":"b"}])",
+        R"([{"role":"assistant","content":"a"}])"}) {
+    json body = ollama_chat_base();
+    body["messages"] = json::parse(m);
+    cases->push_back(ollama_case(std::string("ollama messages=") + m, "POST", kOllamaChatPath, body.dump(), 400));
+  }
+  for (const char* t :
+       {R"("x")", "{}", "[1]", R"([{"type":"retrieval"}])", R"([{"type":"function"}])",
+        R"([{"type":"function","function":{"name":""}}])", R"([{"function":{"name":"f"}},{"function":{"name":"f"}}])",
+        R"([{"type":"function","function":{"name":"f","parameters":"x"}}])",
+        R"([{"type":"function","function":{"name":"get_weather"}}])"}) {
+    json body = ollama_chat_base();
+    body["tools"] = json::parse(t);
+    cases->push_back(ollama_case(std::string("ollama tools=") + t, "POST", kOllamaChatPath, body.dump(), 400));
+  }
+  for (const char* g : {R"({"prompt":5})", R"({"prompt":["a"]})", R"({"system":5})", R"({"template":"{{ .Prompt }}"})",
+                        R"({"suffix":"end"})", R"({"context":[1,2]})", R"({"context":"x"})", R"({"raw":"yes"})",
+                        R"({"raw":true,"system":"s"})", R"({"images":["aGk="]})", R"({"images":5})"}) {
+    json body = ollama_generate_base();
+    body.update(json::parse(g));
+    cases->push_back(ollama_case(std::string("ollama generate ") + g, "POST", kOllamaGeneratePath, body.dump(), 400));
+  }
+}
+
+// Both generation routes: every field and option, unknown models, think, a prompt over the
+// context, bodies that are not JSON objects.
+void add_ollama_generation_cases(std::vector<MalformedCase>* cases) {
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "zq" + std::to_string(i % 10) + " ";
+  for (const auto& [path, base] :
+       {std::pair{kOllamaChatPath, ollama_chat_base()}, std::pair{kOllamaGeneratePath, ollama_generate_base()}}) {
+    const std::string p = path;
+    for (const auto& [field, values] : ollama_bad_fields()) {
+      for (const std::string& v : values) {
+        json body = base;
+        body[field] = json::parse(v);
+        cases->push_back(ollama_case(p + " " + field + "=" + v, "POST", p, body.dump(), 400));
+      }
+    }
+    for (const auto& [option, values] : ollama_bad_options()) {
+      for (const std::string& v : values) {
+        json body = base;
+        body["options"][option] = json::parse(v);
+        cases->push_back(ollama_case(p + " options." + option + "=" + v, "POST", p, body.dump(), 400));
+      }
+    }
+    for (const char* model : {"nope", "gpt-4o", "SYNTHETIC-GEMMA3"}) {
+      json body = base;
+      body["model"] = model;
+      cases->push_back(ollama_case(p + " model=" + model, "POST", p, body.dump(), 404));
+    }
+    for (const char* think : {"true", R"("high")"}) {  // no hearth model thinks
+      json body = base;
+      body["think"] = json::parse(think);
+      cases->push_back(ollama_case(p + " think=" + think, "POST", p, body.dump(), 400));
+    }
+    json too_long = base;
+    if (p == kOllamaChatPath) {
+      too_long["messages"][0]["content"] = long_text + long_text;
+    } else {
+      too_long["prompt"] = long_text + long_text;
+    }
+    cases->push_back(ollama_case(p + " prompt too long", "POST", p, too_long.dump(), 400));
+    for (const char* b : {"", "{", "[]", "5", "null", R"("x")", R"({"a":1,})", R"({"a":"\ud800"})", "\xff"})
+      cases->push_back(ollama_case(p + " body " + b, "POST", p, b, 400));
+  }
+}
+
+}  // namespace
+
+std::vector<MalformedCase> ollama_cases() {
+  std::vector<MalformedCase> cases;
+  add_ollama_generation_cases(&cases);
+  add_ollama_prompt_cases(&cases);
+  for (const char* b : {"{}", R"({"model":5})", R"({"name":[]})", R"({"model":""})", "[]", "{"})
+    cases.push_back(ollama_case(std::string("ollama show ") + b, "POST", "/api/show", b, 400));
+  cases.push_back(ollama_case("ollama show unknown", "POST", "/api/show", R"({"model":"nope"})", 404));
+  for (const char* b : {"{}", R"({"model":5})", "[]"})
+    cases.push_back(ollama_case(std::string("ollama pull ") + b, "POST", "/api/pull", b, 400));
+  for (const char* b : {"{}", R"({"model":true})", "[]", "x"})
+    cases.push_back(ollama_case(std::string("ollama delete ") + b, "DELETE", "/api/delete", b, 400));
+  cases.push_back(ollama_case("ollama delete unknown", "DELETE", "/api/delete", R"({"model":"nope"})", 404));
+  cases.push_back(ollama_case("ollama delete loaded", "DELETE", "/api/delete", R"({"model":"synthetic-gemma3"})", 409));
+  for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{{"GET", kOllamaChatPath},
+                                                                                       {"PUT", kOllamaGeneratePath},
+                                                                                       {"POST", "/api/tags"},
+                                                                                       {"GET", "/api/show"},
+                                                                                       {"POST", "/api/ps"},
+                                                                                       {"POST", "/api/delete"},
+                                                                                       {"DELETE", "/api/version"},
+                                                                                       {"POST", "/"},
+                                                                                       {"GET", "/api/pull"},
+                                                                                       {"GET", "/api/embed"}}) {
+    cases.push_back(ollama_case("ollama wrong method " + method + " " + target, method, target,
+                                method == "GET" || method == "DELETE" ? "" : "{}", 405));
+  }
   return cases;
 }
 

@@ -16,6 +16,7 @@ struct MalformedCase {
   int status;
   std::string param;       // when not empty: error.param must start with it (Anthropic's: the message names it)
   bool anthropic = false;  // answered with Anthropic's error object, not OpenAI's
+  bool ollama = false;     // an Ollama route: the error is Ollama's {"error": "<message>"}
 };
 
 inline constexpr const char* kChatPath = "/v1/chat/completions";
@@ -37,5 +38,16 @@ std::vector<MalformedCase> body_syntax_cases();
 // Unknown routes (404), wrong methods (405), bodies over body_limit (413), broken HTTP
 // (400), headers over the limit (431).
 std::vector<MalformedCase> http_level_cases(size_t body_limit);
+
+inline constexpr const char* kOllamaChatPath = "/api/chat";
+inline constexpr const char* kOllamaGeneratePath = "/api/generate";
+
+// Ollama's routes (the test server's model: synthetic Gemma 3, 512 tokens of context): every
+// field of /api/chat and /api/generate and their options with values of the wrong type or out
+// of range, bad messages and tools, what hearth refuses (think, tools, template, suffix,
+// context, images), unknown models, prompts over the context, bodies that are not JSON
+// objects, bad /api/show, /api/pull and /api/delete bodies (a loaded model: 409), and wrong
+// methods; every one a 4xx with Ollama's error object.
+std::vector<MalformedCase> ollama_cases();
 
 }  // namespace hearth::test

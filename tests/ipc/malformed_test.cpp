@@ -1,7 +1,7 @@
 // Hundreds of malformed requests over the real socket: each gets the right status and the
-// error object of its route's API, OpenAI's or Anthropic's (or, for headers that never
-// complete, a closed connection), the counts show up in /metrics, and a valid request still
-// succeeds afterwards.
+// error object of its route's API, OpenAI's, Anthropic's or Ollama's (or, for headers that
+// never complete, a closed connection), the counts show up in /metrics, and a valid request
+// still succeeds afterwards.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -34,6 +34,7 @@ int check_case(const std::string& socket_path, const MalformedCase& c) {
   REQUIRE(r->status == c.status);
   REQUIRE(r->header("content-type") == "application/json");
   const json j = json::parse(r->body);
+  if (c.status == 405) REQUIRE(!r->header("allow").empty());
   if (c.anthropic) {
     // Anthropic's {"type": "error", "error": {"type", "message"}}; its message names the field.
     REQUIRE(j.size() == 2);
@@ -43,7 +44,12 @@ int check_case(const std::string& socket_path, const MalformedCase& c) {
     const std::string message = j["error"].at("message");
     REQUIRE(!message.empty());
     if (!c.param.empty()) REQUIRE(message.find(c.param) != std::string::npos);
-    if (c.status == 405) REQUIRE(!r->header("allow").empty());
+    return r->status;
+  }
+  if (c.ollama) {
+    REQUIRE(j.size() == 1);  // Ollama's {"error": "<message>"}, nothing else
+    REQUIRE(j.at("error").is_string());
+    REQUIRE(!j["error"].get<std::string>().empty());
     return r->status;
   }
   REQUIRE(j.at("error").at("message").is_string());
@@ -55,7 +61,6 @@ int check_case(const std::string& socket_path, const MalformedCase& c) {
     REQUIRE(j["error"]["param"].is_string());
     REQUIRE(j["error"]["param"].get<std::string>().rfind(c.param, 0) == 0);
   }
-  if (c.status == 405) REQUIRE(!r->header("allow").empty());
   return r->status;
 }
 
@@ -74,6 +79,7 @@ TEST_CASE("Hundreds of malformed requests each get the right status and an error
   std::vector<MalformedCase> cases = json_level_cases();
   for (MalformedCase& c : body_syntax_cases()) cases.push_back(std::move(c));
   for (MalformedCase& c : http_level_cases(TestServerOptions().server.body_limit_bytes)) cases.push_back(std::move(c));
+  for (MalformedCase& c : ollama_cases()) cases.push_back(std::move(c));
   std::map<int, uint64_t> sent;
   for (const MalformedCase& c : cases) ++sent[check_case(s.socket_path(), c)];
 
@@ -149,12 +155,19 @@ TEST_CASE("Hundreds of malformed requests each get the right status and an error
   REQUIRE(message);
   REQUIRE(message->status == 200);
   REQUIRE(json::parse(message->body)["type"] == "message");
+  auto ollama =
+      http_call(s.socket_path(), "POST", kOllamaChatPath,
+                R"({"messages":[{"role":"user","content":"hi"}],"stream":false,"options":{"num_predict":3}})");
+  REQUIRE(ollama);
+  REQUIRE(ollama->status == 200);
+  REQUIRE(json::parse(ollama->body)["done"] == true);
 }
 
 TEST_CASE("JSON-level errors keep the connection alive for the next request") {
   TestServer s;
   HttpConn c = HttpConn::unix_socket(s.socket_path());
-  const std::vector<MalformedCase> cases = json_level_cases();
+  std::vector<MalformedCase> cases = json_level_cases();
+  for (MalformedCase& o : ollama_cases()) cases.push_back(std::move(o));
   for (size_t i = 0; i < cases.size(); i += 7) {
     INFO(cases[i].name);
     REQUIRE(c.send(cases[i].raw));

@@ -90,7 +90,7 @@ std::string as_streamed(const std::string& bytes) {
 
 }  // namespace
 
-TEST_CASE("unsupported schema keywords are named with their place; annotations and enforced ones pass") {
+TEST_CASE("unsupported schema keywords are named with their place, annotations and enforced ones pass") {
   CHECK(unsupported_schema_keyword(R"({"type":"array","uniqueItems":true})") == "'uniqueItems' at /");
   CHECK(unsupported_schema_keyword(R"({"properties":{"a/b":{"oneOf":[{"type":"string"}]}}})") ==
         "'oneOf' at /properties/a~1b");

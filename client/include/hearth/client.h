@@ -296,9 +296,10 @@ HEARTH_CLIENT_API int hearth_client_installed_models(hearth_client* client, char
 
 /* The loaded models (GET /api/ps) as a NUL-terminated JSON text: {"models": [{"id",
  * "aliases", "path", "backend", "memory_bytes", "n_ctx", "in_flight", "idle_s",
- * "loaded_at", "loads", "expires_in_s"}]} (docs/protocol.md; new fields may appear). On
- * success *out_json is malloc'ed (free with hearth_free); on failure it is NULL. A daemon
- * started with --model answers too, listing that model. Errors as for
+ * "loaded_at", "loads", "expires_in_s"}]}, each entry with Ollama's fields beside these
+ * ("name", "model", "size", "digest", "details", "expires_at", ...; docs/protocol.md; new
+ * fields may appear). On success *out_json is malloc'ed (free with hearth_free); on failure
+ * it is NULL. A daemon started with --model answers too, listing that model. Errors as for
  * hearth_client_list_models. */
 HEARTH_CLIENT_API int hearth_client_loaded_models(hearth_client* client, char** out_json);
 
