@@ -223,7 +223,7 @@ float log_softmax_top(const float* logits, int32_t n_vocab, int32_t token, int32
     if (std::isfinite(logits[i])) max = std::max(max, logits[i]);
   double sum = 0.0;
   for (int32_t i = 0; i < n_vocab; ++i)
-    if (std::isfinite(logits[i])) sum += std::exp(static_cast<double>(logits[i]) - max);
+    if (std::isfinite(logits[i])) sum += static_cast<double>(std::exp(logits[i] - max));
   const double lse = static_cast<double>(max) + std::log(sum);
   auto logprob = [&](int32_t i) {
     return std::isfinite(logits[i]) ? static_cast<float>(static_cast<double>(logits[i]) - lse) : kNegInf;

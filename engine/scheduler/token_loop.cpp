@@ -18,6 +18,13 @@ std::optional<PromptProblem> check_prompt(std::span<const int32_t> prompt, int64
   return std::nullopt;
 }
 
+std::shared_ptr<GrammarCompiler> grammar_compiler_for(const Tokenizer& tokenizer) {
+  std::vector<std::string> vocab(static_cast<size_t>(tokenizer.n_vocab()));
+  for (int32_t id = 0; id < tokenizer.n_vocab(); ++id)
+    if (!tokenizer.is_control(id)) vocab[static_cast<size_t>(id)] = tokenizer.token_bytes(id);
+  return std::make_shared<GrammarCompiler>(std::move(vocab), tokenizer.n_vocab(), tokenizer.eog_ids());
+}
+
 TokenLoop::TokenLoop(const SamplingParams& sampling, std::vector<std::string> stop, const Tokenizer& tokenizer,
                      std::span<const int32_t> prompt, int32_t max_tokens, int32_t room,
                      std::shared_ptr<const CompiledGrammar> grammar, int32_t top_logprobs)

@@ -37,6 +37,11 @@ struct PromptProblem {
 // as for the output of the model's own tokenizer).
 std::optional<PromptProblem> check_prompt(std::span<const int32_t> prompt, int64_t room, int32_t n_vocab = 0);
 
+// The grammar compiler over a tokenizer's vocabulary: each token's bytes; control tokens
+// (turn markers, end of generation) are "": a grammar never writes them, but for the
+// end-of-generation tokens where it may end.
+std::shared_ptr<GrammarCompiler> grammar_compiler_for(const Tokenizer& tokenizer);
+
 class TokenLoop {
  public:
   using Clock = std::chrono::steady_clock;
