@@ -39,9 +39,10 @@ const char* kSchema = R"({"type":"object","properties":{
              "required":["city","zip"]}},"required":["name","age","hobbies","address"]})";
 
 std::vector<Tool> tools() {
-  Tool weather{"get_weather", "Get the current weather in a city",
-               R"({"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city","unit"]})",
-               false, ""};
+  Tool weather{
+      "get_weather", "Get the current weather in a city",
+      R"({"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city","unit"]})",
+      false, ""};
   Tool time{"get_time", "Get the local time in a city",
             R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})", false, ""};
   return {weather, time};
@@ -131,7 +132,8 @@ int main(int argc, char** argv) {
       {"json_schema", [&] { return compiler->json_schema(kSchema); },
        R"({"name": "Ada", "age": 36, "hobbies": ["chess", "rowing"], "address": {"city": "Lyon", "zip": "69001"}})"},
       {"tools auto", [&] { return compiler->triggered(tags(*tmpl), false, false); },
-       "Let me look that up for you.\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\", \"unit\": \"celsius\"}}"},
+       "Let me look that up for you.\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\", \"unit\": "
+       "\"celsius\"}}"},
       {"tools required", [&] { return compiler->triggered(tags(*tmpl), true, false); },
        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\", \"unit\": \"celsius\"}}"},
   };

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Tool-call accuracy and well-formed rate on 60 cases of our own (not a test).
+"""Tool-call accuracy and well-formed rate on 55 cases of our own (not a test).
 
 Each case offers a few functions of a small toolbox and asks something one of them (or two,
 the parallel cases) answers; expected: the functions called and an argument value each must
-contain. Every server is asked the same OpenAI chat request, greedy, tool_choice auto:
+contain. Every server is asked the same OpenAI chat request, tool_choice auto, greedy or
+sampled (--temperature, a seed per case):
 
   hearth           hearthd, its grammar on (the default)
   hearth-free      the same prompt with tool_choice none: the model's free text, read by a
@@ -19,7 +20,7 @@ Counted per answer:
   correct      the calls made are the expected ones (names, and each expected argument value
                found in the argument, case-insensitive)
 
-  bench/tool_accuracy.py --hearth SOCKET [--llama-server URL] [--cases N]
+  bench/tool_accuracy.py --hearth SOCKET [--llama-server URL] [--cases N] [--temperature T]
 """
 import argparse
 import json
@@ -161,11 +162,12 @@ def judge(case, calls, leftover_broken, content):
     return well, correct
 
 
-def run(name, post, model, all_cases, free):
+def run(name, post, model, all_cases, free, temperature):
     n_well = n_correct = n_calls = 0
-    for case in all_cases:
+    for i, case in enumerate(all_cases):
         body = {"model": model, "messages": [{"role": "user", "content": case["q"]}],
-                "tools": [TOOLBOX[t] for t in case["tools"]], "temperature": 0, "max_tokens": 200}
+                "tools": [TOOLBOX[t] for t in case["tools"]], "temperature": temperature, "seed": 1000 + i,
+                "max_tokens": 200}
         if free:
             body["tool_choice"] = "none"
         msg = post(body)["choices"][0]["message"]
@@ -191,13 +193,14 @@ def main():
     ap.add_argument("--model", default="qwen2.5-coder:0.5b")
     ap.add_argument("--llama-server", help="llama-server's base URL (started with --jinja)")
     ap.add_argument("--cases", type=int, default=0, help="only the first N cases")
+    ap.add_argument("--temperature", type=float, default=0.0)
     args = ap.parse_args()
     all_cases = cases()[:args.cases or None]
     if args.hearth:
-        run("hearth", lambda b: post_unix(args.hearth, b), args.model, all_cases, False)
-        run("hearth-free", lambda b: post_unix(args.hearth, b), args.model, all_cases, True)
+        run("hearth", lambda b: post_unix(args.hearth, b), args.model, all_cases, False, args.temperature)
+        run("hearth-free", lambda b: post_unix(args.hearth, b), args.model, all_cases, True, args.temperature)
     if args.llama_server:
-        run("llama-server", lambda b: post_url(args.llama_server, b), args.model, all_cases, False)
+        run("llama-server", lambda b: post_url(args.llama_server, b), args.model, all_cases, False, args.temperature)
 
 
 if __name__ == "__main__":
