@@ -101,7 +101,8 @@ TEST_CASE("hearth ask --tools sends the file's tools and prints each call as one
   CHECK(body["messages"] == Json::parse(R"([{"role":"user","content":"Weather in Paris and Oslo?"}])"));
 }
 
-TEST_CASE("an answer that only calls prints JSON lines alone; --json puts the calls in its object", "[cli][tools]") {
+TEST_CASE("an answer that only calls prints JSON lines alone, and --json puts the calls in its object",
+          "[cli][tools]") {
   TempDir dir;
   FakeDaemon daemon(answer("", {"Paris"}));
   const std::string tools = write_file(dir, "tools.json", kTools);
@@ -117,7 +118,7 @@ TEST_CASE("an answer that only calls prints JSON lines alone; --json puts the ca
   CHECK(out["tool_calls"] == Json::parse(R"([{"id":"call_0","name":"get_weather","arguments":{"city":"Paris"}}])"));
 }
 
-TEST_CASE("--tool-choice sends auto, required, none as they are and a name as OpenAI's function object",
+TEST_CASE("hearth ask --tool-choice sends auto, required, none as they are and a name as OpenAI's function object",
           "[cli][tools]") {
   TempDir dir;
   FakeDaemon daemon(answer("", {"Paris"}));
@@ -160,7 +161,7 @@ TEST_CASE("a tools or schema file that cannot be used is an error naming it, and
   CHECK(daemon.requests().empty());
 }
 
-TEST_CASE("--json-schema sends the file's schema as response_format and --json-object asks for any object",
+TEST_CASE("hearth ask --json-schema sends the file's schema as response_format and --json-object asks for any object",
           "[cli][tools]") {
   TempDir dir;
   FakeDaemon daemon(answer("{\"n\": 1}", {}));

@@ -301,7 +301,7 @@ TEST_CASE("the tool calls of a whole answer come back in one block, with finish 
   CHECK(stats.completion_tokens == 9);
 }
 
-TEST_CASE("a stream's tool calls are put together from their pieces; the text callback sees text only",
+TEST_CASE("a stream's tool calls are put together from their pieces, and the text callback sees text only",
           "[client][tools]") {
   FakeDaemon daemon(stream_calls);
   Handle h(daemon);
@@ -333,7 +333,7 @@ TEST_CASE("a stream's tool calls are put together from their pieces; the text ca
   CHECK(body["tools"] == Json::parse(kWeatherTool));
 }
 
-TEST_CASE("an answer without calls gives none; the calls may be left behind; a bad piece is a protocol error",
+TEST_CASE("an answer without calls gives none, the calls may be left behind, and a bad piece is a protocol error",
           "[client][tools]") {
   SECTION("no calls: NULL and 0") {
     FakeDaemon daemon([](const FakeDaemon::Request&, int fd) {
