@@ -1,15 +1,69 @@
-// hearth ask: one question, the answer streamed to stdout (or one JSON object with --json).
+// hearth ask: one question, the answer streamed to stdout (or one JSON object with --json);
+// with --tools, the model's tool calls after it, one JSON line each.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.h"
 
 namespace hearth::cli {
 namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+// The JSON text of a file named on the command line (--tools, --json-schema), parsed and
+// written back compact with its keys in their order; false after printing why it cannot be
+// (unreadable, not JSON, or not what `check` wants: check returns "" or what is wrong).
+template <class Check>
+bool read_json_file(const char* option, const std::string& path, Check check, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "hearth: %s %s: %s\n", option, path.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  OrderedJson json;
+  try {
+    json = OrderedJson::parse(text.str());
+  } catch (const OrderedJson::parse_error& e) {
+    std::fprintf(stderr, "hearth: %s %s is not JSON: %s\n", option, path.c_str(), e.what());
+    return false;
+  }
+  if (std::string why = check(json); !why.empty()) {
+    std::fprintf(stderr, "hearth: %s %s: %s\n", option, path.c_str(), why.c_str());
+    return false;
+  }
+  *out = json.dump();
+  return true;
+}
+
+// An OpenAI tools array: [{"type": "function", "function": {"name": ..., ...}}, ...]. The
+// daemon checks the rest (names, schemas) and says what is wrong.
+std::string tools_problem(const OrderedJson& tools) {
+  const char* shape = R"(an array of tools, [{"type": "function", "function": {"name", "description", "parameters"}}])";
+  if (!tools.is_array()) return std::string("must hold ") + shape;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const OrderedJson& t = tools[i];
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
+        !t["function"]["name"].is_string()) {
+      return "tool " + std::to_string(i) +
+             " is not {\"type\": \"function\", \"function\": {\"name\": ...}}; the file must hold " + shape;
+    }
+  }
+  return "";
+}
+
+std::string schema_problem(const OrderedJson& schema) {
+  return schema.is_object() || schema.is_boolean() ? "" : "must hold a JSON Schema (an object)";
+}
 
 // user_data: a size_t counting the bytes written.
 int write_piece(const char* piece, size_t len, void* user_data) {
@@ -52,7 +106,52 @@ nlohmann::json stats_json(const hearth_stats& s) {
   };
 }
 
+// {"id", "name", "arguments": {...}}: the arguments as the object they are, in the model's
+// order (as text when a daemon sent something that is not JSON). Json: nlohmann::json, or
+// ordered_json to keep the keys in that order.
+template <class Json>
+Json call_json(const hearth_tool_call& call) {
+  Json args = Json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+  if (args.is_discarded()) args = call.arguments;
+  Json out = Json::object();
+  out["id"] = call.id;
+  out["name"] = call.name;
+  out["arguments"] = std::move(args);
+  return out;
+}
+
+template <class Json>
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace
+
+void add_ask_command(CLI::App* app, AskOptions* options, CLI::App** command) {
+  CLI::App* ask = app->add_subcommand(
+      "ask",
+      "ask one question; the answer streams to stdout (with --tools, each tool call the model makes follows as one "
+      "JSON line: {\"id\", \"name\", \"arguments\": {...}})");
+  *command = ask;
+  ask->add_option("question", options->words, "the question (default: read from stdin)");
+  add_generation_options(ask, &options->generation);
+  ask->add_flag("--json", options->json, "print the answer and its stats as one JSON object instead of streaming");
+  ask->add_flag("--raw", options->raw,
+                "send the text as a completion prompt, without the chat template (base models answer "
+                "documents better than turns)");
+  ask->add_option("--tools", options->tools_file,
+                  "offer the model the tools in FILE: an OpenAI tools array, [{\"type\": \"function\", "
+                  "\"function\": {\"name\", \"description\", \"parameters\"}}]; its calls are printed, not run")
+      ->type_name("FILE");
+  ask->add_option("--tool-choice", options->tool_choice,
+                  "with --tools: auto (the default: text or calls), required (one call or more), none (text "
+                  "only), or a tool's name (a call of it)")
+      ->type_name("CHOICE");
+  ask->add_option("--json-schema", options->json_schema_file,
+                  "the answer is JSON that fits the JSON Schema in FILE (decoded under a grammar)")
+      ->type_name("FILE");
+  ask->add_flag("--json-object", options->json_object, "the answer is a JSON object");
+}
 
 int run_ask(const GlobalOptions& global, AskOptions& options) {
   std::string question = join(options.words);
@@ -70,19 +169,52 @@ int run_ask(const GlobalOptions& global, AskOptions& options) {
     std::fprintf(stderr, "hearth: --system needs the chat template; it cannot go with --raw\n");
     return kExitError;
   }
+  const bool tools = !options.tools_file.empty();
+  if (options.raw && tools) {
+    std::fprintf(stderr, "hearth: --tools needs the chat template; it cannot go with --raw\n");
+    return kExitError;
+  }
+  if (!options.tool_choice.empty() && !tools) {
+    std::fprintf(stderr, "hearth: --tool-choice needs --tools\n");
+    return kExitError;
+  }
+  if (options.json_object && !options.json_schema_file.empty()) {
+    std::fprintf(stderr, "hearth: --json-object and --json-schema: give one (a schema says which object)\n");
+    return kExitError;
+  }
+  std::string tools_json, schema_json;
+  if (tools && !read_json_file("--tools", options.tools_file, tools_problem, &tools_json)) return kExitError;
+  if (!options.json_schema_file.empty() &&
+      !read_json_file("--json-schema", options.json_schema_file, schema_problem, &schema_json)) {
+    return kExitError;
+  }
+
   Client client;
   if (!client.open(global)) return kExitError;
   hearth_client_set_timeout(client.get(), timeout_ms(options.generation));
-  std::vector<hearth_message> messages;
-  if (!options.generation.system.empty()) messages.push_back({"system", options.generation.system.c_str()});
-  messages.push_back({"user", question.c_str()});
+  std::vector<hearth_chat_message> messages;
+  if (!options.generation.system.empty()) {
+    messages.push_back({sizeof(hearth_chat_message), "system", options.generation.system.c_str(), nullptr, 0, nullptr});
+  }
+  messages.push_back({sizeof(hearth_chat_message), "user", question.c_str(), nullptr, 0, nullptr});
   hearth_request_options request = to_request_options(options.generation);
+  if (tools) {
+    request.tools = tools_json.c_str();
+    if (!options.tool_choice.empty()) request.tool_choice = options.tool_choice.c_str();
+  }
+  if (options.json_object) request.response_format = HEARTH_FORMAT_JSON_OBJECT;
+  if (!schema_json.empty()) {
+    request.response_format = HEARTH_FORMAT_JSON_SCHEMA;
+    request.json_schema = schema_json.c_str();
+  }
   hearth_stats stats;
   hearth_stats_init(&stats);
 
   install_interrupt_handler(client.get(), nullptr);
   set_generating(true);
   char* text = nullptr;
+  hearth_tool_call* calls = nullptr;
+  size_t n_calls = 0;
   size_t written = 0;
   int rc;
   const hearth_text_callback on_text = options.json ? nullptr : write_piece;
@@ -90,8 +222,8 @@ int run_ask(const GlobalOptions& global, AskOptions& options) {
   if (options.raw) {
     rc = hearth_client_complete(client.get(), question.c_str(), &request, on_text, &written, out_text, &stats);
   } else {
-    rc = hearth_client_chat(client.get(), messages.data(), messages.size(), &request, on_text, &written, out_text,
-                            &stats);
+    rc = hearth_client_chat_v2(client.get(), messages.data(), messages.size(), &request, on_text, &written, out_text,
+                               &calls, &n_calls, &stats);
   }
   set_generating(false);
 
@@ -105,11 +237,18 @@ int run_ask(const GlobalOptions& global, AskOptions& options) {
     nlohmann::json out = stats_json(stats);
     out["text"] = text != nullptr ? text : "";
     hearth_free(text);
-    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    if (tools) {
+      out["tool_calls"] = nlohmann::json::array();
+      for (size_t i = 0; i < n_calls; ++i) out["tool_calls"].push_back(call_json<nlohmann::json>(calls[i]));
+    }
+    std::printf("%s\n", dump(out).c_str());
   } else {
-    std::fputc('\n', stdout);
+    // The text's line, unless the model only called (stdout is then JSON lines alone).
+    if (written > 0 || n_calls == 0) std::fputc('\n', stdout);
+    for (size_t i = 0; i < n_calls; ++i) std::printf("%s\n", dump(call_json<OrderedJson>(calls[i])).c_str());
     std::fflush(stdout);
   }
+  hearth_free(calls);
   if (options.generation.stats) print_stats(stats);
   return kExitOk;
 }

@@ -34,8 +34,13 @@ struct AskOptions {
   GenerationOptions generation;
   std::vector<std::string> words;  // the question; empty: read stdin
   bool json = false;
-  bool raw = false;  // --raw: the text is a completion prompt, no chat template
+  bool raw = false;              // --raw: the text is a completion prompt, no chat template
+  std::string tools_file;        // --tools: a JSON file holding an OpenAI tools array
+  std::string tool_choice;       // --tool-choice: auto, required, none or a tool's name
+  std::string json_schema_file;  // --json-schema: a JSON file holding the schema the answer fits
+  bool json_object = false;      // --json-object: the answer is a JSON object
 };
+void add_ask_command(CLI::App* app, AskOptions* options, CLI::App** command);
 int run_ask(const GlobalOptions& global, AskOptions& options);
 
 struct ChatOptions {

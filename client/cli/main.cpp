@@ -72,13 +72,8 @@ int main(int argc, char** argv) {
   app.add_option("--socket", global.socket, "the daemon's Unix socket");
 
   AskOptions ask;
-  CLI::App* ask_cmd = app.add_subcommand("ask", "ask one question; the answer streams to stdout");
-  ask_cmd->add_option("question", ask.words, "the question (default: read from stdin)");
-  add_generation_options(ask_cmd, &ask.generation);
-  ask_cmd->add_flag("--json", ask.json, "print the answer and its stats as one JSON object instead of streaming");
-  ask_cmd->add_flag("--raw", ask.raw,
-                    "send the text as a completion prompt, without the chat template (base models answer "
-                    "documents better than turns)");
+  CLI::App* ask_cmd = nullptr;
+  add_ask_command(&app, &ask, &ask_cmd);
 
   ChatOptions chat;
   CLI::App* chat_cmd = app.add_subcommand(

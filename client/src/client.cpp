@@ -97,7 +97,7 @@ class GenerationSink : public ResponseSink {
         return wire::error_from_response(status_, body_);
       case Mode::kWhole: {
         std::string text;
-        if (Outcome o = wire::parse_response(body_, route_, &text, stats_); !o.ok()) return o;
+        if (Outcome o = wire::parse_response(body_, route_, &text, &calls_, stats_); !o.ok()) return o;
         return deliver(text);
       }
       case Mode::kEvents:
@@ -110,6 +110,7 @@ class GenerationSink : public ResponseSink {
 
   int status() const { return status_; }
   std::string& text() { return text_; }
+  const std::vector<wire::ToolCall>& calls() const { return calls_; }
 
  private:
   enum class Mode { kError, kWhole, kEvents };
@@ -121,7 +122,7 @@ class GenerationSink : public ResponseSink {
       return Outcome::success();
     }
     piece_.clear();
-    if (Outcome o = wire::parse_chunk(data, route_, &piece_, stats_); !o.ok()) return o;
+    if (Outcome o = wire::parse_chunk(data, route_, &piece_, &calls_, stats_); !o.ok()) return o;
     return deliver(piece_);
   }
 
@@ -147,6 +148,7 @@ class GenerationSink : public ResponseSink {
   std::string body_;
   std::string piece_;
   std::string text_;
+  std::vector<wire::ToolCall> calls_;  // as far as the answer has told them
 };
 
 bool stats_usable(const hearth_stats* stats) {
@@ -161,12 +163,45 @@ void copy_stats(const hearth_stats& from, hearth_stats* to) {
   to->struct_size = size;
 }
 
+// The calls as one malloc'ed block: the array, then every string it points to (one
+// hearth_free releases it all, as hearth_client_list_models' block).
+Outcome copy_calls(const std::vector<wire::ToolCall>& calls, hearth_tool_call** out) {
+  *out = nullptr;
+  if (calls.empty()) return Outcome::success();
+  size_t bytes = calls.size() * sizeof(hearth_tool_call);
+  for (const wire::ToolCall& c : calls) bytes += c.id.size() + c.name.size() + c.arguments.size() + 3;
+  auto* block = static_cast<hearth_tool_call*>(std::malloc(bytes));
+  if (block == nullptr) return Outcome::failure(HEARTH_ERR_NOMEM, "out of memory");
+  char* strings = reinterpret_cast<char*>(block + calls.size());
+  auto copy_string = [&strings](const std::string& s) {
+    char* at = strings;
+    std::memcpy(at, s.c_str(), s.size() + 1);
+    strings += s.size() + 1;
+    return at;
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    block[i].id = copy_string(calls[i].id);
+    block[i].name = copy_string(calls[i].name);
+    block[i].arguments = copy_string(calls[i].arguments);
+  }
+  *out = block;
+  return Outcome::success();
+}
+
+// Where a generation's answer goes: any of them may be NULL.
+struct AnswerOut {
+  char** text = nullptr;
+  hearth_tool_call** calls = nullptr;
+  size_t* n_calls = nullptr;
+  hearth_stats* stats = nullptr;
+};
+
 // Shared by chat and completion: one POST, streamed when on_text is set.
 Outcome generate(hearth_client* client, wire::Route route, const std::string& body, bool stream,
-                 hearth_text_callback on_text, void* user_data, char** out_text, hearth_stats* out_stats) {
+                 hearth_text_callback on_text, void* user_data, const AnswerOut& out) {
   hearth_stats stats;
   hearth_stats_init(&stats);
-  GenerationSink sink(route, stream, on_text, user_data, out_text != nullptr, &stats);
+  GenerationSink sink(route, stream, on_text, user_data, out.text != nullptr, &stats);
   HttpRequest request;
   request.method = "POST";
   request.target = route == wire::Route::kChat ? "/v1/chat/completions" : "/v1/completions";
@@ -177,15 +212,26 @@ Outcome generate(hearth_client* client, wire::Route route, const std::string& bo
   Outcome o = client->transport.exchange(client->socket_path, client->cancel, request, sink);
   stats.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   client->http_status = sink.status();
-  copy_stats(stats, out_stats);
+  copy_stats(stats, out.stats);
   if (!o.ok()) return o;
-  if (out_text != nullptr) {
+  if (out.calls != nullptr) {
+    if (Outcome c = copy_calls(sink.calls(), out.calls); !c.ok()) return c;
+    *out.n_calls = sink.calls().size();
+  }
+  if (out.text != nullptr) {
     std::string& text = sink.text();
     char* copy = static_cast<char*>(std::malloc(text.size() + 1));
-    if (copy == nullptr) return Outcome::failure(HEARTH_ERR_NOMEM, "out of memory");
+    if (copy == nullptr) {
+      if (out.calls != nullptr) {
+        std::free(*out.calls);
+        *out.calls = nullptr;
+        *out.n_calls = 0;
+      }
+      return Outcome::failure(HEARTH_ERR_NOMEM, "out of memory");
+    }
     std::memcpy(copy, text.data(), text.size());
     copy[text.size()] = '\0';
-    *out_text = copy;
+    *out.text = copy;
   }
   return Outcome::success();
 }
@@ -194,14 +240,15 @@ Outcome generate(hearth_client* client, wire::Route route, const std::string& bo
 // body differs. build_body(options, stream, &body) -> Outcome.
 template <class BuildBody>
 int generation_call(hearth_client* client, wire::Route route, const hearth_request_options* options,
-                    hearth_text_callback on_text, void* user_data, char** out_text, hearth_stats* out_stats,
-                    BuildBody build_body) {
-  if (client == nullptr) return HEARTH_ERR_INVALID_ARGUMENT;
-  if (out_text != nullptr) *out_text = nullptr;
+                    hearth_text_callback on_text, void* user_data, const AnswerOut& out, BuildBody build_body) {
+  if (out.text != nullptr) *out.text = nullptr;
+  if (out.calls != nullptr) *out.calls = nullptr;
+  if (out.n_calls != nullptr) *out.n_calls = 0;
+  if (client == nullptr || (out.calls == nullptr) != (out.n_calls == nullptr)) return HEARTH_ERR_INVALID_ARGUMENT;
   client->cancel.begin();
   client->http_status = 0;
   return guarded(client, [&]() -> Outcome {
-    if (!stats_usable(out_stats)) {
+    if (!stats_usable(out.stats)) {
       return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "stats.struct_size is too small: use hearth_stats_init");
     }
     hearth_request_options o;
@@ -209,7 +256,7 @@ int generation_call(hearth_client* client, wire::Route route, const hearth_reque
     const bool stream = on_text != nullptr;
     std::string body;
     if (Outcome r = build_body(o, stream, &body); !r.ok()) return r;
-    return generate(client, route, body, stream, on_text, user_data, out_text, out_stats);
+    return generate(client, route, body, stream, on_text, user_data, out);
   });
 }
 
@@ -295,18 +342,34 @@ void hearth_free(void* ptr) {
   std::free(ptr);
 }
 
-void hearth_request_options_init(hearth_request_options* options) {
-  if (options == nullptr) return;
-  std::memset(static_cast<void*>(options), 0, sizeof(*options));
-  options->struct_size = sizeof(*options);
-  options->model = nullptr;
-  options->max_tokens = 0;
-  options->temperature = -1;
-  options->top_p = -1;
-  options->top_k = -1;
-  options->min_p = -1;
-  options->stop = nullptr;
-  options->repetition_penalty = 1;
+void hearth_request_options_init_sized(hearth_request_options* options, size_t struct_size) {
+  if (options == nullptr || struct_size < sizeof(options->struct_size)) return;
+  hearth_request_options defaults;
+  std::memset(static_cast<void*>(&defaults), 0, sizeof(defaults));
+  defaults.temperature = -1;
+  defaults.top_p = -1;
+  defaults.top_k = -1;
+  defaults.min_p = -1;
+  defaults.repetition_penalty = 1;
+  defaults.parallel_tool_calls = -1;
+  defaults.response_format = HEARTH_FORMAT_TEXT;
+  // The caller's bytes, whatever their number: zero (a later header's members default to
+  // zero too), then the defaults of the members this version knows.
+  std::memset(static_cast<void*>(options), 0, struct_size);
+  std::memcpy(static_cast<void*>(options), &defaults, std::min(struct_size, sizeof(defaults)));
+  options->struct_size = struct_size;
+}
+
+// The exported function of 0.1-0.3 (the header's name is now a macro): the struct as it was.
+static_assert(offsetof(hearth_request_options, tools) == 80, "sizeof(hearth_request_options) in 0.3 (x86-64, arm64)");
+void(hearth_request_options_init)(hearth_request_options* options) {
+  hearth_request_options_init_sized(options, offsetof(hearth_request_options, tools));
+}
+
+void hearth_chat_message_init(hearth_chat_message* message) {
+  if (message == nullptr) return;
+  std::memset(static_cast<void*>(message), 0, sizeof(*message));
+  message->struct_size = sizeof(*message);
 }
 
 void hearth_stats_init(hearth_stats* stats) {
@@ -367,15 +430,32 @@ int hearth_client_set_connect_retry(hearth_client* client, int retry_ms) {
 int hearth_client_chat(hearth_client* client, const hearth_message* messages, size_t n_messages,
                        const hearth_request_options* options, hearth_text_callback on_text, void* user_data,
                        char** out_text, hearth_stats* out_stats) {
-  return generation_call(client, wire::Route::kChat, options, on_text, user_data, out_text, out_stats,
+  return generation_call(client, wire::Route::kChat, options, on_text, user_data,
+                         {out_text, nullptr, nullptr, out_stats},
                          [&](const hearth_request_options& o, bool stream, std::string* body) {
+                           if (o.tools != nullptr) {
+                             return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                                                     "hearth_client_chat cannot return tool calls: send tools "
+                                                     "with hearth_client_chat_v2");
+                           }
                            return wire::chat_body(messages, n_messages, o, stream, body);
+                         });
+}
+
+int hearth_client_chat_v2(hearth_client* client, const hearth_chat_message* messages, size_t n_messages,
+                          const hearth_request_options* options, hearth_text_callback on_text, void* user_data,
+                          char** out_text, hearth_tool_call** out_calls, size_t* out_n_calls, hearth_stats* out_stats) {
+  return generation_call(client, wire::Route::kChat, options, on_text, user_data,
+                         {out_text, out_calls, out_n_calls, out_stats},
+                         [&](const hearth_request_options& o, bool stream, std::string* body) {
+                           return wire::chat_v2_body(messages, n_messages, o, stream, body);
                          });
 }
 
 int hearth_client_complete(hearth_client* client, const char* prompt, const hearth_request_options* options,
                            hearth_text_callback on_text, void* user_data, char** out_text, hearth_stats* out_stats) {
-  return generation_call(client, wire::Route::kCompletion, options, on_text, user_data, out_text, out_stats,
+  return generation_call(client, wire::Route::kCompletion, options, on_text, user_data,
+                         {out_text, nullptr, nullptr, out_stats},
                          [&](const hearth_request_options& o, bool stream, std::string* body) {
                            return wire::completion_body(prompt, o, stream, body);
                          });

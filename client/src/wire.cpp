@@ -9,7 +9,9 @@
 namespace hearth::client::wire {
 namespace {
 
-using Json = nlohmann::json;
+// Ordered: the caller's tools and schemas go out with their keys in the caller's order (the
+// order of a schema's properties is the order the model writes them in).
+using Json = nlohmann::ordered_json;
 
 // Floats go out with the digits the caller wrote (0.7f as 0.7, not 0.699999988).
 double clean(float f) {
@@ -44,6 +46,76 @@ Outcome add_sampling(const hearth_request_options& o, bool stream, Json& body) {
   body["stream"] = stream;
   if (stream) body["stream_options"] = {{"include_usage", true}};
   return Outcome::success();
+}
+
+// JSON text the caller gave (options.tools, options.json_schema, ...), for `what` in the
+// message.
+Outcome parse_caller_json(const char* text, const std::string& what, Json* out) {
+  try {
+    *out = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, what + " is not JSON: " + e.what());
+  }
+  return Outcome::success();
+}
+
+// tools, tool_choice and parallel_tool_calls (chat only), and response_format.
+Outcome add_format(const hearth_request_options& o, Route route, Json& body) {
+  const bool has_choice = o.tool_choice != nullptr && *o.tool_choice != '\0';
+  if (route != Route::kChat && (o.tools != nullptr || has_choice || o.parallel_tool_calls >= 0)) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                            "options: tools, tool_choice and parallel_tool_calls are for chats, not completions");
+  }
+  if (o.tools != nullptr) {
+    Json tools;
+    if (Outcome r = parse_caller_json(o.tools, "options.tools", &tools); !r.ok()) return r;
+    if (!tools.is_array()) {
+      return Outcome::failure(
+          HEARTH_ERR_INVALID_ARGUMENT,
+          R"(options.tools must be a JSON array of tools: [{"type": "function", "function": ...}])");
+    }
+    body["tools"] = std::move(tools);
+  }
+  if (has_choice) {
+    const std::string_view choice = o.tool_choice;
+    if (choice == "auto" || choice == "none" || choice == "required") {
+      body["tool_choice"] = choice;
+    } else if (choice.front() == '{') {
+      Json object;
+      if (Outcome r = parse_caller_json(o.tool_choice, "options.tool_choice", &object); !r.ok()) return r;
+      body["tool_choice"] = std::move(object);
+    } else {
+      body["tool_choice"] = {{"type", "function"}, {"function", {{"name", choice}}}};
+    }
+  }
+  if (o.parallel_tool_calls >= 0) body["parallel_tool_calls"] = o.parallel_tool_calls > 0;
+
+  if (o.json_schema != nullptr && o.response_format != HEARTH_FORMAT_JSON_SCHEMA) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                            "options.json_schema is set but response_format is not HEARTH_FORMAT_JSON_SCHEMA");
+  }
+  switch (o.response_format) {
+    case HEARTH_FORMAT_TEXT:
+      return Outcome::success();
+    case HEARTH_FORMAT_JSON_OBJECT:
+      body["response_format"] = {{"type", "json_object"}};
+      return Outcome::success();
+    case HEARTH_FORMAT_JSON_SCHEMA: {
+      if (o.json_schema == nullptr) {
+        return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                                "options: HEARTH_FORMAT_JSON_SCHEMA needs options.json_schema");
+      }
+      Json spec = {{"schema", nullptr}};
+      if (Outcome r = parse_caller_json(o.json_schema, "options.json_schema", &spec["schema"]); !r.ok()) return r;
+      if (o.json_schema_strict) spec["strict"] = true;
+      body["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(spec)}};
+      return Outcome::success();
+    }
+    default:
+      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                              "options.response_format must be an enum hearth_response_format value, got " +
+                                  std::to_string(o.response_format));
+  }
 }
 
 // nlohmann_json throws type_error 316 on text that is not UTF-8; that is the caller's input.
@@ -134,8 +206,64 @@ std::string error_message(const Json& object) {
   return error->dump();
 }
 
-// The choice's text: delta.content (chat stream), message.content (chat response) or text.
-Outcome read_choice(const Json& object, Route route, bool stream, std::string* text, hearth_stats* stats) {
+const std::string* string_member(const Json& object, const char* key) {
+  const Json* v = member(object, key);
+  return v != nullptr && v->is_string() ? &v->get_ref<const std::string&>() : nullptr;
+}
+
+// A call's arguments: JSON text (OpenAI's form), or an object a lenient server sent as is.
+void append_arguments(const Json& function, std::string* out) {
+  const Json* args = member(function, "arguments");
+  if (args == nullptr) return;
+  if (args->is_string()) {
+    out->append(args->get_ref<const std::string&>());
+  } else {
+    out->append(args->dump());
+  }
+}
+
+// message.tool_calls of a whole answer: [{"id", "type", "function": {"name", "arguments"}}].
+Outcome read_whole_calls(const Json& list, std::vector<ToolCall>* calls) {
+  if (!list.is_array()) return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's tool_calls is not an array");
+  for (const Json& c : list) {
+    const Json* function = member(c, "function");
+    const std::string* name = function != nullptr ? string_member(*function, "name") : nullptr;
+    if (name == nullptr) return Outcome::failure(HEARTH_ERR_PROTOCOL, "a tool call of the daemon's has no name");
+    ToolCall call;
+    if (const std::string* id = string_member(c, "id")) call.id = *id;
+    call.name = *name;
+    append_arguments(*function, &call.arguments);
+    calls->push_back(std::move(call));
+  }
+  return Outcome::success();
+}
+
+// delta.tool_calls of a stream chunk: [{"index", "id", "type", "function": {"name",
+// "arguments"}}] opens call `index` (the next one); [{"index", "function": {"arguments"}}]
+// appends to it.
+Outcome read_call_pieces(const Json& list, std::vector<ToolCall>* calls) {
+  if (!list.is_array()) return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's tool_calls is not an array");
+  for (const Json& c : list) {
+    const Json* index = member(c, "index");
+    if (index == nullptr || !index->is_number_unsigned() || index->get<uint64_t>() > calls->size()) {
+      return Outcome::failure(HEARTH_ERR_PROTOCOL, "a streamed tool call has no index, or not the next one");
+    }
+    const size_t i = index->get<size_t>();
+    if (i == calls->size()) calls->emplace_back();
+    ToolCall& call = (*calls)[i];
+    if (const std::string* id = string_member(c, "id")) call.id = *id;
+    if (const Json* function = member(c, "function")) {
+      if (const std::string* name = string_member(*function, "name")) call.name += *name;
+      append_arguments(*function, &call.arguments);
+    }
+  }
+  return Outcome::success();
+}
+
+// The choice's text: delta.content (chat stream), message.content (chat response) or text;
+// and a chat's tool calls.
+Outcome read_choice(const Json& object, Route route, bool stream, std::string* text, std::vector<ToolCall>* calls,
+                    hearth_stats* stats) {
   const Json* choices = member(object, "choices");
   if (choices == nullptr || !choices->is_array()) {
     return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's answer has no choices array");
@@ -147,6 +275,10 @@ Outcome read_choice(const Json& object, Route route, bool stream, std::string* t
     content = member(choice, "text");
   } else if (const Json* m = member(choice, stream ? "delta" : "message")) {
     content = member(*m, "content");
+    if (const Json* list = member(*m, "tool_calls")) {
+      Outcome o = stream ? read_call_pieces(*list, calls) : read_whole_calls(*list, calls);
+      if (!o.ok()) return o;
+    }
   }
   if (content != nullptr) {
     if (!content->is_string()) return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's text is not a string");
@@ -173,51 +305,135 @@ Outcome read_options(const hearth_request_options* in, hearth_request_options* o
   return Outcome::success();
 }
 
-Outcome chat_body(const hearth_message* messages, size_t n_messages, const hearth_request_options& options, bool stream,
-                  std::string* out) {
+namespace {
+
+Outcome message_list(const hearth_message* messages, size_t n_messages, Json* list) {
   if (messages == nullptr || n_messages == 0) {
     return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "at least one message is needed");
   }
-  Json list = Json::array();
+  *list = Json::array();
   for (size_t i = 0; i < n_messages; ++i) {
     if (messages[i].role == nullptr || messages[i].content == nullptr) {
       return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
                               "message " + std::to_string(i) + " has a NULL role or content");
     }
-    list.push_back({{"role", messages[i].role}, {"content", messages[i].content}});
+    list->push_back({{"role", messages[i].role}, {"content", messages[i].content}});
   }
+  return Outcome::success();
+}
+
+Outcome tool_call_list(const hearth_chat_message& m, const std::string& where, Json* out) {
+  if (m.tool_calls == nullptr) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, where + " has n_tool_calls but tool_calls is NULL");
+  }
+  *out = Json::array();
+  for (size_t k = 0; k < m.n_tool_calls; ++k) {
+    const hearth_tool_call& c = m.tool_calls[k];
+    if (c.id == nullptr || c.name == nullptr || c.arguments == nullptr) {
+      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                              where + ", tool call " + std::to_string(k) + " has a NULL id, name or arguments");
+    }
+    out->push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return Outcome::success();
+}
+
+// Each element is read with the first one's struct_size as the stride (an older caller's
+// smaller struct), and only the members that fit; the rest keep hearth_chat_message_init's.
+Outcome chat_message_list(const hearth_chat_message* messages, size_t n_messages, Json* list) {
+  if (messages == nullptr || n_messages == 0) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "at least one message is needed");
+  }
+  const size_t stride = messages[0].struct_size;
+  if (stride < offsetof(hearth_chat_message, content) + sizeof(messages[0].content)) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                            "message 0: struct_size is too small: initialise with hearth_chat_message_init");
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(messages);
+  *list = Json::array();
+  for (size_t i = 0; i < n_messages; ++i) {
+    const std::string where = "message " + std::to_string(i);
+    hearth_chat_message m;
+    hearth_chat_message_init(&m);
+    std::memcpy(static_cast<void*>(&m), bytes + i * stride, std::min(stride, sizeof(m)));
+    if (m.struct_size != stride) {
+      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                              where + ": struct_size differs from message 0's (initialise every one alike)");
+    }
+    if (m.role == nullptr) return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, where + " has a NULL role");
+    const bool calls = m.n_tool_calls > 0;
+    if (m.content == nullptr && !calls) {
+      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                              where + " has a NULL content (only an assistant's tool calls may go without)");
+    }
+    Json message = {{"role", m.role}, {"content", m.content != nullptr ? Json(m.content) : Json(nullptr)}};
+    if (calls) {
+      if (Outcome o = tool_call_list(m, where, &message["tool_calls"]); !o.ok()) return o;
+    }
+    if (std::strcmp(m.role, "tool") == 0 && m.tool_call_id == nullptr) {
+      return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                              where + " (a tool result) has no tool_call_id: the id of the call it answers");
+    }
+    if (m.tool_call_id != nullptr) message["tool_call_id"] = m.tool_call_id;
+    list->push_back(std::move(message));
+  }
+  return Outcome::success();
+}
+
+Outcome chat_request(Json list, const hearth_request_options& options, bool stream, std::string* out) {
   Json body = {{"messages", std::move(list)}};
   if (Outcome o = add_sampling(options, stream, body); !o.ok()) return o;
+  if (Outcome o = add_format(options, Route::kChat, body); !o.ok()) return o;
   return dump(body, out);
+}
+
+}  // namespace
+
+Outcome chat_body(const hearth_message* messages, size_t n_messages, const hearth_request_options& options, bool stream,
+                  std::string* out) {
+  Json list;
+  if (Outcome o = message_list(messages, n_messages, &list); !o.ok()) return o;
+  return chat_request(std::move(list), options, stream, out);
+}
+
+Outcome chat_v2_body(const hearth_chat_message* messages, size_t n_messages, const hearth_request_options& options,
+                     bool stream, std::string* out) {
+  Json list;
+  if (Outcome o = chat_message_list(messages, n_messages, &list); !o.ok()) return o;
+  return chat_request(std::move(list), options, stream, out);
 }
 
 Outcome completion_body(const char* prompt, const hearth_request_options& options, bool stream, std::string* out) {
   if (prompt == nullptr) return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "prompt is NULL");
   Json body = {{"prompt", prompt}};
   if (Outcome o = add_sampling(options, stream, body); !o.ok()) return o;
+  if (Outcome o = add_format(options, Route::kCompletion, body); !o.ok()) return o;
   return dump(body, out);
 }
 
 namespace {
 
 // A stream chunk or a whole response: an error object, else the choice and the stats.
-Outcome parse_answer(std::string_view data, Route route, bool stream, std::string* text, hearth_stats* stats) {
+Outcome parse_answer(std::string_view data, Route route, bool stream, std::string* text, std::vector<ToolCall>* calls,
+                     hearth_stats* stats) {
   Json j;
   if (Outcome o = parse_json(data, &j); !o.ok()) return o;
   if (std::string m = error_message(j); !m.empty()) return Outcome::failure(HEARTH_ERR_SERVER, m);
-  if (Outcome o = read_choice(j, route, stream, text, stats); !o.ok()) return o;
+  if (Outcome o = read_choice(j, route, stream, text, calls, stats); !o.ok()) return o;
   read_stats(j, stats);
   return Outcome::success();
 }
 
 }  // namespace
 
-Outcome parse_chunk(std::string_view data, Route route, std::string* piece, hearth_stats* stats) {
-  return parse_answer(data, route, /*stream=*/true, piece, stats);
+Outcome parse_chunk(std::string_view data, Route route, std::string* piece, std::vector<ToolCall>* calls,
+                    hearth_stats* stats) {
+  return parse_answer(data, route, /*stream=*/true, piece, calls, stats);
 }
 
-Outcome parse_response(std::string_view body, Route route, std::string* text, hearth_stats* stats) {
-  return parse_answer(body, route, /*stream=*/false, text, stats);
+Outcome parse_response(std::string_view body, Route route, std::string* text, std::vector<ToolCall>* calls,
+                       hearth_stats* stats) {
+  return parse_answer(body, route, /*stream=*/false, text, calls, stats);
 }
 
 Outcome error_from_response(int status, std::string_view body) {
@@ -274,9 +490,7 @@ Outcome warm_body(const char* prompt, const hearth_message* messages, size_t n_m
   if (prompt != nullptr) {
     body["prompt"] = prompt;
   } else {
-    std::string chat;
-    if (Outcome o = chat_body(messages, n_messages, hearth_request_options{}, false, &chat); !o.ok()) return o;
-    body["messages"] = Json::parse(chat).at("messages");
+    if (Outcome o = message_list(messages, n_messages, &body["messages"]); !o.ok()) return o;
   }
   return dump(body, out);
 }
@@ -307,6 +521,7 @@ int finish_reason_code(std::string_view reason) {
   if (reason.empty()) return HEARTH_FINISH_NONE;
   if (reason == "stop") return HEARTH_FINISH_STOP;
   if (reason == "length") return HEARTH_FINISH_LENGTH;
+  if (reason == "tool_calls") return HEARTH_FINISH_TOOL_CALLS;
   return HEARTH_FINISH_OTHER;
 }
 

@@ -325,6 +325,8 @@ TEST_CASE("the header compiles and works as C99", "[client]") {
   CHECK(hearth_test_c99_ask_no_daemon(dir.file("none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
   CHECK(hearth_test_c99_cache_defaults_ok() == 1);
   CHECK(hearth_test_c99_cache_no_daemon(dir.file("none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
+  CHECK(hearth_test_c99_tools_defaults_ok() == 1);
+  CHECK(hearth_test_c99_tools_no_daemon(dir.file("none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
 }
 
 TEST_CASE("bad arguments are HEARTH_ERR_INVALID_ARGUMENT, not crashes", "[client]") {

@@ -81,3 +81,45 @@ int hearth_test_c99_ask_no_daemon(const char* socket_path) {
   hearth_client_close(client);
   return rc;
 }
+
+int hearth_test_c99_tools_defaults_ok(void) {
+  hearth_request_options options;
+  hearth_chat_message message;
+  hearth_tool_call call = {"call_1", "get_weather", "{\"city\": \"Paris\"}"};
+  hearth_chat_message conversation[3] = {
+      {.struct_size = sizeof(hearth_chat_message), .role = "user", .content = "Weather in Paris?"},
+      {.struct_size = sizeof(hearth_chat_message), .role = "assistant", .content = NULL},
+      {.struct_size = sizeof(hearth_chat_message), .role = "tool", .content = "18 C"}};
+  conversation[1].tool_calls = &call;
+  conversation[1].n_tool_calls = 1;
+  conversation[2].tool_call_id = call.id;
+  hearth_request_options_init(&options);
+  hearth_chat_message_init(&message);
+  return options.tools == NULL && options.tool_choice == NULL && options.parallel_tool_calls < 0 &&
+         options.response_format == HEARTH_FORMAT_TEXT && options.json_schema == NULL &&
+         options.json_schema_strict == 0 && message.struct_size == sizeof(message) && message.role == NULL &&
+         message.tool_calls == NULL && message.n_tool_calls == 0 && message.tool_call_id == NULL &&
+         conversation[0].tool_calls == NULL && conversation[2].n_tool_calls == 0 && HEARTH_FINISH_TOOL_CALLS == 4 &&
+         HEARTH_FORMAT_JSON_SCHEMA == 2;
+}
+
+int hearth_test_c99_tools_no_daemon(const char* socket_path) {
+  hearth_client* client = NULL;
+  hearth_chat_message message;
+  hearth_request_options options;
+  hearth_tool_call* calls = NULL;
+  size_t n_calls = 0;
+  int rc = hearth_client_open(socket_path, &client);
+  if (rc != HEARTH_OK) return rc;
+  hearth_client_set_connect_retry(client, 0);
+  hearth_chat_message_init(&message);
+  message.role = "user";
+  message.content = "Weather in Paris?";
+  hearth_request_options_init(&options);
+  options.tools = "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}]";
+  options.tool_choice = "required";
+  rc = hearth_client_chat_v2(client, &message, 1, &options, NULL, NULL, NULL, &calls, &n_calls, NULL);
+  hearth_free(calls);
+  hearth_client_close(client);
+  return rc;
+}

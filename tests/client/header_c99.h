@@ -16,6 +16,12 @@ int hearth_test_c99_cache_defaults_ok(void);
 int hearth_test_c99_cache_no_daemon(const char* socket_path);
 /* Opens socket_path and sends one non-streamed chat; returns the status. */
 int hearth_test_c99_ask_no_daemon(const char* socket_path);
+/* 1 when the 0.4 members of hearth_request_options and hearth_chat_message_init have their
+ * defaults, and a message array with tool calls initialises as the header shows, from C. */
+int hearth_test_c99_tools_defaults_ok(void);
+/* Opens socket_path and sends a chat with tools through hearth_client_chat_v2; returns the
+ * status. */
+int hearth_test_c99_tools_no_daemon(const char* socket_path);
 #ifdef __cplusplus
 }
 #endif

@@ -108,7 +108,9 @@ else
   elif only_appended "$tmp/diff"; then
     echo "FAIL: a public struct grew at its end, nothing else changed. That is compatible only for a"
     echo "  struct that begins with struct_size (client.h: old programs pass the old size, and the"
-    echo "  library touches only the members that fit). If so, record it: $update_cmd"
+    echo "  library touches only the members that fit) and whose exported *_init() still writes the"
+    echo "  old size, the header's *_init() becoming a macro over *_init_sized() (as"
+    echo "  hearth_request_options_init in 0.4). If so, record it: $update_cmd"
     echo "  (and a minor version with a changelog entry); otherwise bump the soname."
   else
     echo "FAIL: the ABI of $soname changed incompatibly (see above: a removed function, a changed"

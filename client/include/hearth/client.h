@@ -15,7 +15,10 @@
  *     call; the library keeps none of them.
  *   - Structs that cross the API begin with a struct_size member and only ever grow at the
  *     end: initialise them with the matching *_init() function (it sets struct_size), and
- *     the library reads or writes only the members that fit in struct_size.
+ *     the library reads or writes only the members that fit in struct_size. When a struct
+ *     grows, its *_init() keeps writing the old size for the programs built before, and the
+ *     header's *_init() becomes a macro passing sizeof to a new *_init_sized() function
+ *     (hearth_request_options_init in 0.4).
  *
  * Thread-safety: the library has no global state. A hearth_client handle must be used by
  * one thread at a time (use one handle per thread for concurrent requests), with a single
@@ -180,17 +183,48 @@ typedef struct hearth_request_options {
   float presence_penalty;   /* [-2, 2]; 0 (the default): not sent */
   float frequency_penalty;  /* [-2, 2]; 0 (the default): not sent */
   float repetition_penalty; /* > 0; 1 (the default): not sent */
+  /* Added in 0.4: tools, and the shape of the answer. Answers are decoded under a grammar,
+   * so a tool call's arguments are always a JSON object that fits the tool's parameters and
+   * a schema'd answer always fits its schema. Tool calls come back through
+   * hearth_client_chat_v2. */
+  const char* tools;       /* chat only: the functions the model may call, as JSON text: an array of OpenAI tool
+                              objects, [{"type": "function", "function": {"name", "description", "parameters"}}]
+                              (parameters: a JSON Schema of an object); NULL (the default): none */
+  const char* tool_choice; /* "auto" (the daemon's default with tools: text or calls, as the model decides),
+                              "required" (one call or more), "none" (text only), the name of one tool (a call of
+                              it), or OpenAI's JSON object form as text; NULL (the default): not sent */
+  int parallel_tool_calls; /* < 0 (the default): not sent (several calls allowed); 0: one call at most; > 0: several */
+  int response_format;     /* enum hearth_response_format; HEARTH_FORMAT_TEXT (the default): not sent */
+  const char* json_schema; /* HEARTH_FORMAT_JSON_SCHEMA: the JSON Schema the answer fits, as JSON text */
+  int json_schema_strict;  /* HEARTH_FORMAT_JSON_SCHEMA: non-zero sends OpenAI's "strict": true */
 } hearth_request_options;
 
-/* Sets struct_size and every member to its "not sent" default. */
+/* Sets struct_size and every member to its "not sent" default. A macro since 0.4: the
+ * function behind it is told the size of the caller's struct, so that a program built
+ * against this header and run with a later library, whose struct has grown, is never
+ * written past its end. struct_size: the size of *options (sizeof(hearth_request_options)
+ * as the caller was built; for bindings that call the library directly). */
+HEARTH_CLIENT_API void hearth_request_options_init_sized(hearth_request_options* options, size_t struct_size);
+/* The function of 0.1 to 0.3, which programs built against those headers call: it sets the
+ * members up to repetition_penalty, the struct as it was then, and struct_size to their size. */
 HEARTH_CLIENT_API void hearth_request_options_init(hearth_request_options* options);
+#define hearth_request_options_init(options) \
+  hearth_request_options_init_sized((options), sizeof(hearth_request_options))
+
+/* Added in 0.4. What the answer must be (hearth_request_options.response_format). */
+enum hearth_response_format {
+  HEARTH_FORMAT_TEXT = 0,        /* free text (the default) */
+  HEARTH_FORMAT_JSON_OBJECT = 1, /* any JSON object */
+  HEARTH_FORMAT_JSON_SCHEMA = 2  /* JSON that fits hearth_request_options.json_schema */
+};
 
 /* Why generation ended. */
 enum hearth_finish_reason {
-  HEARTH_FINISH_NONE = 0,   /* unknown: the daemon did not say (or the request failed) */
-  HEARTH_FINISH_STOP = 1,   /* end of turn, end of text or a stop string */
-  HEARTH_FINISH_LENGTH = 2, /* max_tokens or the context size was reached */
-  HEARTH_FINISH_OTHER = 3   /* any other reason the daemon reported */
+  HEARTH_FINISH_NONE = 0,      /* unknown: the daemon did not say (or the request failed) */
+  HEARTH_FINISH_STOP = 1,      /* end of turn, end of text or a stop string */
+  HEARTH_FINISH_LENGTH = 2,    /* max_tokens or the context size was reached */
+  HEARTH_FINISH_OTHER = 3,     /* any other reason the daemon reported */
+  HEARTH_FINISH_TOOL_CALLS = 4 /* added in 0.4: the answer ends with tool calls (hearth_client_chat_v2) */
 };
 
 /* What a finished request reports (from the daemon's usage and timings objects; members the
@@ -251,16 +285,68 @@ typedef struct hearth_message {
  * Blocks until the reply is complete, the request fails or it is cancelled. Errors:
  * HEARTH_ERR_INVALID_ARGUMENT, _NO_DAEMON, _IO, _PROTOCOL, _HTTP, _BUSY, _UNAVAILABLE,
  * _BAD_REQUEST, _SERVER, _CANCELLED, _TIMEOUT, _NOMEM; hearth_client_last_error() has the
- * detail. */
+ * detail. It cannot return tool calls: options with tools are refused
+ * (HEARTH_ERR_INVALID_ARGUMENT; hearth_client_chat_v2 takes them); response_format works. */
 HEARTH_CLIENT_API int hearth_client_chat(hearth_client* client, const hearth_message* messages, size_t n_messages,
                                          const hearth_request_options* options, hearth_text_callback on_text,
                                          void* user_data, char** out_text, hearth_stats* out_stats);
 
 /* Continues a raw prompt (POST /v1/completions; no chat template). Arguments and errors as
- * for hearth_client_chat. */
+ * for hearth_client_chat (response_format works; tools and tool_choice are for chats). */
 HEARTH_CLIENT_API int hearth_client_complete(hearth_client* client, const char* prompt,
                                              const hearth_request_options* options, hearth_text_callback on_text,
                                              void* user_data, char** out_text, hearth_stats* out_stats);
+
+/* ---- tool calls (added in 0.4) ------------------------------------------------------------ */
+
+/* One call of a tool: what the model asked for, and what an assistant message carries when
+ * the conversation goes on. Its layout is fixed for good (it is handed out in arrays); new
+ * members would go to a new struct. */
+typedef struct hearth_tool_call {
+  const char* id;        /* the daemon's id for it ("call_..."); a tool message's tool_call_id names it */
+  const char* name;      /* the function's name, one of the request's tools */
+  const char* arguments; /* the function's arguments: a JSON object, as text */
+} hearth_tool_call;
+
+/* One chat message, with what tool use adds to hearth_message:
+ *   role "system", "user" or "assistant" with content;
+ *   role "assistant" with the tool calls it made (tool_calls, n_tool_calls: as
+ *     hearth_client_chat_v2 returned them) and content NULL, or the text said with them;
+ *   role "tool" with the result of one call as content and that call's id as tool_call_id.
+ * Members added later go at the end; the library reads an array of these with the stride of
+ * the first element's struct_size, so every element must be initialised the same way: with
+ * hearth_chat_message_init, or in C with {.struct_size = sizeof(hearth_chat_message),
+ * .role = ..., .content = ...} (members left out are zero, their default). */
+typedef struct hearth_chat_message {
+  size_t struct_size;                 /* sizeof(hearth_chat_message) */
+  const char* role;                   /* "system", "user", "assistant" or "tool" */
+  const char* content;                /* UTF-8 text; NULL only for an assistant message with tool calls */
+  const hearth_tool_call* tool_calls; /* assistant: n_tool_calls calls; NULL when none */
+  size_t n_tool_calls;
+  const char* tool_call_id; /* tool: the id of the call this is the result of; else NULL */
+} hearth_chat_message;
+
+/* Sets struct_size and every other member to NULL or 0. */
+HEARTH_CLIENT_API void hearth_chat_message_init(hearth_chat_message* message);
+
+/* hearth_client_chat with tools: messages as hearth_chat_message, and the tool calls of the
+ * answer (offered with hearth_request_options.tools). Streamed or not, on_text receives the
+ * text only, never a call's arguments; the calls are returned whole when the answer is
+ * complete (a call cannot run before its arguments are complete, and the answer ends right
+ * after its last call). stats.finish_reason is HEARTH_FINISH_TOOL_CALLS when it called.
+ *   out_calls, out_n_calls  may both be NULL (the calls are then dropped); otherwise on success
+ *             *out_calls is one malloc'ed block holding *out_n_calls calls and their strings
+ *             (free it with a single hearth_free), or NULL when the model called nothing. On
+ *             failure NULL and 0.
+ * Other arguments, and errors, as for hearth_client_chat; also HEARTH_ERR_INVALID_ARGUMENT
+ * for tools or a json_schema that is not JSON (tools: an array), a message's struct_size
+ * that is too small or unlike the first's, a tool message without tool_call_id, and a
+ * tool call with a NULL member. What the daemon refuses (an unknown tool_choice name, a
+ * schema it cannot enforce) is HEARTH_ERR_BAD_REQUEST, its message in last_error. */
+HEARTH_CLIENT_API int hearth_client_chat_v2(hearth_client* client, const hearth_chat_message* messages,
+                                            size_t n_messages, const hearth_request_options* options,
+                                            hearth_text_callback on_text, void* user_data, char** out_text,
+                                            hearth_tool_call** out_calls, size_t* out_n_calls, hearth_stats* out_stats);
 
 /* ---- models and health ------------------------------------------------------------------- */
 
