@@ -86,7 +86,7 @@ std::vector<ApiEvent> EventStream::feed(RequestEvent ev) {
       text(std::move(ev.text), std::move(ev.logprobs), out);
       return out;
     case RequestEvent::Kind::Finished: {
-      if (parser_) parsed(parser_->finish(), out);
+      if (parser_) parsed(parser_->finish(/*cut_short=*/ev.finish_reason != "stop"), out);
       if (!held_space_.empty() && call_ids_.empty()) {  // an answer that is only whitespace
         ApiEvent space;
         space.text = std::move(held_space_);

@@ -207,8 +207,9 @@ std::vector<ToolCallParser::Event> ToolCallParser::feed(std::string_view text) {
   return out;
 }
 
-std::vector<ToolCallParser::Event> ToolCallParser::finish() {
+std::vector<ToolCallParser::Event> ToolCallParser::finish(bool cut_short) {
   std::vector<Event> out;
+  if (cut_short && state_ == State::Text) buf_.clear();  // the start of a call the cut broke off
   run(out, true);
   if (state_ == State::Arguments) end_call(out, "generation ended inside its arguments: they are incomplete JSON");
   buf_.clear();

@@ -90,7 +90,10 @@ class ToolCallParser {
   };
 
   std::vector<Event> feed(std::string_view text);  // Content: text that is surely not a call
-  std::vector<Event> finish();                     // end of generation: held-back text, an unfinished call
+  // End of generation: held-back text, an unfinished call. cut_short: generation stopped
+  // before the model was done (max_tokens, the context): text held back as the possible
+  // start of a call is dropped rather than shown as content (the call's opening, cut).
+  std::vector<Event> finish(bool cut_short = false);
 
  private:
   enum class State { Text, Arguments, Close };

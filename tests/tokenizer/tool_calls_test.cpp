@@ -261,3 +261,14 @@ TEST_CASE("the events are the same however the text is cut: at every byte, and b
     CHECK(parse_pieces(forms, kNames, bytes) == whole);
   }
 }
+
+TEST_CASE("finish after a cut: the held start of a call is dropped, content before it stays") {
+  ToolCallParser p(kHermesLenient, kNames);
+  auto a = p.feed("Let me check.\n{\"name\": \"get_wea");
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].text == "Let me check.\n");
+  CHECK(p.finish(/*cut_short=*/true).empty());
+  ToolCallParser q(kHermesLenient, kNames);
+  CHECK(q.feed("a plain answer").size() == 1);
+  CHECK(q.finish(/*cut_short=*/true).empty());
+}
