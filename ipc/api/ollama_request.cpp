@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ipc/api/openai_tools.h"
 #include "ipc/json_fields.h"
 
 namespace hearth::ipc {
@@ -43,7 +44,7 @@ bool read_images(FieldReader& r, const json& images, const std::string& param) {
 }
 
 // Ollama's tool_calls of an assistant message: [{"id"?, "function": {"name", "arguments": {...}}}].
-bool read_tool_calls(FieldReader& r, const json& calls, const std::string& param, std::vector<ToolCall>* out) {
+bool read_ollama_tool_calls(FieldReader& r, const json& calls, const std::string& param, std::vector<ToolCall>* out) {
   if (!calls.is_array()) return r.fail_type(param, "an array", calls);
   for (size_t i = 0; i < calls.size(); ++i) {
     const json& c = calls[i];
@@ -97,7 +98,7 @@ bool read_message(FieldReader& r, const json& m, const std::string& p, ChatMessa
   if (const auto images = m.find("images"); images != m.end() && !images->is_null())
     if (!read_images(r, *images, p + ".images")) return false;
   if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null())
-    return read_tool_calls(r, *calls, p + ".tool_calls", &out->tool_calls);
+    return read_ollama_tool_calls(r, *calls, p + ".tool_calls", &out->tool_calls);
   return true;
 }
 
@@ -114,40 +115,6 @@ bool read_messages(FieldReader& r, OllamaRequest* req) {
     req->messages.push_back(std::move(msg));
   }
   req->load_only = req->messages.empty();
-  return true;
-}
-
-// {"type": "function", "function": {"name", "description"?, "parameters"?}}, names unique.
-bool read_tools(FieldReader& r, std::vector<Tool>* out) {
-  const json* tools = r.get("tools");
-  if (tools == nullptr) return true;
-  if (!tools->is_array()) return r.fail_type("tools", "an array", *tools);
-  std::set<std::string> names;
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const json& t = (*tools)[i];
-    const std::string p = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object()) return r.fail_type(p, "an object", t);
-    if (const auto type = t.find("type"); type != t.end() && !type->is_null() && *type != "function")
-      return r.fail(invalid(p + ".type", "'" + p + ".type' must be \"function\""));
-    const auto fn = t.find("function");
-    if (fn == t.end() || !fn->is_object())
-      return r.fail(invalid(p + ".function", "'" + p + ".function' must be an object"));
-    Tool tool;
-    const auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
-      return r.fail(invalid(p + ".function.name", "'" + p + ".function.name' must be a non-empty string"));
-    tool.name = name->get<std::string>();
-    if (!names.insert(tool.name).second)
-      return r.fail(invalid(p + ".function.name", "two tools are named '" + tool.name + "'"));
-    if (!message_string(r, *fn, "description", p + ".function", &tool.description)) return false;
-    tool.parameters = R"({"type":"object","properties":{}})";
-    if (const auto params = fn->find("parameters"); params != fn->end() && !params->is_null()) {
-      if (!params->is_object()) return r.fail_type(p + ".function.parameters", "an object", *params);
-      tool.parameters = dump_json(*params);
-    }
-    tool.json = dump_json(t);
-    out->push_back(std::move(tool));
-  }
   return true;
 }
 
@@ -292,7 +259,7 @@ std::variant<OllamaRequest, ApiError> parse_ollama_request(OllamaEndpoint endpoi
   r.string("model", &req.model);
   if (endpoint == OllamaEndpoint::Chat) {
     read_messages(r, &req);
-    read_tools(r, &req.tools);
+    read_function_tools(r, ToolRules{.type_optional = true, .openai_names = false}, &req.tools);
   } else {
     read_generate(r, &req);
   }

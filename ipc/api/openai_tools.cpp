@@ -17,10 +17,11 @@ bool valid_name(const std::string& name) {
          std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-'; });
 }
 
-bool read_tool(FieldReader& r, const json& tool, const std::string& p, Tool* out) {
+bool read_tool(FieldReader& r, const json& tool, const std::string& p, ToolRules rules, Tool* out) {
   if (!tool.is_object()) return r.fail_type(p, "an object", tool);
   const auto type = tool.find("type");
-  if (type == tool.end() || *type != "function")
+  const bool untyped = type == tool.end() || type->is_null();
+  if ((untyped && !rules.type_optional) || (!untyped && *type != "function"))
     return r.fail(bad_request("'" + p + ".type' must be \"function\" (the only kind of tool hearth offers)",
                               p + ".type", "unsupported_value"));
   const auto fn = tool.find("function");
@@ -35,10 +36,11 @@ bool read_tool(FieldReader& r, const json& tool, const std::string& p, Tool* out
     e.param = p + ".function." + e.param;
     return r.fail(std::move(e));
   }
-  if (!valid_name(out->name))
-    return r.fail(
-        bad_request("'" + p + ".function.name' must be 1 to 64 letters, digits, '_' or '-', got '" + out->name + "'",
-                    p + ".function.name"));
+  if (rules.openai_names ? !valid_name(out->name) : out->name.empty())
+    return r.fail(bad_request("'" + p + ".function.name' must be " +
+                                  (rules.openai_names ? "1 to 64 letters, digits, '_' or '-'" : "a non-empty string") +
+                                  ", got '" + out->name + "'",
+                              p + ".function.name"));
   const json* params = fr.get("parameters");
   if (params != nullptr && (!params->is_object() || (params->contains("type") && (*params)["type"] != "object"))) {
     return r.fail(
@@ -90,20 +92,25 @@ bool read_tools(FieldReader& r, ApiRequest* out) {
           std::string("'") + legacy + "' is OpenAI's deprecated form: send 'tools' (and " + "'tool_choice') instead",
           legacy, "unsupported_parameter"));
   }
-  if (const json* tools = r.get("tools")) {
-    if (!tools->is_array()) return r.fail_type("tools", "an array", *tools);
-    std::set<std::string> names;
-    for (size_t i = 0; i < tools->size(); ++i) {
-      Tool t;
-      const std::string p = "tools[" + std::to_string(i) + "]";
-      if (!read_tool(r, (*tools)[i], p, &t)) return false;
-      if (!names.insert(t.name).second)
-        return r.fail(bad_request("two tools are named '" + t.name + "': names must be unique", p + ".function.name"));
-      out->tools.push_back(std::move(t));
-    }
-  }
+  if (!read_function_tools(r, ToolRules{}, &out->tools)) return false;
   r.boolean("parallel_tool_calls", &out->parallel_tool_calls);
   return read_tool_choice(r, out) && !r.error();
+}
+
+bool read_function_tools(FieldReader& r, ToolRules rules, std::vector<Tool>* out) {
+  const json* tools = r.get("tools");
+  if (tools == nullptr) return true;
+  if (!tools->is_array()) return r.fail_type("tools", "an array", *tools);
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    Tool t;
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    if (!read_tool(r, (*tools)[i], p, rules, &t)) return false;
+    if (!names.insert(t.name).second)
+      return r.fail(bad_request("two tools are named '" + t.name + "': names must be unique", p + ".function.name"));
+    out->push_back(std::move(t));
+  }
+  return true;
 }
 
 bool read_tool_calls(FieldReader& r, const json& calls, const std::string& param, std::vector<ToolCall>* out) {

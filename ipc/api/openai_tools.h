@@ -23,6 +23,17 @@ namespace hearth::ipc {
 // first problem.
 bool read_tools(FieldReader& r, ApiRequest* out);
 
+// How strictly function tools are read: OpenAI's rules (the default), or Ollama's (no type
+// needed, any non-empty name).
+struct ToolRules {
+  bool type_optional = false;
+  bool openai_names = true;  // 1-64 letters, digits, '_' or '-'
+};
+
+// `tools`, an array of {"type": "function", "function": {"name", "description",
+// "parameters", "strict"}}: each read as read_tools says, names unique.
+bool read_function_tools(FieldReader& r, ToolRules rules, std::vector<Tool>* out);
+
 // An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
 // "arguments" (a JSON object, as text)}}]. param names the message ("messages[3]").
 bool read_tool_calls(FieldReader& r, const nlohmann::ordered_json& calls, const std::string& param,
