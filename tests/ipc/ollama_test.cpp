@@ -581,7 +581,8 @@ TEST_CASE("/api/delete removes a folder's file, for root or hearthd's own user o
   CHECK_FALSE(std::filesystem::is_symlink(f.dir.path() / "link.gguf"));
   CHECK(std::filesystem::exists(f.elsewhere.path() / "outside.gguf"));
   // Gone from the listing too, though the host still knows the name.
-  for (const json& m : body_of(f.call("GET", "/api/tags"))["models"]) CHECK(m["name"] != "tiny");
+  const json tags = body_of(f.call("GET", "/api/tags"));  // kept: a range-for over a temporary's member dangles
+  for (const json& m : tags.at("models")) CHECK(m["name"] != "tiny");
 }
 
 TEST_CASE("An unload request does not load its model, a load request does") {
