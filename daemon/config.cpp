@@ -118,6 +118,11 @@ const std::vector<Spec>& specs() {
        0, 0, {}, [](C& c, const Value& v) { c.cache_dir = str(v); }},
       {"cache-max-bytes", Kind::Int, "bytes the prompt cache may use on disk (default 0: the smaller of 4 GiB and 10% of the free space)",
        0, INT64_MAX, {}, [](C& c, const Value& v) { c.cache_max_bytes = std::get<int64_t>(v); }},
+      {"cache-user-max-bytes", Kind::Int,
+       "bytes of the prompt cache on disk one user's prompts may take, all models together (default 0: no quota; "
+       "each user's share is then the budget divided among the users with entries, and past the budget the "
+       "user furthest over their share loses entries first)",
+       0, INT64_MAX, {}, [](C& c, const Value& v) { c.cache_user_max_bytes = std::get<int64_t>(v); }},
       {"memory-budget", Kind::Int,
        "bytes of RAM the loaded models may use together, weights and KV (default 0: three quarters of the "
        "machine's RAM); the least recently used idle model is unloaded to make room for another",

@@ -48,6 +48,7 @@ struct DaemonConfig {
   int32_t queue_max = 64;                // requests waiting for a free sequence
   std::string cache_dir;                 // "" = default_cache_dir()
   int64_t cache_max_bytes = 0;           // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
+  int64_t cache_user_max_bytes = 0;      // of those, one user's at most; 0 = fair shares only
   bool no_disk_cache = false;
   int64_t memory_budget = 0;                 // bytes the loaded models may use; 0 = 3/4 of RAM
   int64_t gpu_memory_budget = 0;             // bytes of a GPU's memory they may use; 0 = 9/10 of it

@@ -49,7 +49,8 @@ std::unique_ptr<storage::ChunkStore> open_disk_tier(const DaemonConfig& cfg, con
   const uint64_t max_bytes =
       cfg.cache_max_bytes > 0 ? static_cast<uint64_t>(cfg.cache_max_bytes) : default_cache_budget(cfg.cache_dir);
   Result<std::unique_ptr<storage::ChunkStore>> store =
-      open_kv_store(model, o.kv_type, o.model_fingerprint, cfg.cache_dir, max_bytes, reconcile);
+      open_kv_store(model, o.kv_type, o.model_fingerprint, cfg.cache_dir, max_bytes,
+                    static_cast<uint64_t>(cfg.cache_user_max_bytes), reconcile);
   if (!store) {
     LOG_WARN("prompt cache: the disk tier is off: " + store.error().message);
     return nullptr;

@@ -378,6 +378,7 @@ Status ChunkStore::clear(bool all_models, std::optional<uint32_t> owner) {
 StoreStats ChunkStore::stats() const {
   std::lock_guard lk(impl_->mu);
   StoreStats s = impl_->st;
+  s.user_max_bytes = impl_->options.user_max_bytes;
   s.queue_depth = impl_->queue.size() + (impl_->in_flight ? 1 : 0);
   return s;
 }

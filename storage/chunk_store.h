@@ -80,7 +80,14 @@ struct PrefetchItem {
 struct StoreOptions {
   std::filesystem::path dir;               // created with mode 0700 when missing
   uint64_t max_bytes = uint64_t{4} << 30;  // budget for chunk files (all models together)
-  size_t queue_max = 256;                  // chunks waiting for the writer; more are dropped
+  // Fair shares between users (the uids chunks are written for). With a quota, a user's
+  // chunks (all models) never take more than user_max_bytes: past it, that user's least
+  // recently used chunks go first, whatever the total. Without one (0), each user's share
+  // is the budget divided among the users with chunks; over the budget, a user over that
+  // share loses chunks before anyone else does, so one user filling the cache evicts their
+  // own prefixes, not the others'. Only when nobody is over their share does plain LRU decide.
+  uint64_t user_max_bytes = 0;
+  size_t queue_max = 256;  // chunks waiting for the writer; more are dropped
   // The file system calls the store makes for chunk files (not sqlite's own I/O); null means
   // the real POSIX calls. Tests pass a FileOps that fails the Nth write, fsync or rename.
   std::shared_ptr<FileOps> file_ops;
@@ -113,6 +120,11 @@ struct StoreStats {
   bool writing = true;                     // false after a full disk / read-only directory
   std::string stopped_reason;              // why writing stopped
   std::map<uint32_t, OwnerTotals> owners;  // this model's chunks by owner uid
+  // The fair shares, as of the last eviction pass: each user's share of the directory (the
+  // quota, or the budget over the users with chunks), and each user's bytes there (all models).
+  uint64_t user_max_bytes = 0;  // the quota; 0 = none, fair shares only
+  uint64_t share_bytes = 0;
+  std::map<uint32_t, uint64_t> directory_owner_bytes;
 };
 
 class ChunkStore {

@@ -296,10 +296,12 @@ Result<std::vector<IndexRow>> IndexDb::rows(bool with_tokens, const std::string*
 }
 
 namespace {
-Result<std::vector<IndexRow>> victims(sqlite3* db, const char* sql, size_t limit) {
+Result<std::vector<IndexRow>> victims(sqlite3* db, const char* sql, size_t limit,
+                                      std::optional<uint32_t> owner = std::nullopt) {
   Stmt s(db, sql);
   if (!s.ok()) return make_error(std::string("index: ") + sqlite3_errmsg(db));
   sqlite3_bind_int64(s.get(), 1, static_cast<int64_t>(limit));
+  if (owner) sqlite3_bind_int64(s.get(), 2, static_cast<int64_t>(*owner));
   std::vector<IndexRow> out;
   int rc;
   while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
@@ -316,12 +318,30 @@ Result<std::vector<IndexRow>> victims(sqlite3* db, const char* sql, size_t limit
 }
 }  // namespace
 
-Result<std::vector<IndexRow>> IndexDb::eviction_candidates(size_t limit) {
+Result<std::vector<IndexRow>> IndexDb::eviction_candidates(size_t limit, std::optional<uint32_t> owner) {
+  if (owner)
+    return victims(db_,
+                   "SELECT hash, format, bytes, owner FROM chunks AS c WHERE c.owner = ?2 AND NOT EXISTS "
+                   "(SELECT 1 FROM chunks AS d WHERE d.parent = c.hash AND d.hash != c.hash) "
+                   "ORDER BY last_used, created, hash LIMIT ?1",
+                   limit, owner);
   return victims(db_,
                  "SELECT hash, format, bytes, owner FROM chunks AS c WHERE NOT EXISTS "
                  "(SELECT 1 FROM chunks AS d WHERE d.parent = c.hash AND d.hash != c.hash) "
                  "ORDER BY last_used, created, hash LIMIT ?",
                  limit);
+}
+
+Result<std::vector<std::pair<uint32_t, uint64_t>>> IndexDb::owner_bytes() {
+  Stmt s(db_, "SELECT owner, COALESCE(SUM(bytes), 0) FROM chunks GROUP BY owner ORDER BY owner");
+  if (!s.ok()) return make_error(std::string("index: ") + sqlite3_errmsg(db_));
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  int rc;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW)
+    out.emplace_back(static_cast<uint32_t>(sqlite3_column_int64(s.get(), 0)),
+                     static_cast<uint64_t>(sqlite3_column_int64(s.get(), 1)));
+  if (rc != SQLITE_DONE) return make_error(std::string("index: ") + sqlite3_errmsg(db_));
+  return out;
 }
 
 Result<IndexDb::Totals> IndexDb::totals() {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -58,8 +59,9 @@ class IndexDb {
   // Every row (tokens only when with_tokens), or those of one format.
   Result<std::vector<IndexRow>> rows(bool with_tokens, const std::string* format = nullptr);
   // Up to `limit` chunks no other chunk names as its parent (leaves of the prefix tree),
-  // least recently used first. Only hash, format, owner and bytes are filled.
-  Result<std::vector<IndexRow>> eviction_candidates(size_t limit);
+  // least recently used first; with `owner`, only that uid's. Only hash, format, owner and
+  // bytes are filled.
+  Result<std::vector<IndexRow>> eviction_candidates(size_t limit, std::optional<uint32_t> owner = std::nullopt);
   // Any chunks, least recently used first (used only if no leaf exists, i.e. a cycle).
   Result<std::vector<IndexRow>> lru_candidates(size_t limit);
   // The chunks the index lists and their bytes, whichever store (model) wrote them.
@@ -68,6 +70,8 @@ class IndexDb {
     uint64_t bytes = 0;
   };
   Result<Totals> totals();
+  // The bytes each uid's chunks take, whichever store (model) wrote them.
+  Result<std::vector<std::pair<uint32_t, uint64_t>>> owner_bytes();
 
   std::optional<std::string> remembered_fingerprint(const std::string& path, uint64_t size, int64_t mtime_ns);
   Status remember_fingerprint(const std::string& path, uint64_t size, int64_t mtime_ns, const std::string& fp);

@@ -100,6 +100,15 @@ class ChunkStore::Impl {
   // models' chunks included. Unchanged when the index cannot answer (the counts serve).
   void refresh_totals();
   void evict_to_budget();
+  // One eviction decision: whose chunks go (nullopt: anyone's, by LRU) and how many bytes;
+  // 0 bytes when the directory is within its budget and every user within the quota.
+  struct EvictionTarget {
+    std::optional<uint32_t> owner;
+    uint64_t bytes = 0;
+  };
+  EvictionTarget eviction_target();
+  // Deletes victims (files, then rows) until `bytes` are freed; false when none could be.
+  bool evict(const std::vector<IndexRow>& victims, uint64_t bytes);
   void stop_writing(const std::string& reason);
   bool ensure_dir(const std::filesystem::path& dir, bool fsync_parent);
   bool fsync_dir(const std::filesystem::path& dir);

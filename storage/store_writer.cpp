@@ -17,6 +17,7 @@
 // without a file, which open() drops.
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -207,53 +208,79 @@ void ChunkStore::Impl::refresh_totals() {
   st.bytes = indexed->bytes;
 }
 
+ChunkStore::Impl::EvictionTarget ChunkStore::Impl::eviction_target() {
+  // The directory's bytes: the index's total, since other models' stores (one per loaded
+  // model in a daemon serving several) write there too and this store's counts miss
+  // their chunks written after its open. The counts serve when the index cannot answer.
+  refresh_totals();
+  Result<std::vector<std::pair<uint32_t, uint64_t>>> owners = db->owner_bytes();
+  std::lock_guard lk(mu);
+  const uint64_t over = st.bytes > options.max_bytes ? st.bytes - options.max_bytes : 0;
+  if (!owners || owners->empty()) return {std::nullopt, over};
+  const uint64_t share = options.max_bytes / owners->size();
+  st.share_bytes = share;
+  st.directory_owner_bytes = std::map<uint32_t, uint64_t>(owners->begin(), owners->end());
+  // The user furthest past a limit: the quota first (it holds whatever the total), then the
+  // fair share while the directory is over its budget (someone is then past it).
+  auto furthest_past = [&](uint64_t limit) {
+    EvictionTarget t;
+    for (const auto& [owner, bytes] : *owners)
+      if (bytes > limit && bytes - limit > t.bytes) t = {owner, bytes - limit};
+    return t;
+  };
+  if (options.user_max_bytes > 0)
+    if (EvictionTarget t = furthest_past(options.user_max_bytes); t.bytes > 0) return t;
+  if (over == 0) return {};
+  EvictionTarget t = furthest_past(share);
+  if (t.bytes == 0) return {std::nullopt, over};
+  t.bytes = std::min(t.bytes, over);
+  return t;
+}
+
 void ChunkStore::Impl::evict_to_budget() {
   for (;;) {
-    // The directory's bytes: the index's total, since other models' stores (one per loaded
-    // model in a daemon serving several) write there too and this store's counts miss
-    // their chunks written after its open. The counts serve when the index cannot answer.
-    refresh_totals();
-    uint64_t over = 0;  // bytes to free
+    const EvictionTarget target = eviction_target();
+    if (target.bytes == 0) return;
+    auto victims = db->eviction_candidates(16, target.owner);
+    // That user's chunks may all be parents of others' (a shared scope): then anyone's.
+    if (victims && victims->empty() && target.owner) victims = db->eviction_candidates(16);
+    if (victims && victims->empty()) victims = db->lru_candidates(16);  // only with a parent cycle
+    if (!victims || victims->empty() || !evict(*victims, target.bytes)) return;
+  }
+}
+
+bool ChunkStore::Impl::evict(const std::vector<IndexRow>& victims, uint64_t bytes) {
+  std::vector<uint64_t> gone;
+  bool unlink_failed = false;
+  uint64_t freed = 0;
+  for (const IndexRow& v : victims) {
+    const bool ours = v.format == key;
+    bool counted = true;  // false: load() already forgot it (and fixed the totals)
+    if (freed >= bytes) break;
     {
       std::lock_guard lk(mu);
-      if (st.bytes <= options.max_bytes) return;
-      over = st.bytes - options.max_bytes;
+      // Forget it before the unlink, so a load() of this hash misses instead of racing it.
+      if (ours) counted = erase_known_locked(v.hash);
     }
-    auto victims = db->eviction_candidates(16);
-    if (victims && victims->empty()) victims = db->lru_candidates(16);  // only with a parent cycle
-    if (!victims || victims->empty()) return;
-    std::vector<uint64_t> gone;
-    bool unlink_failed = false;
-    uint64_t freed = 0;
-    for (const IndexRow& v : *victims) {
-      const bool ours = v.format == key;
-      bool counted = true;  // false: load() already forgot it (and fixed the totals)
-      if (freed >= over) break;
-      {
-        std::lock_guard lk(mu);
-        // Forget it before the unlink, so a load() of this hash misses instead of racing it.
-        if (ours) counted = erase_known_locked(v.hash);
-      }
-      const std::string path = path_of(v.hash);
-      if (ops->unlink(path.c_str()) != 0 && errno != ENOENT) {
-        LOG_WARN("prompt cache: cannot evict " + path + ": " + std::strerror(errno));
-        std::lock_guard lk(mu);
-        if (ours && counted) add_known_locked(v.hash, v.bytes, v.owner);
-        unlink_failed = true;
-        break;
-      }
-      freed += v.bytes;
+    const std::string path = path_of(v.hash);
+    if (ops->unlink(path.c_str()) != 0 && errno != ENOENT) {
+      LOG_WARN("prompt cache: cannot evict " + path + ": " + std::strerror(errno));
       std::lock_guard lk(mu);
-      if (!ours) erase_other_locked(v.hash);
-      ++st.evictions;
-      gone.push_back(v.hash);
+      if (ours && counted) add_known_locked(v.hash, v.bytes, v.owner);
+      unlink_failed = true;
+      break;
     }
-    if (Status s = db->remove(gone); !s) {
-      LOG_WARN("prompt cache: " + s.error().message);  // open() drops these rows later
-      return;
-    }
-    if (unlink_failed || gone.empty()) return;
+    freed += v.bytes;
+    std::lock_guard lk(mu);
+    if (!ours) erase_other_locked(v.hash);
+    ++st.evictions;
+    gone.push_back(v.hash);
   }
+  if (Status s = db->remove(gone); !s) {
+    LOG_WARN("prompt cache: " + s.error().message);  // open() drops these rows later
+    return false;
+  }
+  return !unlink_failed && !gone.empty();
 }
 
 }  // namespace hearth::storage

@@ -62,6 +62,14 @@ void print_summary(const Json& j) {
                 count(disk, "write_errors"), count(disk, "queue_depth"));
     std::printf("  evicted:  %lld chunks; %lld failed their checksum\n", count(disk, "evictions"),
                 count(disk, "checksum_failures"));
+    const double quota = num(disk, "user_max_bytes");
+    std::printf("  shares:   %s a user (the budget over the users with entries)%s%s\n",
+                human_bytes(num(disk, "share_bytes")).c_str(), quota > 0 ? ", quota " : "",
+                quota > 0 ? human_bytes(quota).c_str() : "");
+    const Json caller = j.value("caller", Json::object());
+    if (caller.is_object() && caller.contains("disk_directory_bytes"))
+      std::printf("  yours:    %s of every model's entries\n",
+                  human_bytes(num(caller, "disk_directory_bytes")).c_str());
     if (!disk.value("writing", true)) {
       const Json reason = disk.value("stopped_reason", Json());
       std::printf("  writing:  stopped (%s)\n",
@@ -76,9 +84,10 @@ void print_summary(const Json& j) {
       const Json uid = o.value("uid", Json());
       const long long id = uid.is_number() ? uid.get<long long>() : -1;
       const std::string name = id == 0xfffffffeLL ? std::string("tcp") : "uid " + std::to_string(id);
-      std::printf("  %-12s memory %lld tokens (%s), disk %lld chunks (%s)\n", name.c_str(), count(o, "memory_tokens"),
-                  human_bytes(num(o, "memory_bytes")).c_str(), count(o, "disk_entries"),
-                  human_bytes(num(o, "disk_bytes")).c_str());
+      std::printf("  %-12s memory %lld tokens (%s), disk %lld chunks (%s; all models %s of a %s share)\n", name.c_str(),
+                  count(o, "memory_tokens"), human_bytes(num(o, "memory_bytes")).c_str(), count(o, "disk_entries"),
+                  human_bytes(num(o, "disk_bytes")).c_str(), human_bytes(num(o, "disk_directory_bytes")).c_str(),
+                  human_bytes(num(disk, "share_bytes")).c_str());
     }
   }
 }

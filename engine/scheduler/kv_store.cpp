@@ -17,10 +17,12 @@ storage::KvFormat kv_format(const ModelConfig& c, DType kv_type, const std::stri
 
 Result<std::unique_ptr<storage::ChunkStore>> open_kv_store(const ModelConfig& c, DType kv_type,
                                                            const std::string& fingerprint, const std::string& dir,
-                                                           uint64_t max_bytes, bool reconcile) {
+                                                           uint64_t max_bytes, uint64_t user_max_bytes,
+                                                           bool reconcile) {
   storage::StoreOptions so;
   so.dir = dir;
   so.max_bytes = max_bytes;
+  so.user_max_bytes = user_max_bytes;
   so.reconcile = reconcile;
   return storage::ChunkStore::open(so, kv_format(c, kv_type, fingerprint));
 }

@@ -15,10 +15,12 @@ namespace hearth {
 // The chunk format of a model's KV in kv_type, for the weights file `fingerprint` names.
 storage::KvFormat kv_format(const ModelConfig& c, DType kv_type, const std::string& fingerprint);
 
-// Opens (creating) the store under dir, at most max_bytes on disk; reconcile as in
-// storage::StoreOptions (false while another store of this process writes there).
+// Opens (creating) the store under dir, at most max_bytes on disk and user_max_bytes a user
+// (0: fair shares only); reconcile as in storage::StoreOptions (false while another store
+// of this process writes there).
 Result<std::unique_ptr<storage::ChunkStore>> open_kv_store(const ModelConfig& c, DType kv_type,
                                                            const std::string& fingerprint, const std::string& dir,
-                                                           uint64_t max_bytes, bool reconcile = true);
+                                                           uint64_t max_bytes, uint64_t user_max_bytes = 0,
+                                                           bool reconcile = true);
 
 }  // namespace hearth

@@ -84,6 +84,8 @@ json stats_body(const CacheStats& s, const std::string& model_id) {
                 {"entries", d.entries},
                 {"bytes", d.bytes},
                 {"budget_bytes", d.budget},
+                {"share_bytes", d.share_bytes},
+                {"user_max_bytes", d.user_max_bytes},
                 {"model_entries", d.model_entries},
                 {"model_bytes", d.model_bytes},
                 {"hits", d.hits},
@@ -107,13 +109,20 @@ json stats_body(const CacheStats& s, const std::string& model_id) {
                   {"disk", s.disk_enabled ? json(s.kv_bytes_per_token_disk) : json(nullptr)}}}}}};
 }
 
-json owner_json(uint32_t uid, const OwnerCacheUsage& o) {
+// A user's bytes in the whole directory (every model's chunks), counted against the share.
+uint64_t directory_bytes(const storage::StoreStats& d, uint32_t uid) {
+  const auto it = d.directory_owner_bytes.find(uid);
+  return it == d.directory_owner_bytes.end() ? 0 : it->second;
+}
+
+json owner_json(uint32_t uid, const OwnerCacheUsage& o, const storage::StoreStats& d) {
   return json{{"uid", uid},
               {"memory_blocks", o.memory_blocks},
               {"memory_tokens", o.memory_tokens},
               {"memory_bytes", o.memory_bytes},
               {"disk_entries", o.disk_entries},
-              {"disk_bytes", o.disk_bytes}};
+              {"disk_bytes", o.disk_bytes},
+              {"disk_directory_bytes", directory_bytes(d, uid)}};
 }
 
 }  // namespace
@@ -134,13 +143,16 @@ json cache_stats_json(const CacheStats& totals, const std::string& model_id, con
     d.entries = d.model_entries = own.disk_entries;
     d.bytes = d.model_bytes = own.disk_bytes;
   }
-  json caller{{"uid", uid}, {"scope", scope_mode_name(mode)}, {"admin", admin}};
+  json caller{{"uid", uid},
+              {"scope", scope_mode_name(mode)},
+              {"admin", admin},
+              {"disk_directory_bytes", directory_bytes(totals.disk, uid)}};
   if (peer.tcp) caller["uid"] = "tcp";
   json body = stats_body(s, model_id);
   body["caller"] = caller;
   if (admin) {
     json owners = json::array();
-    for (const auto& [owner, o] : s.owners) owners.push_back(owner_json(owner, o));
+    for (const auto& [owner, o] : s.owners) owners.push_back(owner_json(owner, o, d));
     body["owners"] = owners;
   }
   return body;

@@ -101,6 +101,8 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
                                  "/tmp/c",
                                  "--cache-max-bytes",
                                  "4294967296",
+                                 "--cache-user-max-bytes",
+                                 "1073741824",
                                  "--no-disk-cache",
                                  "--listen-tcp",
                                  "127.0.0.1:8080",
@@ -127,6 +129,7 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
   CHECK(r->queue_max == 5);
   CHECK(r->cache_dir == "/tmp/c");
   CHECK(r->cache_max_bytes == 4294967296);
+  CHECK(r->cache_user_max_bytes == 1073741824);
   CHECK(r->no_disk_cache);
   CHECK(r->listen_tcp == "127.0.0.1:8080");
   CHECK(r->allow_remote);

@@ -74,11 +74,30 @@ TEST_CASE("hearthd --version prints its version", "[daemon][process]") {
 TEST_CASE("hearthd --help lists the options and how to set them", "[daemon][process]") {
   RunResult r = run_hearthd({"--help"});
   CHECK(r.code == 0);
-  for (const char* opt :
-       {"--model",      "--socket",        "--socket-group", "--backend",        "--threads",         "--ctx",
-        "--parallel",   "--prefill-chunk", "--queue-max",    "--cache-dir",      "--cache-max-bytes", "--no-disk-cache",
-        "--listen-tcp", "--allow-remote",  "--log-level",    "--shutdown-grace", "--listen-ollama",   "--kv-type",
-        "--config",     "--list-devices",  "--version",      "--vk-device",      "--cuda-device"})
+  for (const char* opt : {"--model",
+                          "--socket",
+                          "--socket-group",
+                          "--backend",
+                          "--threads",
+                          "--ctx",
+                          "--parallel",
+                          "--prefill-chunk",
+                          "--queue-max",
+                          "--cache-dir",
+                          "--cache-max-bytes",
+                          "--no-disk-cache",
+                          "--cache-user-max-bytes",
+                          "--listen-tcp",
+                          "--allow-remote",
+                          "--log-level",
+                          "--shutdown-grace",
+                          "--listen-ollama",
+                          "--kv-type",
+                          "--config",
+                          "--list-devices",
+                          "--version",
+                          "--vk-device",
+                          "--cuda-device"})
     CHECK_THAT(r.out, Catch::Contains(opt));
   CHECK_THAT(r.out, Catch::Contains("HEARTH_"));
 }

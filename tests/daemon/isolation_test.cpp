@@ -317,3 +317,41 @@ TEST_CASE("After a restart the disk tier serves a prefix only within its scope, 
   CHECK(files > 1);
   CHECK(d.stop());
 }
+
+TEST_CASE("A user flooding the disk tier evicts their own prefixes: another user's warmed prefix survives",
+          "[daemon][isolation]") {
+  SKIP_UNLESS_ROOT();
+  // First learn what one memo takes on disk, then give the directory room for about three.
+  uint64_t memo_bytes = 0;
+  {
+    SharedDaemon probe;
+    REQUIRE(probe.start());
+    CHECK(probe.cached(kAlice, completion(memo("Probe"))) == 0);
+    REQUIRE(probe.disk_settled());
+    memo_bytes = probe.stats_as_root().at("disk").at("bytes").get<uint64_t>();
+    REQUIRE(probe.stop());
+  }
+  REQUIRE(memo_bytes > 0);
+  SharedDaemon d({"--cache-max-bytes", std::to_string(memo_bytes * 3)});
+  REQUIRE(d.start());
+  const std::string alice = completion(memo("Northwind"));
+  CHECK(d.cached(kAlice, alice) == 0);
+  REQUIRE(d.disk_settled());
+  // Bob's eight memos, each newer than Alice's: under plain LRU hers would go first.
+  for (int i = 0; i < 8; ++i) {
+    d.usage(kBob, completion(std::to_string(i) + ". " + memo("Partner " + std::to_string(i))));
+    REQUIRE(wait_until([&] { return d.stats_as_root().at("disk").at("queue_depth") == 0; }));
+  }
+  const json disk = d.stats_as_root().at("disk");
+  INFO(d.stats_as_root().dump());
+  CHECK(disk.at("evictions").get<int>() > 0);
+  CHECK(disk.at("bytes").get<uint64_t>() <= memo_bytes * 3);
+  CHECK(disk.at("share_bytes").get<uint64_t>() == memo_bytes * 3 / 2);
+  const json bob_view = d.stats_as(kBob);
+  CHECK(bob_view.at("caller").at("disk_directory_bytes").get<uint64_t>() > memo_bytes);
+  REQUIRE(d.stop());
+
+  REQUIRE(d.start());  // memory is empty: Alice's prefix can only come from disk
+  CHECK(d.cached(kAlice, alice) > 0);
+  CHECK(d.stop());
+}
