@@ -8,7 +8,7 @@ pull fails and the next one resumes), a server that ignores Range, a wrong SHA-2
 whose header names an architecture hearth cannot run, a split model, an ambiguous
 quantization. After every failure the models folder holds no model file.
 
-usage: pull_test.py HEARTH MAKE_SYNTHETIC
+usage: pull_test.py HEARTH MAKE_SYNTHETIC FETCH_MODEL_SCRIPT
 """
 import hashlib
 import http.server
@@ -157,12 +157,14 @@ class Runner:
     def __init__(self, hearth, models, hub_port):
         self.hearth, self.models, self.hub_port = hearth, models, hub_port
 
-    def run(self, *args, token=None):
-        env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:%d" % self.hub_port, HEARTH_MODELS=self.models)
+    def run(self, *args, token=None, program=None):
+        env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:%d" % self.hub_port, HEARTH_MODELS=self.models,
+                   HEARTH_CLI=self.hearth)
         env.pop("HF_TOKEN", None)
         if token:
             env["HF_TOKEN"] = token
-        return subprocess.run([self.hearth, *args], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+        cmd = [program or self.hearth, *args]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
 
     def model_files(self):
         if not os.path.isdir(self.models):
@@ -190,7 +192,7 @@ def expect_failure(r, name, words, what):
 
 
 def main():
-    hearth, make_synthetic = sys.argv[1:3]
+    hearth, make_synthetic, fetch_model = sys.argv[1:4]
     with tempfile.TemporaryDirectory() as tmp:
         good_path = os.path.join(tmp, "synthetic.gguf")
         subprocess.run([make_synthetic, "--out", good_path], check=True, capture_output=True, timeout=HANG_GUARD_S)
@@ -242,6 +244,11 @@ def main():
         url = "http://127.0.0.1:%d/org/good/resolve/main/sub/model-Q8_0.gguf" % hub.server_address[1]
         p = r.run("pull", url)
         check(p.returncode == 0 and "model-Q8_0.gguf" in r.model_files(), "pull by resolve URL", p)
+
+        # hearth-fetch-model hands Hub names to hearth pull.
+        r6 = Runner(hearth, os.path.join(tmp, "m6"), hub.server_address[1])
+        p = r6.run("hf.co/org/good/sub/model-Q8_0.gguf", program=fetch_model)
+        check(p.returncode == 0 and r6.model_files() == ["model-Q8_0.gguf"], "hearth-fetch-model pulls a Hub name", p)
 
         # hearth show reads the pulled file.
         p = r.run("show", "model-Q4_K_M")
