@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -115,10 +117,18 @@ struct Download {
   }
 };
 
-// Opens the .part (creating it) and feeds what it holds to the hash and the header check.
-Status open_part(Download& d) {
+// Opens the .part (creating it) and locks it: one pull of a file at a time.
+Status lock_part(Download& d) {
   d.fd = ::open(d.part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (d.fd < 0) return make_error(sys_error("cannot open", d.part));
+  if (::flock(d.fd, LOCK_EX | LOCK_NB) != 0)
+    return make_error("another hearth pull is downloading " + d.file + " (it holds " + d.part + ")");
+  return Status{};
+}
+
+// Feeds what the .part holds to the hash and the header check (one longer than the file
+// is started again).
+Status read_part(Download& d) {
   struct stat st {};
   if (::fstat(d.fd, &st) != 0) return make_error(sys_error("cannot stat", d.part));
   if (static_cast<uint64_t>(st.st_size) > d.hub.bytes && ::ftruncate(d.fd, 0) != 0)
@@ -206,12 +216,25 @@ Status fetch_rest(Download& d, const std::string& repo) {
   return Status{};
 }
 
+// Whether the download area has room for the rest of the file (and 64 MiB to spare).
+Status enough_space(const Download& d) {
+  struct statvfs v {};
+  if (::fstatvfs(d.fd, &v) != 0) return Status{};  // unknown: let the writes tell
+  const uint64_t free_bytes = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+  const uint64_t need = d.hub.bytes - d.have + (64ull << 20);
+  if (free_bytes >= need) return Status{};
+  return make_error("not enough space for " + d.file + ": " + std::to_string(free_bytes >> 20) + " MiB free where it " +
+                    "downloads (" + d.part + "), about " + std::to_string(need >> 20) + " MiB needed");
+}
+
 // Downloads, checks and installs one file.
 Result<PullResult> download_file(Download& d, const std::string& repo) {
-  if (Status s = open_part(d); !s) {
+  if (Status s = lock_part(d); !s) return s.error();
+  if (Status s = read_part(d); !s) {
     ::unlink(d.part.c_str());
     return s.error();
   }
+  if (Status s = enough_space(d); !s) return s.error();
   if (d.have > 0 && d.have < d.hub.bytes)
     emit(d.options, {PullEvent::Kind::kMessage, d.file, "", d.have, d.hub.bytes,
                      "resuming " + d.file + " from byte " + std::to_string(d.have)});
@@ -256,15 +279,32 @@ std::string sha256_of(const std::string& path) {
   return n < 0 ? "" : sha.hex();
 }
 
+// The next page's URL from a Link header (<URL>; rel="next"), "" when there is none.
+std::string next_page(const std::string& link) {
+  const size_t rel = link.find("rel=\"next\"");
+  if (rel == std::string::npos) return "";
+  const size_t open = link.rfind('<', rel), close = link.rfind('>', rel);
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  return link.substr(open + 1, close - open - 1);
+}
+
+// The repo's files, following the listing's pages (the Hub pages long listings).
 Result<std::vector<HubFile>> list_repo(const std::string& endpoint, const HubName& name, const PullOptions& o,
                                        const std::string& token) {
   emit(o, {PullEvent::Kind::kResolving, name.repo, "", 0, 0, ""});
-  Result<TextResponse> r = http_get_text({tree_url(endpoint, name), token, 0, o.timeout_s}, kListingMaxBytes);
-  if (!r) return make_error("cannot list " + name.repo + ": " + r.error().message);
-  if (r->response.status != 200) return make_error(refused(r->response, "the file list of " + name.repo, name.repo));
-  Result<std::vector<HubFile>> files = parse_tree_listing(r->body);
-  if (!files) return make_error(name.repo + ": " + files.error().message);
-  return files;
+  std::vector<HubFile> all;
+  std::string url = tree_url(endpoint, name);
+  for (int page = 0; !url.empty() && page < 100; ++page) {
+    Result<TextResponse> r = http_get_text({url, token, 0, o.timeout_s}, kListingMaxBytes);
+    if (!r) return make_error("cannot list " + name.repo + ": " + r.error().message);
+    if (r->response.status != 200) return make_error(refused(r->response, "the file list of " + name.repo, name.repo));
+    Result<std::vector<HubFile>> files = parse_tree_listing(r->body);
+    if (!files) return make_error(name.repo + ": " + files.error().message);
+    all.insert(all.end(), files->begin(), files->end());
+    Result<Url> next = resolve_location(*parse_url(r->response.url), next_page(r->response.header("link")));
+    url = next_page(r->response.header("link")).empty() || !next ? "" : next->origin() + next->target;
+  }
+  return all;
 }
 
 // A catalog name as the hub name it stands for.

@@ -10,6 +10,7 @@ quantization. After every failure the models folder holds no model file.
 
 usage: pull_test.py HEARTH MAKE_SYNTHETIC FETCH_MODEL_SCRIPT
 """
+import fcntl
 import hashlib
 import http.server
 import json
@@ -57,6 +58,8 @@ class World:
         self.files[("org/split", "s-Q4_K_M-00001-of-00002.gguf")] = good
         self.files[("org/split", "s-Q4_K_M-00002-of-00002.gguf")] = good
         self.files[("org/alien", "alien-Q4_K_M.gguf")] = alien
+        self.files[("org/paged", "a-Q8_0.gguf")] = good
+        self.files[("org/paged", "z-Q4_K_M.gguf")] = good  # on the listing's second page
         self.sha_override[("org/badsum", "model-Q4_K_M.gguf")] = "0" * 64
         self.mode = {"org/resume": {"drop-once"}, "org/norange": {"drop-once", "no-range"},
                      "org/flaky": {"drop-always"}}
@@ -100,8 +103,15 @@ def make_handler(world, cdn_port, is_hub):
             if parts[:2] == ["api", "models"] and parts[4:6] == ["tree", "main"]:
                 if not any(r == repo for r, _ in world.files):
                     return self.reply(404, b'{"error":"Repository not found"}')
-                return self.reply(200, json.dumps(world.listing(repo)).encode(),
-                                  [("Content-Type", "application/json")])
+                listing, headers = world.listing(repo), [("Content-Type", "application/json")]
+                if repo == "org/paged":  # one file a page, as the Hub pages long listings
+                    page = 1 if "cursor=" not in self.path else int(self.path.split("cursor=")[1])
+                    if page < len(listing):
+                        nxt = "http://127.0.0.1:%d/api/models/%s/tree/main?recursive=true&cursor=%d" % (
+                            self.server.server_address[1], repo, page + 1)
+                        headers.append(("Link", '<%s>; rel="next"' % nxt))
+                    listing = listing[page - 1:page]
+                return self.reply(200, json.dumps(listing).encode(), headers)
             if len(parts) >= 5 and parts[2:4] == ["resolve", "main"]:
                 path = "/".join(parts[4:])
                 location = "http://127.0.0.1:%d/cdn/%s/%s" % (cdn_port, repo, path)
@@ -245,6 +255,11 @@ def main():
         p = r.run("pull", url)
         check(p.returncode == 0 and "model-Q8_0.gguf" in r.model_files(), "pull by resolve URL", p)
 
+        # A listing in pages (Link: rel="next"): the file on the last page is found.
+        r7 = Runner(hearth, os.path.join(tmp, "m7"), hub.server_address[1])
+        p = r7.run("pull", "hf.co/org/paged:Q4_K_M")
+        check(p.returncode == 0 and r7.model_files() == ["z-Q4_K_M.gguf"], "a paged listing is read to its end", p)
+
         # hearth-fetch-model hands Hub names to hearth pull.
         r6 = Runner(hearth, os.path.join(tmp, "m6"), hub.server_address[1])
         p = r6.run("hf.co/org/good/sub/model-Q8_0.gguf", program=fetch_model)
@@ -275,6 +290,11 @@ def main():
         part = os.path.join(r4.models, ".downloads", "model-Q4_K_M.gguf.part")
         kept = os.path.getsize(part)
         check(0 < kept < len(good), "its .part stays in the download area (%d bytes)" % kept)
+        with open(part, "rb") as held:  # another pull of the same file holds the part
+            fcntl.flock(held, fcntl.LOCK_EX)
+            p = r4.run("pull", "hf.co/org/flaky:Q4_K_M")
+            check(p.returncode != 0 and "another hearth pull" in p.stderr and os.path.getsize(part) == kept,
+                  "a second pull of the same file is refused and leaves the part alone", p)
         world.mode["org/flaky"] = set()
         n_before = len(world.ranges)
         p = r4.run("pull", "hf.co/org/flaky:Q4_K_M")
