@@ -112,6 +112,10 @@ struct Download {
   uint64_t have = 0;  // bytes in the part file
   Sha256 sha;
   HeadCheck head;
+  // What the last try's failure means: worth another try now (a broken connection, a
+  // server error), or the part is worthless (the header refused or damaged).
+  bool retryable = false;
+  bool worthless = false;
   ~Download() {
     if (fd >= 0) ::close(fd);
   }
@@ -172,6 +176,7 @@ Status accept_answer(Download& d, const HttpResponse& r, const std::string& repo
                         " with Content-Range '" + cr + "'");
     return Status{};
   }
+  d.retryable = r.status >= 500 || r.status == 429;
   if (r.status == 200) {
     if (d.have > 0)
       emit(d.options, {PullEvent::Kind::kMessage, d.file, "", 0, 0, "the server does not resume; starting over"});
@@ -193,14 +198,18 @@ Status write_all(Download& d, const char* data, size_t n) {
 
 // One GET from where the part ends to the end of the file.
 Status fetch_rest(Download& d, const std::string& repo) {
+  d.retryable = false;
   HttpRequest req{d.url, d.token, d.have, d.options.timeout_s};
-  Status body_error;  // an error of ours (disk, header) rather than the connection's
-  auto on_headers = [&](const HttpResponse& r) { return accept_answer(d, r, repo); };
+  Status body_error;  // an error of ours (the answer, disk, header) rather than the connection's
+  auto on_headers = [&](const HttpResponse& r) { return body_error = accept_answer(d, r, repo); };
   auto on_body = [&](const char* data, size_t n) -> Status {
     if (d.have + n > d.hub.bytes)
       return body_error = make_error(d.file + ": the server sent more than the listing's " +
                                      std::to_string(d.hub.bytes) + " bytes");
-    if (Status s = d.head.feed(data, n); !s) return body_error = s;
+    if (Status s = d.head.feed(data, n); !s) {
+      d.worthless = true;
+      return body_error = s;
+    }
     if (Status s = write_all(d, data, n); !s) return body_error = s;
     d.sha.update(data, n);
     d.have += n;
@@ -209,7 +218,9 @@ Status fetch_rest(Download& d, const std::string& repo) {
   };
   Result<HttpResponse> r = http_get(req, on_headers, on_body);
   if (!body_error) return body_error;
+  d.retryable = !r;  // the connection failed or timed out
   if (!r) return r.error();
+  d.retryable = true;  // it ended early
   if (d.have != d.hub.bytes)
     return make_error("the connection to " + r->url + " ended after " + std::to_string(d.have) + " of " +
                       std::to_string(d.hub.bytes) + " bytes");
@@ -241,14 +252,12 @@ Result<PullResult> download_file(Download& d, const std::string& repo) {
   for (int attempt = 1; d.have < d.hub.bytes; ++attempt) {
     Status s = fetch_rest(d, repo);
     if (s) break;
-    const bool retry = s.error().message.find("connection") != std::string::npos ||
-                       s.error().message.find("timed out") != std::string::npos;
-    if (!retry || attempt == kTries) {
-      // A refused architecture or a damaged header makes the part worthless; a broken
-      // connection leaves it for the next pull.
-      if (!retry) ::unlink(d.part.c_str());
-      return make_error(s.error().message + (retry ? "; run the same pull again to resume from " + d.part : ""));
+    if (d.worthless) {  // a refused architecture or a damaged header
+      ::unlink(d.part.c_str());
+      return s.error();
     }
+    if (!d.retryable || attempt == kTries)  // the part stays for the next pull
+      return make_error(s.error().message + "; the next pull of it resumes from " + d.part);
     emit(d.options, {PullEvent::Kind::kMessage, d.file, "", d.have, d.hub.bytes, s.error().message + "; resuming"});
     std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
   }

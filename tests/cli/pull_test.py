@@ -130,6 +130,8 @@ def make_handler(world, cdn_port, is_hub):
                 mode = world.mode.get(repo, set())
                 drop = "drop-always" in mode or ("drop-once" in mode and repo not in world.dropped)
                 world.dropped.add(repo)
+            if "error-503" in mode:
+                return self.reply(503, b"busy")
             start = 0
             if rng and "no-range" not in mode:
                 start = int(rng.split("=")[1].split("-")[0])
@@ -295,6 +297,10 @@ def main():
             p = r4.run("pull", "hf.co/org/flaky:Q4_K_M")
             check(p.returncode != 0 and "another hearth pull" in p.stderr and os.path.getsize(part) == kept,
                   "a second pull of the same file is refused and leaves the part alone", p)
+        world.mode["org/flaky"] = {"error-503"}
+        p = r4.run("pull", "hf.co/org/flaky:Q4_K_M")
+        check(p.returncode != 0 and "503" in p.stderr and os.path.getsize(part) == kept,
+              "a server error (503) fails the pull after its tries and keeps the part", p)
         world.mode["org/flaky"] = set()
         n_before = len(world.ranges)
         p = r4.run("pull", "hf.co/org/flaky:Q4_K_M")
