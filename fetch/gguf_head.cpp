@@ -144,4 +144,47 @@ GgufHead read_gguf_head(const uint8_t* data, size_t n) {
   return head;
 }
 
+Result<GgufLayout> gguf_layout(const uint8_t* data, size_t n) {
+  GgufLayout out;
+  Cursor c{data, n};
+  std::string error;
+  std::optional<uint32_t> magic = c.read<uint32_t>();
+  std::optional<uint32_t> version = c.read<uint32_t>();
+  std::optional<uint64_t> n_tensors = c.read<uint64_t>();
+  std::optional<uint64_t> n_kv = c.read<uint64_t>();
+  if (!n_kv || std::memcmp(data, "GGUF", 4) != 0 || *version < 2 || *version > 3)
+    return make_error("not a GGUF file of version 2 or 3");
+  (void)magic;
+  out.version = *version;
+  auto truncated = [&] { return make_error("the GGUF header ends early, at byte " + std::to_string(c.pos)); };
+  for (uint64_t i = 0; i < *n_kv; ++i) {
+    GgufLayout::Range r;
+    r.begin = c.pos;
+    std::string_view key;
+    Step s = read_string(c, &key, &error);
+    std::optional<uint32_t> type = s == Step::kOk ? c.read<uint32_t>() : std::nullopt;
+    if (s == Step::kOk) s = type ? skip_value(c, *type, &error) : Step::kNeedMore;
+    if (s == Step::kBad) return make_error("damaged GGUF header: " + error);
+    if (s == Step::kNeedMore) return truncated();
+    r.key = std::string(key);
+    r.end = c.pos;
+    out.kvs.push_back(std::move(r));
+  }
+  for (uint64_t i = 0; i < *n_tensors; ++i) {
+    GgufLayout::Range r;
+    r.begin = c.pos;
+    std::string_view name;
+    Step s = read_string(c, &name, &error);
+    if (s == Step::kBad) return make_error("damaged GGUF tensor info: " + error);
+    std::optional<uint32_t> n_dims = s == Step::kOk ? c.read<uint32_t>() : std::nullopt;
+    if (!n_dims) return truncated();
+    if (*n_dims > 4) return make_error("a tensor of " + std::to_string(*n_dims) + " dimensions");
+    if (!c.skip(8ull * *n_dims + 4 + 8)) return truncated();  // dims, type, offset
+    r.key = std::string(name);
+    r.end = c.pos;
+    out.tensors.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace hearth::fetch

@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "common/result.h"
 
 namespace hearth::fetch {
 
@@ -24,5 +27,19 @@ struct GgufHead {
 // general.architecture. Every length is checked against n; a string key or value longer than
 // 1 MiB is damage, not a reason to wait.
 GgufHead read_gguf_head(const uint8_t* data, size_t n);
+
+// Where the parts of a whole GGUF header lie: each key/value pair and each tensor info (whose
+// last 8 bytes are its data offset), as byte ranges [begin, end) from the file's start.
+struct GgufLayout {
+  struct Range {
+    std::string key;  // the key, or the tensor's name
+    size_t begin = 0;
+    size_t end = 0;
+  };
+  uint32_t version = 0;
+  std::vector<Range> kvs;
+  std::vector<Range> tensors;
+};
+Result<GgufLayout> gguf_layout(const uint8_t* data, size_t n);
 
 }  // namespace hearth::fetch

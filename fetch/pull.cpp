@@ -18,6 +18,7 @@
 #include "engine/model/architecture.h"
 #include "engine/model/catalog.h"
 #include "fetch/gguf_head.h"
+#include "fetch/gguf_join.h"
 #include "fetch/http.h"
 #include "fetch/hub.h"
 #include "fetch/hub_catalog.h"
@@ -66,7 +67,8 @@ void emit(const PullOptions& o, PullEvent e) {
 // Feeds a file's first bytes to the GGUF header reader until the architecture is known.
 class HeadCheck {
  public:
-  explicit HeadCheck(std::string file) : file_(std::move(file)) {}
+  // A check that is off (a split model's later parts, which carry no architecture) passes all.
+  HeadCheck(std::string file, bool on) : file_(std::move(file)), on_(on) {}
   void reset() {
     bytes_.clear();
     arch_.clear();
@@ -74,7 +76,7 @@ class HeadCheck {
   const std::string& arch() const { return arch_; }
   // An error when the header is damaged or names an architecture hearth cannot run.
   Status feed(const char* data, size_t n) {
-    if (!arch_.empty()) return Status{};
+    if (!on_ || !arch_.empty()) return Status{};
     bytes_.append(data, std::min(n, kHeadMaxBytes - bytes_.size()));
     GgufHead h = read_gguf_head(reinterpret_cast<const uint8_t*>(bytes_.data()), bytes_.size());
     if (h.state == GgufHead::State::kBad) return make_error(file_ + ": " + h.error);
@@ -94,11 +96,12 @@ class HeadCheck {
   }
   // At the end of the file.
   Status finish() const {
-    return arch_.empty() ? make_error(file_ + ": the file ends inside its GGUF header") : Status{};
+    return on_ && arch_.empty() ? make_error(file_ + ": the file ends inside its GGUF header") : Status{};
   }
 
  private:
   std::string file_;
+  bool on_;
   std::string bytes_;
   std::string arch_;
 };
@@ -329,6 +332,72 @@ Result<HubName> to_hub_name(std::string_view name) {
                     "https://…/resolve/…/FILE.gguf URL, or one of " + names + " (hearth pull --list)");
 }
 
+// Where the files of one pull come from.
+struct Source {
+  const HubName& name;
+  const std::string& endpoint;
+  const std::string& token;
+  const PullOptions& options;
+};
+
+// The file at dest, verified: already there, or downloaded (through a .part beside it in
+// the download area) and checked. check_head: stop early on an architecture hearth cannot run.
+Result<PullResult> fetch_verified(const Source& src, const HubFile& f, const std::string& dest, bool check_head) {
+  const std::string file = fs::path(dest).filename().string();
+  if (f.sha256.empty())
+    return make_error(src.name.repo + ": the Hub gives no SHA-256 for " + f.path + " (not an LFS file)");
+  std::error_code ec;
+  if (fs::is_regular_file(dest, ec) && fs::file_size(dest, ec) == f.bytes) {
+    emit(src.options, {PullEvent::Kind::kVerifying, file, f.sha256, f.bytes, f.bytes, ""});
+    if (sha256_of(dest) == f.sha256) return PullResult{dest, file, "", f.sha256, f.bytes, true};
+  }
+  Download d{src.options,
+             resolve_url(src.endpoint, src.name, f.path),
+             src.token,
+             file,
+             download_dir(src.options.models_dir) + "/" + file + ".part",
+             dest,
+             f,
+             -1,
+             0,
+             Sha256(),
+             HeadCheck(file, check_head)};
+  return download_file(d, src.name.repo);
+}
+
+// A split model: every part into the download area (verified; a part already there is kept),
+// then joined into one file in the models folder (fetch/gguf_join.h) and the parts deleted.
+Result<PullResult> pull_split(const Source& src, const HubModel& model) {
+  const std::string dl = download_dir(src.options.models_dir);
+  const std::string first = fs::path(model.files.front().path).filename().string();
+  const std::string joined_name = first.substr(0, first.size() - 20) + ".gguf";  // without -00001-of-0000N.gguf
+  const std::string dest = src.options.models_dir + "/" + joined_name;
+  std::error_code ec;
+  if (fs::is_regular_file(dest, ec)) return PullResult{dest, joined_name, "", "", fs::file_size(dest, ec), true};
+  std::vector<std::string> parts;
+  std::string arch;
+  for (size_t i = 0; i < model.files.size(); ++i) {
+    const HubFile& f = model.files[i];
+    Result<PullResult> r = fetch_verified(src, f, dl + "/" + fs::path(f.path).filename().string(), i == 0);
+    if (!r)
+      return make_error("part " + std::to_string(i + 1) + " of " + std::to_string(model.n_parts()) + ": " +
+                        r.error().message);
+    if (i == 0) arch = r->arch;
+    parts.push_back(r->path);
+  }
+  emit(src.options, {PullEvent::Kind::kMessage, joined_name, "", 0, 0,
+                     "joining " + std::to_string(parts.size()) + " parts into " + joined_name});
+  const std::string joining = dl + "/" + joined_name + ".joining";
+  if (Status s = join_split_gguf(parts, joining); !s) {
+    ::unlink(joining.c_str());
+    return s.error();
+  }
+  if (::rename(joining.c_str(), dest.c_str()) != 0)
+    return make_error(sys_error("cannot move the joined file to", dest));
+  for (const std::string& p : parts) ::unlink(p.c_str());
+  return PullResult{dest, joined_name, arch, "", fs::file_size(dest, ec), false};
+}
+
 }  // namespace
 
 std::string download_dir(const std::string& models_dir) {
@@ -347,37 +416,13 @@ Result<PullResult> pull_model(std::string_view name_text, const PullOptions& o) 
   if (!files) return files.error();
   Result<HubModel> model = choose_model(*name, *files);
   if (!model) return model.error();
-  const HubFile& f = model->files.front();
-  if (model->n_parts() > 1)
-    return make_error(name->repo + ": " + f.path + " is split into " + std::to_string(model->n_parts()) +
-                      " files; hearth loads single-file GGUFs only: merge the parts with llama.cpp's llama-gguf-split "
-                      "--merge, or pull a quantization that comes in one file");
-  if (f.sha256.empty())
-    return make_error(name->repo + ": the Hub gives no SHA-256 for " + f.path + " (not an LFS file)");
-  const std::string file = fs::path(f.path).filename().string();
   std::error_code ec;
   fs::create_directories(download_dir(o.models_dir), ec);
   if (ec) return make_error("cannot create " + download_dir(o.models_dir) + ": " + ec.message());
-  const std::string dest = o.models_dir + "/" + file;
-  if (fs::is_regular_file(dest, ec) && fs::file_size(dest, ec) == f.bytes) {
-    emit(o, {PullEvent::Kind::kVerifying, file, f.sha256, f.bytes, f.bytes, ""});
-    if (sha256_of(dest) == f.sha256) {
-      PullResult r{dest, file, "", f.sha256, f.bytes, true};
-      return r;
-    }
-  }
-  Download d{o,
-             resolve_url(endpoint, *name, f.path),
-             token,
-             file,
-             download_dir(o.models_dir) + "/" + file + ".part",
-             dest,
-             f,
-             -1,
-             0,
-             Sha256(),
-             HeadCheck(file)};
-  return download_file(d, name->repo);
+  Source src{*name, endpoint, token, o};
+  if (model->n_parts() > 1) return pull_split(src, *model);
+  const HubFile& f = model->files.front();
+  return fetch_verified(src, f, o.models_dir + "/" + fs::path(f.path).filename().string(), true);
 }
 
 }  // namespace hearth::fetch

@@ -5,8 +5,10 @@
 // GGUF header checked as soon as its first bytes arrive (a model whose architecture hearth
 // cannot run stops the download), its SHA-256 compared with the Hub's, and only then renamed
 // into the models folder. A failure leaves nothing in the models folder; a broken connection
-// leaves the .part for the next pull to resume (after three tries in a row); a wrong checksum
-// or a refused architecture deletes it.
+// leaves the .part for the next pull to resume (after three tries in a row; a server error
+// too); a wrong checksum or a refused architecture deletes it. A split model's parts are each
+// verified in the download area, then joined into one file (gguf_join.h). One pull of a file
+// at a time (the .part is locked).
 #pragma once
 
 #include <cstdint>

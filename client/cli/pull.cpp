@@ -173,9 +173,11 @@ int run_pull(const PullOptions& options) {
     std::fprintf(stderr, "hearth pull: %s\n", r.error().message.c_str());
     return kExitError;
   }
-  std::printf("%s %s (%s, sha256 %s)\nuse it with: hearthd --model %s\n",
-              r->already_installed ? "already installed and verified:" : "installed", r->path.c_str(),
-              human_bytes(static_cast<double>(r->bytes)).c_str(), r->sha256.c_str(), r->path.c_str());
+  // A split model has no SHA-256 of its own: each part's was checked before the join.
+  const std::string check = r->sha256.empty() ? "joined from verified parts" : "sha256 " + r->sha256;
+  std::printf("%s %s (%s, %s)\nuse it with: hearthd --model %s\n",
+              r->already_installed ? "already installed:" : "installed", r->path.c_str(),
+              human_bytes(static_cast<double>(r->bytes)).c_str(), check.c_str(), r->path.c_str());
   return kExitOk;
 }
 

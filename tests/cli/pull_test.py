@@ -37,6 +37,34 @@ def gguf_with_arch(arch, pad_bytes):
     return head + bytes(pad_bytes)
 
 
+def gguf_file(kvs, tensors):
+    """A GGUF file: kvs as (key, type, payload) and 1-D F32 tensors as (name, floats)."""
+    def string(x):
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, kind, payload in kvs:
+        out += string(key) + struct.pack("<I", kind) + payload
+    offset, data = 0, b""
+    for name, values in tensors:
+        out += string(name) + struct.pack("<IQIQ", 1, len(values), 0, offset)
+        blob = struct.pack("<%df" % len(values), *values)
+        data += blob + bytes(-len(blob) % 32)
+        offset = len(data)
+    return out + bytes(-len(out) % 32) + data
+
+
+def split_parts():
+    """A model in two parts as llama.cpp's gguf-split writes them."""
+    def split_kvs(no):
+        return [("split.no", 2, struct.pack("<H", no)), ("split.count", 2, struct.pack("<H", 2)),
+                ("split.tensors.count", 5, struct.pack("<i", 3))]
+    arch = ("general.architecture", 8, struct.pack("<Q", 5) + b"llama")
+    one = gguf_file([arch] + split_kvs(0), [("a", [1.0, 2.0, 3.0]), ("b", [4.0] * 40)])
+    two = gguf_file(split_kvs(1), [("c", [5.0, 6.0])])
+    return one, two
+
+
 class World:
     """What the servers serve and what they saw."""
 
@@ -55,8 +83,9 @@ class World:
         self.files[("org/good", "mmproj-model-Q4_K_M.gguf")] = b"GGUF-not-chosen"
         self.files[("org/ambig", "a-Q4_K_M.gguf")] = good
         self.files[("org/ambig", "a-UD-Q4_K_M.gguf")] = good
-        self.files[("org/split", "s-Q4_K_M-00001-of-00002.gguf")] = good
-        self.files[("org/split", "s-Q4_K_M-00002-of-00002.gguf")] = good
+        one, two = split_parts()
+        self.files[("org/split", "s-Q4_K_M-00001-of-00002.gguf")] = one
+        self.files[("org/split", "s-Q4_K_M-00002-of-00002.gguf")] = two
         self.files[("org/alien", "alien-Q4_K_M.gguf")] = alien
         self.files[("org/paged", "a-Q8_0.gguf")] = good
         self.files[("org/paged", "z-Q4_K_M.gguf")] = good  # on the listing's second page
@@ -219,7 +248,6 @@ def main():
         expect_failure(r, "hf.co/gated/secret:Q4_K_M", ["gated/secret", "HF_TOKEN", "401"], "a gated repo without a token")
         expect_failure(r, "hf.co/org/good:Q5_K_S", ["Q5_K_S", "Q4_K_M", "Q8_0"], "a quantization the repo lacks lists those it has")
         expect_failure(r, "hf.co/org/ambig:q4_k_m", ["a-Q4_K_M.gguf", "a-UD-Q4_K_M.gguf"], "an ambiguous quantization names the candidates")
-        expect_failure(r, "hf.co/org/split:Q4_K_M", ["split into 2 files", "llama-gguf-split"], "a split model is refused")
         expect_failure(r, "hf.co/org/missing:Q4_K_M", ["404"], "a repo that does not exist")
         check(world.ranges == [], "none of them downloaded a byte")
 
@@ -256,6 +284,18 @@ def main():
         url = "http://127.0.0.1:%d/org/good/resolve/main/sub/model-Q8_0.gguf" % hub.server_address[1]
         p = r.run("pull", url)
         check(p.returncode == 0 and "model-Q8_0.gguf" in r.model_files(), "pull by resolve URL", p)
+
+        # A split model: both parts verified, then joined into one file.
+        r8 = Runner(hearth, os.path.join(tmp, "m8"), hub.server_address[1])
+        p = r8.run("pull", "hf.co/org/split:Q4_K_M")
+        check(p.returncode == 0 and r8.model_files() == ["s-Q4_K_M.gguf"] and "joining 2 parts" in p.stderr,
+              "a split model is joined into one file", p)
+        check(r8.parts() == [], "its parts are deleted after the join")
+        joined = open(os.path.join(r8.models, "s-Q4_K_M.gguf"), "rb").read()
+        check(struct.unpack("<QQ", joined[8:24]) == (3, 1), "the joined file has the 3 tensors and the metadata without split.*")
+        check(struct.pack("<2f", 5.0, 6.0) in joined and struct.pack("<3f", 1.0, 2.0, 3.0) in joined, "with every part's data")
+        p = r8.run("show", "s-Q4_K_M")
+        check("llama" in p.stdout, "hearth show reads the joined file", p)
 
         # A listing in pages (Link: rel="next"): the file on the last page is found.
         r7 = Runner(hearth, os.path.join(tmp, "m7"), hub.server_address[1])
