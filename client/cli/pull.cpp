@@ -175,9 +175,11 @@ int run_pull(const PullOptions& options) {
   }
   // A split model has no SHA-256 of its own: each part's was checked before the join.
   const std::string check = r->sha256.empty() ? "joined from verified parts" : "sha256 " + r->sha256;
-  std::printf("%s %s (%s, %s)\nuse it with: hearthd --model %s\n",
-              r->already_installed ? "already installed:" : "installed", r->path.c_str(),
-              human_bytes(static_cast<double>(r->bytes)).c_str(), check.c_str(), r->path.c_str());
+  std::printf(
+      "%s %s (%s, %s)\nhearthd serves it from its next start (it lists the models folder when it starts), or: "
+      "hearthd --model %s\n",
+      r->already_installed ? "already installed:" : "installed", r->path.c_str(),
+      human_bytes(static_cast<double>(r->bytes)).c_str(), check.c_str(), r->path.c_str());
   return kExitOk;
 }
 

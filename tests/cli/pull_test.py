@@ -16,6 +16,7 @@ import http.server
 import json
 import os
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -188,19 +189,26 @@ def make_handler(world, cdn_port, is_hub):
     return Handler
 
 
-def serve(handler):
+def serve(handler, tls=None):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls:  # (certificate, key)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
 class Runner:
-    def __init__(self, hearth, models, hub_port):
+    def __init__(self, hearth, models, hub_port, endpoint=None):
         self.hearth, self.models, self.hub_port = hearth, models, hub_port
+        self.endpoint = endpoint or "http://127.0.0.1:%d" % hub_port
+        self.env = {}
 
     def run(self, *args, token=None, program=None):
-        env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:%d" % self.hub_port, HEARTH_MODELS=self.models,
-                   HEARTH_CLI=self.hearth)
+        env = dict(os.environ, HF_ENDPOINT=self.endpoint, HEARTH_MODELS=self.models, HEARTH_CLI=self.hearth)
+        env.pop("SSL_CERT_FILE", None)
+        env.update(self.env)
         env.pop("HF_TOKEN", None)
         if token:
             env["HF_TOKEN"] = token
@@ -234,6 +242,8 @@ def expect_failure(r, name, words, what):
 
 def main():
     hearth, make_synthetic, fetch_model = sys.argv[1:4]
+    tls_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tls")
+    cert, key = os.path.join(tls_dir, "localhost.crt"), os.path.join(tls_dir, "localhost.key")
     with tempfile.TemporaryDirectory() as tmp:
         good_path = os.path.join(tmp, "synthetic.gguf")
         subprocess.run([make_synthetic, "--out", good_path], check=True, capture_output=True, timeout=HANG_GUARD_S)
@@ -296,6 +306,23 @@ def main():
         check(struct.pack("<2f", 5.0, 6.0) in joined and struct.pack("<3f", 1.0, 2.0, 3.0) in joined, "with every part's data")
         p = r8.run("show", "s-Q4_K_M")
         check("llama" in p.stdout, "hearth show reads the joined file", p)
+
+        # HTTPS: the Hub's certificate is verified (trusted here through SSL_CERT_FILE), its
+        # name too; an untrusted or misnamed one is refused before anything is sent.
+        tls_hub = serve(make_handler(world, cdn.server_address[1], True), tls=(cert, key))
+        port = tls_hub.server_address[1]
+        r9 = Runner(hearth, os.path.join(tmp, "m9"), port, "https://localhost:%d" % port)
+        p = r9.run("pull", "hf.co/org/good:Q4_K_M")
+        check(p.returncode != 0 and "certificate" in p.stderr and r9.model_files() == [],
+              "https: a certificate the system does not trust is refused", p)
+        r9.env["SSL_CERT_FILE"] = cert
+        p = r9.run("pull", "hf.co/org/good:Q4_K_M")
+        check(p.returncode == 0 and r9.model_files() == ["model-Q4_K_M.gguf"], "https: a trusted certificate for the name", p)
+        r10 = Runner(hearth, os.path.join(tmp, "m10"), port, "https://127.0.0.1:%d" % port)
+        r10.env["SSL_CERT_FILE"] = cert
+        p = r10.run("pull", "hf.co/org/good:Q4_K_M")
+        check(p.returncode != 0 and "certificate" in p.stderr and r10.model_files() == [],
+              "https: a trusted certificate for another name is refused", p)
 
         # A listing in pages (Link: rel="next"): the file on the last page is found.
         r7 = Runner(hearth, os.path.join(tmp, "m7"), hub.server_address[1])
