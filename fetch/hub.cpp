@@ -183,6 +183,9 @@ Result<std::vector<HubFile>> parse_tree_listing(std::string_view json) {
       f.sha256 = lower(e["lfs"]["oid"].get<std::string>());
       if (f.sha256.size() != 64 || f.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
         return make_error("the Hub's listing gives " + f.path + " a SHA-256 that is not 64 hex digits");
+      // The file's own size; the entry's "size" may be the LFS pointer's in some listings.
+      if (e["lfs"].contains("size") && e["lfs"]["size"].is_number_unsigned())
+        f.bytes = e["lfs"]["size"].get<uint64_t>();
     }
     out.push_back(std::move(f));
   }

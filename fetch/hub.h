@@ -5,7 +5,8 @@
 //   https://HOST/ORG/REPO/resolve/REV/PATH.gguf   a download URL (HOST then is the endpoint)
 // (huggingface.co/ is taken for hf.co/.) The file's size and SHA-256 come from the Hub's API,
 // GET {endpoint}/api/models/{repo}/tree/{rev}?recursive=true: a JSON array of
-// {"type": "file", "path", "size", "lfs": {"oid": sha256, "size"}} entries.
+// {"type": "file", "path", "size", "lfs": {"oid": sha256, "size"}} entries (an LFS file's
+// size is taken from "lfs").
 #pragma once
 
 #include <cstdint>

@@ -123,12 +123,12 @@ TEST_CASE("quant_of reads the last part of a GGUF file's name", "[fetch]") {
   CHECK(quant_of("README.md").empty());
 }
 
-TEST_CASE("the tree listing: LFS files carry their SHA-256; directories are skipped", "[fetch]") {
+TEST_CASE("the tree listing: LFS files carry their SHA-256 and size; directories are skipped", "[fetch]") {
   const std::string sha(64, 'b');
   Result<std::vector<HubFile>> r = parse_tree_listing(
       R"([{"type":"directory","oid":"x","size":0,"path":"sub"},
           {"type":"file","oid":"y","size":12,"path":"README.md"},
-          {"type":"file","oid":"z","size":5027784448,"path":"m.gguf",
+          {"type":"file","oid":"z","size":135,"path":"m.gguf",
            "lfs":{"oid":")" +
       sha + R"(","size":5027784448,"pointerSize":135}}])");
   REQUIRE(r.ok());
