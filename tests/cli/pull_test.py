@@ -291,6 +291,9 @@ def main():
         check(p.returncode == 0 and "model-Q8_0.gguf" in r.model_files(), "pull by file path", p)
         p = r.run("rm", "model-Q8_0")
         check(p.returncode == 0 and "model-Q8_0.gguf" not in r.model_files(), "hearth rm deletes it", p)
+        p = r.run("rm", good_path)
+        check(p.returncode != 0 and "not in the models folder" in p.stderr and os.path.exists(good_path),
+              "hearth rm refuses a file outside the models folder", p)
         url = "http://127.0.0.1:%d/org/good/resolve/main/sub/model-Q8_0.gguf" % hub.server_address[1]
         p = r.run("pull", url)
         check(p.returncode == 0 and "model-Q8_0.gguf" in r.model_files(), "pull by resolve URL", p)
