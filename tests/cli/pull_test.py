@@ -213,7 +213,11 @@ class Runner:
         if token:
             env["HF_TOKEN"] = token
         cmd = [program or self.hearth, *args]
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+        # A failure the test expects must not hide a sanitizer's report (the ASan build).
+        if "Sanitizer" in p.stderr or "runtime error:" in p.stderr:
+            check(False, "a sanitizer reported on: " + " ".join(args), p)
+        return p
 
     def model_files(self):
         if not os.path.isdir(self.models):
