@@ -94,12 +94,16 @@ std::string percent_encode_path(std::string_view path) {
   return out;
 }
 
-std::string list_quants(const std::vector<HubFile>& files) {
+std::set<std::string> quants_of(const std::vector<HubFile>& files) {
   std::set<std::string> quants;
   for (const HubFile& f : files)
     if (ends_with_gguf(f.path) && !is_mmproj(f.path)) quants.insert(quant_of(f.path));
+  return quants;
+}
+
+std::string list_quants(const std::vector<HubFile>& files) {
   std::string out;
-  for (const std::string& q : quants) out += (out.empty() ? "" : ", ") + q;
+  for (const std::string& q : quants_of(files)) out += (out.empty() ? "" : ", ") + q;
   return out.empty() ? "none: the repo has no .gguf file" : out;
 }
 
@@ -164,6 +168,7 @@ Result<HubName> parse_hub_name(std::string_view name) {
   if (!h.file.empty() && !ends_with_gguf(h.file))
     return make_error("'" + std::string(name) + "': hearth pulls GGUF files (FILE.gguf)");
   if (h.file.find("..") != std::string::npos) return make_error("'" + std::string(name) + "': '..' in a file path");
+  h.quant_given = !h.quant.empty();
   if (h.file.empty() && h.quant.empty()) h.quant = kDefaultQuant;
   return h;
 }
@@ -211,6 +216,12 @@ Result<HubModel> choose_model(const HubName& name, const std::vector<HubFile>& f
     for (const HubFile& f : files) {
       if (!ends_with_gguf(f.path) || is_mmproj(f.path) || split_numbers(f.path).first > 1) continue;
       if (has_quant(stem_of(f.path), name.quant)) matches.push_back(&f);
+    }
+    if (matches.empty() && !name.quant_given && quants_of(files).size() == 1) {
+      HubName only = name;
+      only.quant = *quants_of(files).begin();
+      only.quant_given = true;
+      return choose_model(only, files);
     }
     if (matches.empty())
       return make_error(name.repo + " has no " + name.quant + " file; its quantizations: " + list_quants(files));

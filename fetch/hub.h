@@ -1,6 +1,7 @@
 // Names of models on the Hugging Face Hub, and the Hub's file listing:
 //   hf.co/ORG/REPO:QUANT          the repo's .gguf file of that quantization ("Q4_K_M", any case)
-//   hf.co/ORG/REPO                the same with Q4_K_M (as Ollama does)
+//   hf.co/ORG/REPO                the same with Q4_K_M (as Ollama does), or the repo's only
+//                                 quantization when it has no Q4_K_M
 //   hf.co/ORG/REPO/PATH.gguf      that file
 //   https://HOST/ORG/REPO/resolve/REV/PATH.gguf   a download URL (HOST then is the endpoint)
 // (huggingface.co/ is taken for hf.co/.) The file's size and SHA-256 come from the Hub's API,
@@ -22,8 +23,10 @@ struct HubName {
   std::string endpoint;  // "" = the configured one (HF_ENDPOINT); set by a URL
   std::string repo;      // "ORG/REPO"
   std::string revision = "main";
-  std::string file;   // a path in the repo, or ""
-  std::string quant;  // when file is "": the quantization wanted ("Q4_K_M")
+  std::string file;          // a path in the repo, or ""
+  std::string quant;         // when file is "": the quantization wanted ("Q4_K_M")
+  bool quant_given = false;  // false: quant is the default; a repo without it but with one
+                             // quantization only gives that one
 };
 
 // Whether a name is one of the forms above (catalog names are not).

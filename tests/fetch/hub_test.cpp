@@ -81,6 +81,21 @@ TEST_CASE("choose_model matches a quantization as a whole part of the name, any 
   CHECK(none.error().message.find("Q4_K_M, Q4_K_S, Q6_K, Q8_0") != std::string::npos);
 }
 
+TEST_CASE("no quantization named: Q4_K_M, else the repo's only one, else an error", "[fetch]") {
+  Result<HubName> n = parse_hub_name("hf.co/Qwen/Qwen3-0.6B-GGUF");
+  REQUIRE(n.ok());
+  CHECK(!n->quant_given);
+  Result<HubModel> only = choose_model(*n, {file("Qwen3-0.6B-Q8_0.gguf"), file("README.md", "")});
+  REQUIRE(only.ok());
+  CHECK(only->files[0].path == "Qwen3-0.6B-Q8_0.gguf");
+  CHECK(choose_model(*n, kRepo)->files[0].path == "Qwen3-8B-Q4_K_M.gguf");
+  Result<HubModel> two = choose_model(*n, {file("x-Q8_0.gguf"), file("x-F16.gguf")});
+  REQUIRE(!two.ok());
+  CHECK(two.error().message.find("F16, Q8_0") != std::string::npos);
+  Result<HubName> given = parse_hub_name("hf.co/Qwen/Qwen3-0.6B-GGUF:Q4_K_M");
+  CHECK(!choose_model(*given, {file("Qwen3-0.6B-Q8_0.gguf")}).ok());  // asked for, so not replaced
+}
+
 TEST_CASE("choose_model gathers a split model's parts in order", "[fetch]") {
   HubName n;
   n.repo = "Qwen/Qwen3-8B-GGUF";
