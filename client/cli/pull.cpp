@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "commands.h"
 #include "engine/gguf/gguf.h"
@@ -66,6 +67,12 @@ class ProgressPrinter {
     const double share = e.total ? static_cast<double>(e.completed) / static_cast<double>(e.total) : 0;
     const int tenth = static_cast<int>(share * 10);
     const auto now = std::chrono::steady_clock::now();
+    // The rate of this run: from the first bytes it fetched, not counting a resumed part's.
+    if (!base_ || e.completed < *base_ || e.file != file_) {
+      base_ = e.completed;
+      file_ = e.file;
+      start_ = now;
+    }
     const double s = std::chrono::duration<double>(now - start_).count();
     if (tty_ && now - last_ < std::chrono::milliseconds(100) && e.completed != e.total) return;
     if (!tty_ && tenth == last_tenth_) return;
@@ -76,7 +83,7 @@ class ProgressPrinter {
         "downloading " + e.file + " [" + std::string(filled, '#') + std::string(width - filled, ' ') + "] ";
     char numbers[128];
     std::snprintf(numbers, sizeof numbers, "%3.0f%%  %s / %s  %s/s", share * 100, human_bytes(e.completed).c_str(),
-                  human_bytes(e.total).c_str(), human_bytes(s > 0 ? e.completed / s : 0).c_str());
+                  human_bytes(e.total).c_str(), human_bytes(s > 0 ? (e.completed - *base_) / s : 0).c_str());
     if (tty_) {
       std::fprintf(stderr, "\r%s%s\x1b[K", text.c_str(), numbers);
       open_ = true;
@@ -89,6 +96,8 @@ class ProgressPrinter {
   bool open_ = false;
   int last_tenth_ = -1;
   std::chrono::steady_clock::time_point start_, last_;
+  std::optional<uint64_t> base_;  // bytes completed at the first progress of this file
+  std::string file_;
 };
 
 // This machine's memory in GiB (MemTotal), 0 when unknown.
