@@ -82,6 +82,18 @@ struct BenchOptions {
 void add_bench_command(CLI::App* app, BenchOptions* options, CLI::App** command);
 int run_bench(const GlobalOptions& global, const BenchOptions& options);
 
+// hearth pull NAME | pull --list | rm NAME | show NAME: the models folder of this machine
+// (pull.cpp), without a daemon.
+struct PullOptions {
+  std::string name;        // what to pull, delete or show
+  bool list = false;       // pull --list
+  std::string models_dir;  // --models-dir; "" = HEARTH_MODELS, else XDG_DATA_HOME/hearth/models
+};
+void add_pull_commands(CLI::App* app, PullOptions* options, CLI::App** pull, CLI::App** rm, CLI::App** show);
+int run_pull(const PullOptions& options);
+int run_rm(const PullOptions& options);
+int run_show(const PullOptions& options);
+
 int run_status(const GlobalOptions& global);
 int run_models(const GlobalOptions& global, bool json);
 // The loaded models (ps), and loading or unloading one by name (ps.cpp).

@@ -1,5 +1,5 @@
 // hearth: the command line of hearthd, built only on libhearth-client's C API.
-//   hearth [--socket PATH] ask|chat|status|models|ps|load|unload|cache|bench ...
+//   hearth [--socket PATH] ask|chat|status|models|ps|load|unload|cache|bench|pull|rm|show ...
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cmath>
@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   unload_cmd->add_option("model", unload_model, "the model's id or catalog name")->required();
   CacheOptions cache;
   add_cache_command(&app, &cache);
+  PullOptions pull;
+  CLI::App *pull_cmd = nullptr, *rm_cmd = nullptr, *show_cmd = nullptr;
+  add_pull_commands(&app, &pull, &pull_cmd, &rm_cmd, &show_cmd);
   BenchOptions bench;
   CLI::App* bench_cmd = nullptr;
   add_bench_command(&app, &bench, &bench_cmd);
@@ -124,5 +127,8 @@ int main(int argc, char** argv) {
   if (unload_cmd->parsed()) return run_unload(global, unload_model);
   if (cache.action != CacheOptions::Action::kNone) return run_cache(global, cache);
   if (bench_cmd->parsed()) return run_bench(global, bench);
+  if (pull_cmd->parsed()) return run_pull(pull);
+  if (rm_cmd->parsed()) return run_rm(pull);
+  if (show_cmd->parsed()) return run_show(pull);
   return kExitError;
 }

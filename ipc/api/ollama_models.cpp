@@ -335,10 +335,11 @@ RouteResult ollama_pull(const Call& call) {
     }
     return r;
   }
-  std::string how = "other GGUF files can be copied into the models folder";
+  // The downloader (hearth_fetch) runs in the CLI; the daemon does not stream a pull yet.
+  std::string how = "download it on the daemon's machine with: hearth pull " + n +
+                    " (a catalog name, hf.co/ORG/REPO:QUANT or a Hub URL; hearth pull --list shows the catalog)";
   if (find_catalog_model(n) != nullptr) how = "install it with: hearth-fetch-model " + n;
-  return fail(status_error(501, "hearth cannot download models yet (hearth's catalog: " + catalog_names() + "); " + how,
-                           "not_implemented"));
+  return fail(status_error(501, "hearthd does not download models over its socket; " + how, "not_implemented"));
 }
 
 RouteResult ollama_copy(const Call&) {

@@ -1,0 +1,250 @@
+#include "fetch/http.h"
+
+#include <openssl/ssl.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cctype>
+#include <chrono>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace hearth::fetch {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using asio::awaitable;
+using asio::ip::tcp;
+
+namespace {
+
+constexpr int kMaxRedirects = 10;
+constexpr size_t kChunkBytes = 256 * 1024;
+const char* const kUserAgent = "hearth/0.4 (+pull)";
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool is_redirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+// One exchange on one connection: the header of the answer, then (unless it is a redirect)
+// its body. Errors thrown by Asio become Error values in exchange().
+struct Exchange {
+  const Url& url;
+  const HttpRequest& request;
+  bool send_token;
+  const OnHeaders* on_headers;  // null for a redirect hop's header check (never called)
+  const OnBody& on_body;
+  HttpResponse response;
+  uint64_t body_bytes = 0;  // received so far
+};
+
+http::request<http::empty_body> make_request(const Exchange& x) {
+  http::request<http::empty_body> req{http::verb::get, x.url.target, 11};
+  const bool default_port = x.url.port == (x.url.scheme == "https" ? "443" : "80");
+  req.set(http::field::host, default_port ? x.url.host : x.url.host + ":" + x.url.port);
+  req.set(http::field::user_agent, kUserAgent);
+  req.set(http::field::accept_encoding, "identity");
+  if (x.send_token && !x.request.bearer_token.empty())
+    req.set(http::field::authorization, "Bearer " + x.request.bearer_token);
+  if (x.request.range_from > 0) req.set(http::field::range, "bytes=" + std::to_string(x.request.range_from) + "-");
+  return req;
+}
+
+void fill_response(Exchange& x, const http::response_parser<http::buffer_body>& parser) {
+  const auto& msg = parser.get();
+  x.response.status = static_cast<int>(msg.result_int());
+  x.response.headers.clear();
+  for (const auto& field : msg) {
+    const auto name = field.name_string();
+    const auto value = field.value();
+    x.response.headers[lower(std::string_view(name.data(), name.size()))] = std::string(value.data(), value.size());
+  }
+  x.response.content_length = parser.content_length() ? static_cast<int64_t>(*parser.content_length()) : -1;
+}
+
+// Sends the request and reads the answer on a connected stream (plain TCP or TLS).
+template <class Stream>
+awaitable<Status> talk(Stream& stream, Exchange& x) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  const auto timeout = std::chrono::seconds(x.request.timeout_s);
+  lowest.expires_after(timeout);
+  co_await http::async_write(stream, make_request(x), asio::use_awaitable);
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  // Not boost::none: Beast 1.74 compares a Content-Length with an empty limit as "over".
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  lowest.expires_after(timeout);
+  co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
+  fill_response(x, parser);
+  if (is_redirect(x.response.status)) co_return Status{};
+  if (x.on_headers)
+    if (Status s = (*x.on_headers)(x.response); !s) co_return s;
+  std::vector<char> chunk(kChunkBytes);
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    lowest.expires_after(timeout);
+    boost::system::error_code ec;
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    const size_t got = chunk.size() - parser.get().body().size;
+    if (got > 0) {
+      x.body_bytes += got;
+      if (Status s = x.on_body(chunk.data(), got); !s) co_return s;
+    }
+    if (ec) {
+      std::string total = x.response.content_length >= 0 ? " of " + std::to_string(x.response.content_length) : "";
+      co_return make_error("the connection to " + x.url.host + " broke after " + std::to_string(x.body_bytes) + total +
+                           " bytes of the body (" + ec.message() + ")");
+    }
+  }
+  co_return Status{};
+}
+
+awaitable<Status> run_exchange(Exchange& x) {
+  auto executor = co_await asio::this_coro::executor;
+  tcp::resolver resolver(executor);
+  const auto endpoints = co_await resolver.async_resolve(x.url.host, x.url.port, asio::use_awaitable);
+  const auto timeout = std::chrono::seconds(x.request.timeout_s);
+  if (x.url.scheme == "http") {
+    beast::tcp_stream stream(executor);
+    stream.expires_after(timeout);
+    co_await stream.async_connect(endpoints, asio::use_awaitable);
+    co_return co_await talk(stream, x);
+  }
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.set_default_verify_paths();
+  ctx.set_verify_mode(ssl::verify_peer);
+  beast::ssl_stream<beast::tcp_stream> stream(executor, ctx);
+  if (!SSL_set_tlsext_host_name(stream.native_handle(), x.url.host.c_str()))
+    co_return make_error("cannot set the TLS server name for " + x.url.host);
+  stream.set_verify_callback(ssl::host_name_verification(x.url.host));
+  beast::get_lowest_layer(stream).expires_after(timeout);
+  co_await beast::get_lowest_layer(stream).async_connect(endpoints, asio::use_awaitable);
+  beast::get_lowest_layer(stream).expires_after(timeout);
+  co_await stream.async_handshake(ssl::stream_base::client, asio::use_awaitable);
+  co_return co_await talk(stream, x);
+}
+
+// Runs one exchange to completion on a private io_context.
+Status exchange(Exchange& x) {
+  asio::io_context io;
+  std::optional<Status> result;
+  asio::co_spawn(
+      io,
+      [&]() -> awaitable<void> {
+        try {
+          result = co_await run_exchange(x);
+        } catch (const boost::system::system_error& e) {
+          std::string what = e.code() == beast::error::timeout ? "timed out" : e.code().message();
+          result = make_error("GET " + x.url.origin() + x.url.target + ": " + what);
+        }
+      },
+      asio::detached);
+  io.run();
+  return result ? *result : make_error("GET " + x.url.origin() + x.url.target + ": no answer");
+}
+
+}  // namespace
+
+std::string Url::origin() const {
+  const bool default_port = port == (scheme == "https" ? "443" : "80");
+  return scheme + "://" + host + (default_port ? "" : ":" + port);
+}
+
+std::string HttpResponse::header(const std::string& lower_name) const {
+  auto it = headers.find(lower_name);
+  return it == headers.end() ? "" : it->second;
+}
+
+Result<Url> parse_url(std::string_view s) {
+  Url u;
+  const size_t sep = s.find("://");
+  if (sep == std::string_view::npos) return make_error("'" + std::string(s) + "' is not an http(s) URL");
+  u.scheme = lower(s.substr(0, sep));
+  if (u.scheme != "http" && u.scheme != "https")
+    return make_error("'" + std::string(s) + "': only http and https URLs can be fetched");
+  std::string_view rest = s.substr(sep + 3);
+  const size_t slash = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view target = slash == std::string_view::npos ? "/" : rest.substr(slash);
+  if (const size_t hash = target.find('#'); hash != std::string_view::npos) target = target.substr(0, hash);
+  u.target = target.empty() || target[0] != '/' ? "/" + std::string(target) : std::string(target);
+  if (authority.find('@') != std::string_view::npos)
+    return make_error("'" + std::string(s) + "': user names in URLs are not supported (use HF_TOKEN)");
+  const size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
+    u.host = std::string(authority.substr(0, colon));
+    u.port = std::string(authority.substr(colon + 1));
+    if (u.port.empty() || u.port.size() > 5 || u.port.find_first_not_of("0123456789") != std::string::npos)
+      return make_error("'" + std::string(s) + "': bad port '" + u.port + "'");
+  } else {
+    u.host = std::string(authority);
+    u.port = u.scheme == "https" ? "443" : "80";
+  }
+  if (u.host.empty()) return make_error("'" + std::string(s) + "' names no host");
+  return u;
+}
+
+Result<Url> resolve_location(const Url& base, std::string_view location) {
+  if (location.find("://") != std::string_view::npos) return parse_url(location);
+  if (location.substr(0, 2) == "//") return parse_url(base.scheme + ":" + std::string(location));
+  Url u = base;
+  if (!location.empty() && location[0] == '/') {
+    u.target = std::string(location);
+  } else {  // relative to the base path's folder
+    const std::string path = base.target.substr(0, base.target.find('?'));
+    u.target = path.substr(0, path.rfind('/') + 1) + std::string(location);
+  }
+  return u;
+}
+
+Result<HttpResponse> http_get(const HttpRequest& request, const OnHeaders& on_headers, const OnBody& on_body) {
+  Result<Url> url = parse_url(request.url);
+  if (!url) return url.error();
+  const std::string first_origin = url->origin();
+  for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+    Exchange x{*url, request, url->origin() == first_origin, &on_headers, on_body, {}};
+    if (Status s = exchange(x); !s) return s.error();
+    x.response.url = url->origin() + url->target;
+    if (!is_redirect(x.response.status)) return x.response;
+    const std::string location = x.response.header("location");
+    if (location.empty()) return make_error("a redirect from " + x.response.url + " without a Location");
+    Result<Url> next = resolve_location(*url, location);
+    if (!next) return make_error("a redirect from " + x.response.url + ": " + next.error().message);
+    url = std::move(next);
+  }
+  return make_error("more than " + std::to_string(kMaxRedirects) + " redirects from " + request.url);
+}
+
+Result<TextResponse> http_get_text(const HttpRequest& request, size_t max_bytes) {
+  std::string body;
+  Result<HttpResponse> r = http_get(
+      request, [](const HttpResponse&) { return Status{}; },
+      [&](const char* data, size_t n) -> Status {
+        if (body.size() + n > max_bytes)
+          return make_error("the answer of " + request.url + " is over " + std::to_string(max_bytes) + " bytes");
+        body.append(data, n);
+        return Status{};
+      });
+  if (!r) return r.error();
+  return TextResponse{std::move(*r), std::move(body)};
+}
+
+}  // namespace hearth::fetch
