@@ -178,7 +178,10 @@ Result<std::vector<HubFile>> parse_tree_listing(std::string_view json) {
   if (j.is_discarded() || !j.is_array()) return make_error("the Hub's file listing is not a JSON array");
   std::vector<HubFile> out;
   for (const nlohmann::json& e : j) {
-    if (!e.is_object() || e.value("type", "") != "file") continue;
+    if (!e.is_object()) continue;
+    // find(), not value(): value() throws when "type" is there but not a string.
+    const auto type = e.find("type");
+    if (type == e.end() || !type->is_string() || type->get<std::string>() != "file") continue;
     HubFile f;
     if (!e.contains("path") || !e["path"].is_string() || !e.contains("size") || !e["size"].is_number_unsigned())
       return make_error("the Hub's file listing has an entry without a path or size");

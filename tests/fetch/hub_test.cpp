@@ -138,7 +138,7 @@ TEST_CASE("quant_of reads the last part of a GGUF file's name", "[fetch]") {
   CHECK(quant_of("README.md").empty());
 }
 
-TEST_CASE("the tree listing: LFS files carry their SHA-256 and size; directories are skipped", "[fetch]") {
+TEST_CASE("the tree listing: LFS files carry their SHA-256 and size, directories are skipped", "[fetch]") {
   const std::string sha(64, 'b');
   Result<std::vector<HubFile>> r = parse_tree_listing(
       R"([{"type":"directory","oid":"x","size":0,"path":"sub"},
@@ -156,6 +156,10 @@ TEST_CASE("the tree listing: LFS files carry their SHA-256 and size; directories
   CHECK(!parse_tree_listing("[{\"type\":\"file\",\"path\":\"m\"}]").ok());
   CHECK(!parse_tree_listing(R"([{"type":"file","path":"m","size":1,"lfs":{"oid":"abc"}}])").ok());
   CHECK(!parse_tree_listing("[").ok());
+  // An entry whose type is not a string is not a file (pull_fuzz found this one throwing).
+  Result<std::vector<HubFile>> odd = parse_tree_listing(R"([{"type":7,"path":"m.gguf","size":1}])");
+  REQUIRE(odd.ok());
+  CHECK(odd->empty());
 }
 
 TEST_CASE("URLs: the Hub's routes, and redirects relative and absolute", "[fetch]") {
