@@ -86,6 +86,7 @@ struct StoreOptions {
   // is the budget divided among the users with chunks; over the budget, a user over that
   // share loses chunks before anyone else does, so one user filling the cache evicts their
   // own prefixes, not the others'. Only when nobody is over their share does plain LRU decide.
+  // (The memory pool shares its blocks the same way: engine/kv/block_pool.h.)
   uint64_t user_max_bytes = 0;
   size_t queue_max = 256;  // chunks waiting for the writer; more are dropped
   // The file system calls the store makes for chunk files (not sqlite's own I/O); null means

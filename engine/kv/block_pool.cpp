@@ -72,8 +72,8 @@ int32_t BlockPool::allocate() {
     b = free_.back();
     free_.pop_back();
   } else if (!lru_.empty()) {
-    b = lru_.front();
-    lru_.pop_front();
+    b = eviction_victim();
+    uncache(b);
     unname(b);
     ++evictions_;
   } else {
@@ -108,7 +108,7 @@ void BlockPool::release(int32_t block) {
   if (--m.refs > 0) return;
   assert(m.companion < 0 || sw_[static_cast<size_t>(m.companion)].refs == 0);  // tables let go of it first
   if (m.named) {
-    m.lru = lru_.insert(lru_.end(), block);
+    cache(block);
   } else {
     free_.push_back(block);
   }
@@ -121,7 +121,7 @@ int32_t BlockPool::find(uint64_t hash) const {
 
 void BlockPool::attach(int32_t block) {
   Meta& m = meta_[static_cast<size_t>(block)];
-  if (m.refs == 0) lru_.erase(m.lru);
+  if (m.refs == 0) uncache(block);
   ++m.refs;
 }
 
@@ -138,7 +138,7 @@ bool BlockPool::name_full(int32_t block, uint64_t hash, uint64_t parent, std::sp
     Meta& o = meta_[static_cast<size_t>(old)];
     if (!sliding_missing(old) || sliding_missing(block)) return false;
     const int32_t refs = o.refs;
-    if (refs == 0) lru_.erase(o.lru);
+    if (refs == 0) uncache(old);
     unname(old);
     meta_[static_cast<size_t>(old)].refs = refs;
     if (refs == 0) free_.push_back(old);
@@ -216,17 +216,48 @@ void BlockPool::unname(int32_t block) {
 int32_t BlockPool::clear_cached(std::optional<uint32_t> owner) {
   int32_t n = 0;
   for (auto it = lru_.begin(); it != lru_.end();) {
-    const int32_t b = *it;
-    if (owner && meta_[static_cast<size_t>(b)].owner != *owner) {
-      ++it;
-      continue;
-    }
+    const int32_t b = *it++;
+    if (owner && meta_[static_cast<size_t>(b)].owner != *owner) continue;
+    uncache(b);
     unname(b);
     free_.push_back(b);
-    it = lru_.erase(it);
     ++n;
   }
   return n;
+}
+
+void BlockPool::cache(int32_t block) {
+  Meta& m = meta_[static_cast<size_t>(block)];
+  m.lru = lru_.insert(lru_.end(), block);
+  std::list<int32_t>& mine = owner_lru_[m.owner];
+  m.owner_lru = mine.insert(mine.end(), block);
+}
+
+void BlockPool::uncache(int32_t block) {
+  Meta& m = meta_[static_cast<size_t>(block)];
+  lru_.erase(m.lru);
+  auto it = owner_lru_.find(m.owner);
+  assert(it != owner_lru_.end());
+  it->second.erase(m.owner_lru);
+  if (it->second.empty()) owner_lru_.erase(it);
+}
+
+int32_t BlockPool::eviction_victim() const {
+  assert(!lru_.empty());
+  if (owners_.size() > 1) {
+    const int32_t share = n_total() / static_cast<int32_t>(owners_.size());
+    int32_t furthest = 0;
+    const std::list<int32_t>* victims = nullptr;
+    for (const auto& [owner, usage] : owners_) {
+      const auto cached = owner_lru_.find(owner);
+      if (usage.blocks - share > furthest && cached != owner_lru_.end()) {
+        furthest = usage.blocks - share;
+        victims = &cached->second;
+      }
+    }
+    if (victims) return victims->front();
+  }
+  return lru_.front();
 }
 
 bool BlockTable::reserve(BlockPool& pool, int32_t n_tokens) {

@@ -134,7 +134,8 @@ class BlockPool {
     uint32_t owner = 0;
     int32_t companion = -1;
     std::vector<int32_t> tokens;
-    std::list<int32_t>::iterator lru;  // valid while cached
+    std::list<int32_t>::iterator lru;        // valid while cached
+    std::list<int32_t>::iterator owner_lru;  // in owner_lru_[owner], valid while cached
   };
   struct SlidingMeta {
     int32_t refs = 0;
@@ -142,6 +143,13 @@ class BlockPool {
     std::list<int32_t>::iterator lru;  // valid while cached
   };
   void unname(int32_t block);
+  // A named block nobody holds enters / leaves the cached lists (lru_ and its owner's).
+  void cache(int32_t block);
+  void uncache(int32_t block);
+  // The cached block a new block is taken from: the least recently released one of the
+  // owner furthest past an equal share of the pool (the blocks over the owners with named
+  // blocks), when that owner has cached blocks; else the least recently released one.
+  int32_t eviction_victim() const;
   // Frees the companion of `block` (held by nobody), if it has one.
   void drop_companion(int32_t block);
 
@@ -149,6 +157,7 @@ class BlockPool {
   std::vector<Meta> meta_;
   std::vector<int32_t> free_;                            // stack of never-used (or cleared) blocks, lowest id on top
   std::list<int32_t> lru_;                               // cached blocks, least recently released first
+  std::map<uint32_t, std::list<int32_t>> owner_lru_;     // the same, by owner (no empty lists)
   std::unordered_map<uint64_t, int32_t> by_hash_;        // full named blocks
   std::unordered_multimap<uint64_t, int32_t> children_;  // parent hash -> named blocks
   int32_t n_named_ = 0;

@@ -49,6 +49,40 @@ TEST_CASE("block pool: named blocks are shared, cached after release and reused 
   CHECK(pool.allocate() == -1);
 }
 
+TEST_CASE("block pool: an owner over an equal share loses cached blocks before another owner does") {
+  BlockPool pool(6, 1);
+  auto named = [&](uint64_t hash, uint32_t owner) {
+    const int32_t b = pool.allocate();
+    REQUIRE(b >= 0);
+    REQUIRE(pool.name_full(b, hash, 0, std::vector<int32_t>{static_cast<int32_t>(hash)}, owner));
+    pool.release(b);
+    return b;
+  };
+  // Owner 1 caches two blocks first; owner 2 then fills the rest of the pool.
+  const int32_t a1 = named(1, 1), a2 = named(2, 1);
+  for (uint64_t h = 10; h < 14; ++h) named(h, 2);
+  CHECK(pool.owners().at(2).blocks == 4);
+  // Owner 2 is past an equal share (3 of 6): its own least recently released block goes,
+  // though owner 1's are older.
+  CHECK(pool.find(10) >= 0);
+  named(14, 2);
+  CHECK(pool.find(10) == -1);
+  CHECK(pool.find(1) == a1);
+  CHECK(pool.find(2) == a2);
+  named(15, 2);
+  CHECK(pool.find(11) == -1);
+  CHECK(pool.find(1) == a1);
+  // Within their shares, plain LRU decides: owner 1 (2 blocks) taking a third evicts owner 2's
+  // oldest (4 blocks, over), then both hold 3 and the least recently released goes: owner 1's.
+  named(3, 1);
+  CHECK(pool.find(12) == -1);
+  CHECK(pool.owners().at(1).blocks == 3);
+  CHECK(pool.owners().at(2).blocks == 3);
+  named(4, 1);
+  CHECK(pool.find(1) == -1);
+  CHECK(pool.evictions() == 4);
+}
+
 TEST_CASE("a prompt cached in memory gives the cold output and prefills only what is new") {
   for (const char* arch : {"gemma3", "llama", "qwen2"}) {
     INFO(arch);
