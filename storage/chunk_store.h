@@ -7,7 +7,8 @@
 // inserted. open() reconciles rows without files and files without rows, so a kill -9 at
 // any moment leaves a consistent cache. A corrupted, truncated or foreign chunk is
 // detected on load, deleted, and reported as a miss: a damaged cache costs time, never
-// correctness. A full disk or read-only directory stops writing with one log line.
+// correctness. A full disk or read-only directory stops writing with one log line; after a
+// full disk, writing resumes by itself once space is back (StoreOptions::space_recheck).
 //
 // Thread-safety: every member may be called from any thread.
 #pragma once
@@ -96,6 +97,10 @@ struct StoreOptions {
   // rows without files, re-indexing files without rows). Only safe when no other store is
   // writing there: a daemon serving several models reconciles when it opens the first.
   bool reconcile = true;
+  // After a full disk (or quota) stopped writing: how often the writer tries a probe write
+  // of one MiB and, when it succeeds, writes again (one log line each way). A read-only
+  // directory or a permission error stays stopped.
+  std::chrono::milliseconds space_recheck{30000};
 };
 
 struct OwnerTotals {

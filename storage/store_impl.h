@@ -7,6 +7,7 @@
 // load()'s deletion of a damaged file. Order: io_mu before mu.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -76,6 +77,9 @@ class ChunkStore::Impl {
   bool closing = false;  // enqueue() refused from now on
   bool stop = false;     // the writer exits when idle
   bool closed = false;
+  // Writing stopped for a full disk: the writer probes for space again at next_space_check.
+  bool stopped_full = false;
+  std::chrono::steady_clock::time_point next_space_check;
   StoreStats st;  // totals and counters (queue_depth unused)
   std::thread writer;
 
@@ -109,7 +113,13 @@ class ChunkStore::Impl {
   EvictionTarget eviction_target();
   // Deletes victims (files, then rows) until `bytes` are freed; false when none could be.
   bool evict(const std::vector<IndexRow>& victims, uint64_t bytes);
-  void stop_writing(const std::string& reason);
+  // full: the disk (or quota) is full, so writing may resume once space is back.
+  void stop_writing(const std::string& reason, bool full);
+  // io_mu held, writing stopped for a full disk: a probe write; when it succeeds, writing
+  // resumes. Under mu: waits for the writer's next work, or until the next space check
+  // (true: it is time to probe).
+  void try_resume();
+  bool wait_for_work(std::unique_lock<std::mutex>& lk);
   bool ensure_dir(const std::filesystem::path& dir, bool fsync_parent);
   bool fsync_dir(const std::filesystem::path& dir);
 };

@@ -54,7 +54,12 @@ void ChunkStore::Impl::writer_loop() {
     std::optional<ChunkWrite> item;
     {
       std::unique_lock lk(mu);
-      wake.wait(lk, [&] { return stop || !queue.empty() || !touches.empty() || !row_deletes.empty(); });
+      if (wait_for_work(lk)) {
+        lk.unlock();
+        std::lock_guard io(io_mu);
+        try_resume();
+        continue;
+      }
       if (!queue.empty()) {
         item = std::move(queue.front());
         queue.pop_front();
@@ -100,11 +105,45 @@ void ChunkStore::Impl::apply_pending() {
   if (Status s = db->touch(batch); !s) LOG_DEBUG("prompt cache: " + s.error().message);
 }
 
-void ChunkStore::Impl::stop_writing(const std::string& reason) {
+bool ChunkStore::Impl::wait_for_work(std::unique_lock<std::mutex>& lk) {
+  auto ready = [&] { return stop || !queue.empty() || !touches.empty() || !row_deletes.empty(); };
+  if (!stopped_full) {
+    wake.wait(lk, ready);
+    return false;
+  }
+  if (wake.wait_until(lk, next_space_check, ready)) return false;
+  next_space_check = std::chrono::steady_clock::now() + options.space_recheck;
+  return true;
+}
+
+void ChunkStore::Impl::try_resume() {
+  {
+    std::lock_guard lk(mu);
+    if (!stopped_full || closing) return;
+  }
+  const std::string probe = (chunks_dir / ".space-probe.kv.tmp").string();  // a temp name: open() deletes it
+  const int fd = ops->open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const std::vector<uint8_t> zeros(size_t{1} << 20);
+  const bool ok = write_all(*ops, fd, zeros.data(), zeros.size()) && ops->fsync(fd) == 0;
+  ops->close(fd);
+  ops->unlink(probe.c_str());
+  if (!ok) return;
+  std::lock_guard lk(mu);
+  stopped_full = false;
+  st.writing = true;
+  LOG_INFO("prompt cache: space is back in " + options.dir.string() +
+           "; writing again (it stopped: " + st.stopped_reason + ")");
+  st.stopped_reason.clear();
+}
+
+void ChunkStore::Impl::stop_writing(const std::string& reason, bool full) {
   std::lock_guard lk(mu);
   if (!st.writing) return;
   st.writing = false;
   st.stopped_reason = reason;
+  stopped_full = full;
+  next_space_check = std::chrono::steady_clock::now() + options.space_recheck;
   // What is still queued will not be written: count it as dropped.
   st.dropped_writes += queue.size();
   for (const ChunkWrite& c : queue) queued.erase(c.hash);
@@ -144,7 +183,8 @@ void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
   auto fail = [&](const char* step, int err, const std::string* remove) {
     if (remove) ops->unlink(remove->c_str());
     if (stops_writing(err)) {
-      stop_writing(std::string(std::strerror(err)) + " (" + step + " " + final_path + ")");
+      stop_writing(std::string(std::strerror(err)) + " (" + step + " " + final_path + ")",
+                   err == ENOSPC || err == EDQUOT);
     } else {
       std::lock_guard lk(mu);
       ++st.write_errors;
@@ -184,8 +224,8 @@ void ChunkStore::Impl::write_chunk(ChunkWrite& c) {
   if (Status s = db->insert(row); !s) {
     const int code = db->last_error_code();
     ops->unlink(final_path.c_str());
-    if (IndexDb::is_full_code(code)) return stop_writing("index: disk full");
-    if (IndexDb::is_readonly_code(code)) return stop_writing(s.error().message);
+    if (IndexDb::is_full_code(code)) return stop_writing("index: disk full", true);
+    if (IndexDb::is_readonly_code(code)) return stop_writing(s.error().message, false);
     std::lock_guard lk(mu);
     ++st.write_errors;
     LOG_WARN("prompt cache: " + s.error().message + "; chunk dropped");
