@@ -59,17 +59,19 @@ struct GrammarCompiler::Impl {
   // The xgrammar compiler, made on the first compile (sorting the vocabulary takes a while
   // for 150k tokens; models that never see a constrained request never pay it). Its own
   // cache keeps compiled grammars by their source, so an agent's tool list resent every turn
-  // compiles once.
+  // compiles once. It is bounded (least recently used go first): every distinct schema a
+  // client sends would otherwise stay in memory for as long as the model is loaded.
   xgrammar::GrammarCompiler& compiler() {
     std::call_once(once, [this] {
       xgrammar::TokenizerInfo info(vocab, xgrammar::VocabType::RAW, n_vocab, stop_ids);
-      xg.emplace(info, compile_threads(), /*cache_enabled=*/true);
+      xg.emplace(info, compile_threads(), /*cache_enabled=*/true, kCacheBytes);
       vocab.clear();
       vocab.shrink_to_fit();
     });
     return *xg;
   }
 
+  static constexpr int64_t kCacheBytes = int64_t{256} << 20;
   std::vector<std::string> vocab;
   int32_t n_vocab;
   std::vector<int32_t> stop_ids;
