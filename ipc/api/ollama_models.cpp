@@ -118,7 +118,8 @@ std::variant<HostedModel, ApiError> named_hosted(const ModelHost& host, const js
 // model's default system prompt is the template's else branch.
 std::string go_template(const ChatTemplate& t) {
   switch (t.family) {
-    case ChatFamily::ChatML: {
+    case ChatFamily::ChatML:
+    case ChatFamily::Qwen3: {  // Qwen3: no default system prompt; the reasoning is the model's
       std::string s = "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n";
       if (!t.default_system.empty()) s += "{{ else }}<|im_start|>system\n" + t.default_system + "<|im_end|>\n";
       return s +
