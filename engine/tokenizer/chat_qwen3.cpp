@@ -70,8 +70,7 @@ size_t last_query_index(const std::vector<ChatMessage>& messages) {
   return messages.empty() ? 0 : messages.size() - 1;
 }
 
-Status assistant_turn(std::vector<ChatSegment>& out, const ChatMessage& m, size_t i, bool keep_reasoning,
-                      bool last) {
+Status assistant_turn(std::vector<ChatSegment>& out, const ChatMessage& m, size_t i, bool keep_reasoning, bool last) {
   std::string_view content = m.content, reasoning;
   if (m.reasoning_content) {
     reasoning = *m.reasoning_content;
