@@ -28,9 +28,7 @@ ChatTemplate qwen3() {
 
 struct Said {
   std::string reasoning, content, calls;  // calls: "name(arguments);" each
-  bool operator==(const Said& o) const {
-    return reasoning == o.reasoning && content == o.content && calls == o.calls;
-  }
+  bool operator==(const Said& o) const { return reasoning == o.reasoning && content == o.content && calls == o.calls; }
 };
 
 std::ostream& operator<<(std::ostream& os, const Said& s) {
@@ -117,10 +115,11 @@ TEST_CASE("a tool call after a reasoning block is a call, cut at any byte") {
                 "{\"city\": \"Lyon\"}}\n</tool_call>",
                 {"I need the tool.", "", "get_weather({\"city\": \"Lyon\"});"});
   // A call written inside the reasoning is reasoning: the model is thinking about it.
-  check_any_cut(with_weather_tool(),
-                "<think>\nMaybe <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\n</think>\n\n"
-                "Let me check.",
-                {"Maybe <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", "Let me check.", ""});
+  check_any_cut(
+      with_weather_tool(),
+      "<think>\nMaybe <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\n</think>\n\n"
+      "Let me check.",
+      {"Maybe <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", "Let me check.", ""});
 }
 
 TEST_CASE("completions and templates without a reasoning block leave <think> in the content") {
@@ -186,7 +185,8 @@ TEST_CASE("chat_template_kwargs.enable_thinking and reasoning_content are read a
   CHECK(r.messages[2].reasoning_content == std::optional<std::string>("Only thought."));
   CHECK_FALSE(r.messages[0].reasoning_content.has_value());
 
-  auto absent = parse_openai_request(Endpoint::Chat, nlohmann::json::parse(R"({"messages":[{"role":"user","content":"x"}]})"), "m");
+  auto absent = parse_openai_request(Endpoint::Chat,
+                                     nlohmann::json::parse(R"({"messages":[{"role":"user","content":"x"}]})"), "m");
   REQUIRE(std::holds_alternative<OpenAiRequest>(absent));
   CHECK(std::get<OpenAiRequest>(absent).chat_options.enable_thinking);
 

@@ -1,10 +1,10 @@
 // The reasoning block of a thinking model's answer (Qwen3's <think>...</think>) comes out as
 // reasoning, never as content, however the text is cut into pieces.
+#include "engine/tokenizer/reasoning.h"
+
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include "engine/tokenizer/reasoning.h"
 
 namespace {
 
