@@ -112,14 +112,20 @@ TEST_CASE("a synthetic Qwen3 model serves chat with its own template, thinking o
 
   const json on = s.post("/v1/chat/completions", {{"messages", question}, {"max_tokens", 3}, {"temperature", 0}});
   const json off = s.post("/v1/chat/completions", {{"messages", question},
-                                                    {"max_tokens", 3},
-                                                    {"temperature", 0},
-                                                    {"chat_template_kwargs", {{"enable_thinking", false}}}});
+                                                   {"max_tokens", 3},
+                                                   {"temperature", 0},
+                                                   {"chat_template_kwargs", {{"enable_thinking", false}}}});
   const std::vector<ChatMessage> q{{"user", "What is 2+2?"}};
   CHECK(on.at("usage").at("prompt_tokens") == s.prompt_tokens(q, true));
   CHECK(off.at("usage").at("prompt_tokens") == s.prompt_tokens(q, false));
   CHECK(off.at("usage").at("prompt_tokens").get<size_t>() > on.at("usage").at("prompt_tokens").get<size_t>());
   CHECK(on.at("choices")[0].at("message").at("content").is_string());
+
+  // A grammar that holds the answer from its first token leaves no room to think.
+  const json format =
+      s.post("/v1/chat/completions",
+             {{"messages", question}, {"max_tokens", 2}, {"response_format", {{"type", "json_object"}}}});
+  CHECK(format.at("usage").at("prompt_tokens") == s.prompt_tokens(q, false));
 
   // An earlier turn's reasoning, sent back either way, is not in the prompt.
   json history = question;
@@ -134,13 +140,14 @@ TEST_CASE("a synthetic Qwen3 model serves chat with its own template, thinking o
   }
 
   // Ollama's think false is the template's enable_thinking false; Anthropic's thinking too.
-  const json ollama = s.post("/api/chat", {{"messages", question}, {"think", false}, {"stream", false},
-                                           {"options", {{"num_predict", 2}}}});
+  const json ollama = s.post(
+      "/api/chat", {{"messages", question}, {"think", false}, {"stream", false}, {"options", {{"num_predict", 2}}}});
   CHECK(ollama.at("prompt_eval_count") == s.prompt_tokens(q, false));
   const json claude = s.post("/v1/messages", {{"model", "synthetic-qwen3"},
                                               {"messages", question},
                                               {"max_tokens", 2},
                                               {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}});
-  CHECK(claude.at("usage").at("input_tokens").get<size_t>() + claude.at("usage").at("cache_read_input_tokens").get<size_t>() ==
+  CHECK(claude.at("usage").at("input_tokens").get<size_t>() +
+            claude.at("usage").at("cache_read_input_tokens").get<size_t>() ==
         s.prompt_tokens(q, true));
 }
