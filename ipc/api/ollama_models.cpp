@@ -245,6 +245,7 @@ RouteResult ollama_show(const Call& call) {
   }
   json caps = json::array({"completion"});
   if (tmpl && ollama_model_calls_tools(*tmpl)) caps.push_back("tools");
+  if (tmpl && chat_family_thinks(tmpl->family)) caps.push_back("thinking");  // as Ollama lists it
   const std::string go = tmpl ? go_template(*tmpl) : "";
   std::string parameters, modelfile = "# Modelfile of a hearth model\nFROM " + h.path + "\n";
   if (!go.empty()) modelfile += "TEMPLATE \"\"\"" + go + "\"\"\"\n";

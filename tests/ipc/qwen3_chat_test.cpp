@@ -62,6 +62,9 @@ struct Qwen3Server {
     model = std::move(*Model::load(file, *backend));
     tokenizer = std::move(*Tokenizer::from_gguf(*file));
     info.id = "synthetic-qwen3";
+    info.path = dir.file("synthetic-qwen3.gguf");  // for /api/show, which reads the file
+    std::ofstream(info.path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     info.arch = "qwen3";
     info.backend = "cpu";
     info.n_ctx = 512;
@@ -150,4 +153,10 @@ TEST_CASE("a synthetic Qwen3 model serves chat with its own template, thinking o
   CHECK(claude.at("usage").at("input_tokens").get<size_t>() +
             claude.at("usage").at("cache_read_input_tokens").get<size_t>() ==
         s.prompt_tokens(q, true));
+}
+
+TEST_CASE("Ollama's /api/show lists thinking among a Qwen3 model's capabilities") {
+  Qwen3Server s;
+  const json show = s.post("/api/show", {{"model", "synthetic-qwen3"}});
+  CHECK(show.at("capabilities") == json::array({"completion", "tools", "thinking"}));
 }
