@@ -444,7 +444,7 @@ TEST_CASE("A streamed tool call is a tool_use block whose input comes in input_j
   CHECK(events[11].second.at("delta").at("stop_reason") == "tool_use");
 }
 
-TEST_CASE("thinking enabled or adaptive asks the template to think; absent or disabled, not") {
+TEST_CASE("thinking enabled or adaptive asks the template to think, absent or disabled does not") {
   const std::string m = R"([{"role":"user","content":"x"}])";
   CHECK_FALSE(parsed(body_with(m)).chat_options.enable_thinking);
   CHECK_FALSE(parsed(body_with(m, R"({"thinking":{"type":"disabled"}})")).chat_options.enable_thinking);
