@@ -84,7 +84,7 @@ const std::vector<Spec>& specs() {
       {"chat-template", Kind::Choice,
        "turn format for chat requests when the model's own template is not one hearth recognises "
        "(default: read from the model)",
-       0, 0, {"chatml", "gemma", "llama3"}, [](C& c, const Value& v) { c.chat_template = str(v); }},
+       0, 0, {"chatml", "gemma", "llama3", "qwen3"}, [](C& c, const Value& v) { c.chat_template = str(v); }},
       {"socket", Kind::String,
        "Unix socket path (default: $XDG_RUNTIME_DIR/hearth/hearth.sock; as root /run/hearth/hearth.sock)",
        0, 0, {}, [](C& c, const Value& v) { c.socket = str(v); }},

@@ -28,7 +28,7 @@ struct LoadedEngine {
 
 // model_arg: a catalog name, a file name or a path (engine/model/model_path.h);
 // backend: the backend and device (devices.h); chat_template: "" = the model's own
-// (an unrecognised one is an error naming the override), else chatml|gemma|llama3.
+// (an unrecognised one is an error naming the override), else chatml|gemma|llama3|qwen3.
 // Errors name the file and what failed.
 Result<LoadedEngine> load_engine(const std::string& model_arg, const BackendChoice& backend,
                                  const std::string& chat_template = "");

@@ -65,10 +65,14 @@ PrepareStep grammar_step(const ApiRequest& request, const ChatTemplate& tmpl,
 }
 
 EventStream event_stream(const ApiRequest& request, const ChatTemplate& tmpl) {
-  if (!calls_tools(request)) return EventStream();
-  std::vector<std::string> names;
-  for (const Tool& t : request.tools) names.push_back(t.name);
-  return EventStream(call_forms(tmpl, /*lenient=*/true), std::move(names));
+  EventStream events;
+  if (calls_tools(request)) {
+    std::vector<std::string> names;
+    for (const Tool& t : request.tools) names.push_back(t.name);
+    events = EventStream(call_forms(tmpl, /*lenient=*/true), std::move(names));
+  }
+  if (request.chat && chat_family_thinks(tmpl.family)) events.split_reasoning();
+  return events;
 }
 
 }  // namespace hearth::ipc

@@ -40,7 +40,8 @@ std::optional<ApiError> check_constraints(const ApiRequest& request);
 PrepareStep grammar_step(const ApiRequest& request, const ChatTemplate& tmpl,
                          std::shared_ptr<GrammarCompiler> compiler);
 
-// The events the answer's text is read into: calls split out when the model calls tools.
+// The events the answer's text is read into: calls split out when the model calls tools, the
+// reasoning block out of a chat answer when the model's template has one.
 EventStream event_stream(const ApiRequest& request, const ChatTemplate& tmpl);
 
 }  // namespace hearth::ipc

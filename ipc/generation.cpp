@@ -21,6 +21,10 @@ EventStream::~EventStream() = default;
 EventStream::EventStream(EventStream&&) noexcept = default;
 EventStream& EventStream::operator=(EventStream&&) noexcept = default;
 
+void EventStream::split_reasoning(bool inside) {
+  reasoning_ = std::make_unique<ReasoningSplitter>(inside);
+}
+
 namespace {
 
 bool all_space(std::string_view s) {
@@ -69,13 +73,36 @@ void EventStream::parsed(std::vector<ToolCallParser::Event> events, std::vector<
   }
 }
 
-void EventStream::text(std::string text, std::vector<TokenLogprob> logprobs, std::vector<ApiEvent>& out) {
-  held_logprobs_.insert(held_logprobs_.end(), std::make_move_iterator(logprobs.begin()),
-                        std::make_move_iterator(logprobs.end()));
+void EventStream::answer(std::string text, std::vector<ApiEvent>& out) {
   if (parser_) {
     parsed(parser_->feed(text), out);
   } else {
     content(std::move(text), out);
+  }
+}
+
+void EventStream::split(std::vector<ReasoningSplitter::Piece> pieces, std::vector<ApiEvent>& out) {
+  for (ReasoningSplitter::Piece& p : pieces) {
+    if (!p.reasoning) {
+      answer(std::move(p.text), out);
+      continue;
+    }
+    ApiEvent ev;
+    ev.kind = ApiEvent::Kind::Reasoning;
+    ev.text = std::move(p.text);
+    ev.logprobs = std::move(held_logprobs_);
+    held_logprobs_.clear();
+    out.push_back(std::move(ev));
+  }
+}
+
+void EventStream::text(std::string text, std::vector<TokenLogprob> logprobs, std::vector<ApiEvent>& out) {
+  held_logprobs_.insert(held_logprobs_.end(), std::make_move_iterator(logprobs.begin()),
+                        std::make_move_iterator(logprobs.end()));
+  if (reasoning_) {
+    split(reasoning_->feed(text), out);
+  } else {
+    answer(std::move(text), out);
   }
 }
 
@@ -86,6 +113,7 @@ std::vector<ApiEvent> EventStream::feed(RequestEvent ev) {
       text(std::move(ev.text), std::move(ev.logprobs), out);
       return out;
     case RequestEvent::Kind::Finished: {
+      if (reasoning_) split(reasoning_->finish(), out);
       if (parser_) parsed(parser_->finish(/*cut_short=*/ev.finish_reason != "stop"), out);
       if (!held_space_.empty() && call_ids_.empty()) {  // an answer that is only whitespace
         ApiEvent space;
@@ -117,7 +145,8 @@ std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& req
   GenerationRequest gen;
   const char* param = request.chat ? "messages" : "prompt";
   if (request.chat) {
-    Result<std::vector<ChatSegment>> segments = render_chat(chat_template, request.messages, true, request.tools);
+    Result<std::vector<ChatSegment>> segments =
+        render_chat(chat_template, request.messages, true, request.tools, request.chat_options);
     if (!segments.ok()) return bad_request(segments.error().message, request.tools.empty() ? "messages" : "tools");
     gen.prompt = tokenizer.encode_segments(*segments);
   } else {

@@ -19,6 +19,7 @@
 #include "engine/sampling/params.h"
 #include "engine/scheduler/request.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/reasoning.h"
 #include "engine/tokenizer/tool_calls.h"
 #include "ipc/errors.h"
 #include "ipc/http_types.h"
@@ -50,6 +51,7 @@ enum class ToolChoice {
 struct ApiRequest {
   bool chat = true;                   // messages, rendered with the model's template; else prompt
   std::vector<ChatMessage> messages;  // chat
+  ChatOptions chat_options;           // chat: what the template takes besides the messages
   std::string prompt;                 // not chat: the text as given (BOS added)
   // Not chat: special-token text in the prompt becomes its token ("<|im_start|>"), as when the
   // client wrote the template itself (Ollama's raw mode); else it is plain text.
@@ -74,12 +76,14 @@ struct ApiRequest {
 
 // One thing the answer says, in order. Exactly one Done or Error ends the stream. A tool call
 // is CallBegin, its arguments' JSON text in CallArguments pieces, CallEnd; calls do not
-// interleave.
+// interleave. Reasoning (a thinking model's block, reasoning.h) comes before any Text or call.
 struct ApiEvent {
-  enum class Kind { Text, CallBegin, CallArguments, CallEnd, Done, Error };
+  enum class Kind { Text, Reasoning, CallBegin, CallArguments, CallEnd, Done, Error };
   Kind kind = Kind::Text;
-  std::string text;                    // Text: a piece of valid UTF-8 content; CallArguments: a piece of the JSON
-  std::vector<TokenLogprob> logprobs;  // Text: the tokens this text came from, when asked for
+  // Text: a piece of valid UTF-8 content; Reasoning: a piece of the reasoning; CallArguments:
+  // a piece of the JSON.
+  std::string text;
+  std::vector<TokenLogprob> logprobs;  // Text, Reasoning: the tokens this text came from, when asked for
   int32_t call_index = 0;              // Call*: which call of the answer (0, 1, ...)
   std::string call_id;                 // CallBegin: "call_..."
   std::string call_name;               // CallBegin: the function's name
@@ -93,12 +97,17 @@ struct ApiEvent {
 // Turns the engine's events for one request into ApiEvents. With tools offered, the text
 // goes through a ToolCallParser: calls come out as CallBegin / CallArguments / CallEnd (ids
 // "call_..."), the rest as Text; whitespace alone next to a call is layout, not content.
-// A Text event's logprobs go with the first Text it yields (or the next one).
+// A Text event's logprobs go with the first Text or Reasoning it yields (or the next one).
+// With split_reasoning(), a reasoning block at the start of the answer comes out as
+// Reasoning events and only the text after it is content (and read for calls).
 class EventStream {
  public:
   EventStream();
   // Calls written in one of forms, naming one of names, are split out of the text.
   EventStream(std::vector<CallForm> forms, std::vector<std::string> names);
+  // The answer may open with a reasoning block (chat_family_thinks); `inside`: the prompt
+  // opened it already.
+  void split_reasoning(bool inside = false);
   ~EventStream();
   EventStream(EventStream&&) noexcept;
   EventStream& operator=(EventStream&&) noexcept;
@@ -109,9 +118,12 @@ class EventStream {
   void text(std::string text, std::vector<TokenLogprob> logprobs, std::vector<ApiEvent>& out);
   void parsed(std::vector<ToolCallParser::Event> events, std::vector<ApiEvent>& out);
   void content(std::string text, std::vector<ApiEvent>& out);
+  void answer(std::string text, std::vector<ApiEvent>& out);  // content, through the parser when there is one
+  void split(std::vector<ReasoningSplitter::Piece> pieces, std::vector<ApiEvent>& out);
 
-  std::unique_ptr<ToolCallParser> parser_;  // null: no tools, text is text
-  std::string held_space_;                  // whitespace-only content, kept back in case a call follows
+  std::unique_ptr<ReasoningSplitter> reasoning_;  // null: no reasoning block to split out
+  std::unique_ptr<ToolCallParser> parser_;        // null: no tools, text is text
+  std::string held_space_;                        // whitespace-only content, kept back in case a call follows
   std::vector<TokenLogprob> held_logprobs_;
   std::vector<std::string> call_ids_;  // by call index
 };

@@ -9,12 +9,30 @@
 
 namespace hearth::ipc {
 
+namespace {
+
+// Whether a grammar holds the answer from its first token (a response format, tool_choice
+// required or a named tool): it leaves no room for a reasoning block, so a thinking template
+// is asked not to think, as its own enable_thinking false does.
+bool constrained_from_start(const ApiRequest& request) {
+  if (calls_tools(request))
+    return request.tool_choice == ToolChoice::Required || request.tool_choice == ToolChoice::Named;
+  return request.response_format.kind != ResponseFormat::Kind::Text;
+}
+
+}  // namespace
+
 std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
                                                std::unique_ptr<ResponseWriter> writer, std::string log_id) {
   const EngineRef& engine = *call.engine;
   if (std::optional<ApiError> e = check_constraints(request)) return *e;
+  std::optional<ApiRequest> unthinking;
+  if (request.chat_options.enable_thinking && constrained_from_start(request)) {
+    unthinking = request;
+    unthinking->chat_options.enable_thinking = false;
+  }
   std::variant<GenerationRequest, ApiError> gen =
-      build_generation(request, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
+      build_generation(unthinking ? *unthinking : request, *engine.tokenizer, engine.model.chat_template, engine.n_ctx);
   if (auto* e = std::get_if<ApiError>(&gen)) return *e;
   GenerationJob job;
   job.engine = call.engine;

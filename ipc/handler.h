@@ -68,7 +68,9 @@ using Handler = RouteResult (*)(const Call& call);
 HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape = ErrorShape::OpenAi);
 
 // The job for request on the call's model, in the caller's cache scope; the error when the
-// prompt cannot be built (build_generation).
+// prompt cannot be built (build_generation). A request whose grammar holds the answer from
+// its first token (a response format, tool_choice required or named) is rendered with
+// enable_thinking false: a reasoning block could not be written.
 std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
                                                std::unique_ptr<ResponseWriter> writer, std::string log_id);
 

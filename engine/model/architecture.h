@@ -50,9 +50,11 @@ Result<const Architecture*> read_model_config(const gguf::File& f, ModelConfig& 
 const Architecture& gemma3_architecture();
 const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();
+const Architecture& qwen3_architecture();
 
-// The Llama block, shared by the architectures built on it (llama, qwen2): RMSNorm ->
-// Q, K, V (+ biases when the layer has them) -> RoPE (c.rope_layout, c.rope_base) ->
+// The Llama block, shared by the architectures built on it (llama, qwen2, qwen3): RMSNorm ->
+// Q, K, V (+ biases when the layer has them) -> per-head RMSNorm of Q and K (when the
+// layer has q_norm and k_norm) -> RoPE (c.rope_layout, c.rope_base) ->
 // attention -> output projection -> residual add -> RMSNorm -> SiLU(gate) x up -> down ->
 // residual add.
 void build_llama_block(Graph& g, const ModelConfig& c, const LayerWeights& w, const BatchLayout& b,

@@ -50,6 +50,10 @@ void build_llama_block(Graph& g, const ModelConfig& c, const LayerWeights& w, co
     add_row(g, k, k, w.bk);
     add_row(g, v, v, w.bv);
   }
+  if (w.q_norm.valid()) {  // qwen3: per head, the weights are head_dim long
+    rms_norm(g, q, q, w.q_norm, c.rms_eps);
+    rms_norm(g, k, k, w.k_norm, c.rms_eps);
+  }
   rope(g, q, b.positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
   rope(g, k, b.positions, c.head_dim, c.n_rot, c.rope_layout, c.rope_base, c.rope_pos_scale);
   store_kv(g, k, v, k_cache, v_cache, b.new_slots);

@@ -160,6 +160,7 @@ const Architecture* find_architecture(const std::string& name) {
   if (name == "gemma3") return &gemma3_architecture();
   if (name == "llama") return &llama_architecture();
   if (name == "qwen2") return &qwen2_architecture();
+  if (name == "qwen3") return &qwen3_architecture();
   return nullptr;
 }
 
@@ -171,7 +172,7 @@ Result<const Architecture*> read_model_config(const gguf::File& f, ModelConfig& 
   c.arch = std::string(*arch);
   const Architecture* a = find_architecture(c.arch);
   if (a == nullptr)
-    return make_error("model: architecture '" + c.arch + "' is not supported (supported: gemma3, llama, qwen2)");
+    return make_error("model: architecture '" + c.arch + "' is not supported (supported: gemma3, llama, qwen2, qwen3)");
   Result<std::string_view> name = f.get_string("general.name");
   c.name = name ? std::string(*name) : std::filesystem::path(f.path()).stem().string();
   if (Status s = a->read_config(f, c); !s) return s.error();

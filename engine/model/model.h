@@ -1,6 +1,6 @@
 // A loaded model: its hyper-parameters (from GGUF metadata), its weights resident on a
 // backend, and the recipe that records a forward pass. One file per architecture
-// (gemma3.cpp, llama.cpp, qwen2.cpp) implements Architecture; nothing here contains device code.
+// (gemma3.cpp, llama.cpp, qwen2.cpp, qwen3.cpp) implements Architecture; nothing here contains device code.
 #pragma once
 
 #include <memory>
@@ -14,7 +14,7 @@
 namespace hearth {
 
 struct ModelConfig {
-  std::string arch;  // general.architecture: "gemma3", "llama", "qwen2"
+  std::string arch;  // general.architecture: "gemma3", "llama", "qwen2", "qwen3"
   std::string name;  // general.name, or the file name
   int32_t n_layer = 0;
   int32_t n_embd = 0;     // width of the residual stream
@@ -55,7 +55,7 @@ struct LayerWeights {
   Tensor attn_norm;         // [1, n_embd] F32
   Tensor wq, wk, wv;        // [q_dim | kv_dim rows, n_embd]
   Tensor bq, bk, bv;        // [1, q_dim | kv_dim] F32, added after wq/wk/wv (qwen2; optional in llama)
-  Tensor q_norm, k_norm;    // [1, head_dim] (gemma3)
+  Tensor q_norm, k_norm;    // [1, head_dim] (gemma3, qwen3)
   Tensor wo;                // [n_embd rows, q_dim]
   Tensor post_attn_norm;    // [1, n_embd] (gemma3)
   Tensor ffn_norm;          // [1, n_embd]

@@ -1,5 +1,5 @@
 // Pieces the per-template renderers share, and the renderers of the templates with a tool
-// syntax (chat_hermes.cpp, chat_llama31.cpp). Internal to engine/tokenizer; render_chat
+// syntax (chat_hermes.cpp, chat_llama31.cpp, chat_qwen3.cpp). Internal to engine/tokenizer; render_chat
 // (chat_template.h) is the way in, and its comment is the specification.
 #pragma once
 
@@ -27,6 +27,8 @@ Result<std::string> arguments_json(const ToolCall& call, size_t message_index);
 Result<std::vector<ChatSegment>> render_hermes(const std::string& default_system,
                                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                                const std::vector<Tool>& tools);
+Result<std::vector<ChatSegment>> render_qwen3(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                              const std::vector<Tool>& tools, bool enable_thinking);
 Result<std::vector<ChatSegment>> render_llama31(const std::string& date_string,
                                                 const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                                 const std::vector<Tool>& tools);

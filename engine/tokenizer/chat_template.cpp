@@ -10,7 +10,7 @@ using tok::check_role;
 using tok::trim;
 
 constexpr const char* kOverrideHint =
-    "name the model's turn format with --chat-template chatml|gemma|llama3 "
+    "name the model's turn format with --chat-template chatml|gemma|llama3|qwen3 "
     "(HEARTH_CHAT_TEMPLATE, chat_template in hearthd.toml)";
 
 // The value of the Jinja string literal opening at src[q] (' or "), with Jinja's escapes
@@ -210,8 +210,14 @@ const char* chat_family_name(ChatFamily f) {
       return "chatml";
     case ChatFamily::Llama3:
       return "llama-3";
+    case ChatFamily::Qwen3:
+      return "qwen3";
   }
   return "?";
+}
+
+bool chat_family_thinks(ChatFamily f) {
+  return f == ChatFamily::Qwen3;
 }
 
 Result<ChatTemplate> detect_chat_template(std::string_view src) {
@@ -226,6 +232,10 @@ Result<ChatTemplate> detect_chat_template(std::string_view src) {
       t.tool_syntax = ToolSyntax::Llama31;
       t.date_string = llama31_date_string(src);
     }
+  } else if (src.find("<|im_start|>") != std::string_view::npos && src.find("<think>") != std::string_view::npos &&
+             src.find("enable_thinking") != std::string_view::npos) {
+    t.family = ChatFamily::Qwen3;  // writes its own turns, default system prompt none
+    t.tool_syntax = ToolSyntax::Hermes;
   } else if (src.find("<|im_start|>") != std::string_view::npos) {
     t.family = ChatFamily::ChatML;
     t.default_system = chatml_default_system(src);
@@ -262,9 +272,15 @@ Result<ChatTemplate> chat_template_from_gguf(const gguf::File& f) {
 
 Result<ChatTemplate> chat_template_from_name(std::string_view name) {
   if (name == "chatml") return ChatTemplate(ChatFamily::ChatML);
+  if (name == "qwen3") {  // a name that says which model family, tool prompts included
+    ChatTemplate t(ChatFamily::Qwen3);
+    t.tool_syntax = ToolSyntax::Hermes;
+    return t;
+  }
   if (name == "gemma") return ChatTemplate(ChatFamily::Gemma);
   if (name == "llama3" || name == "llama-3") return ChatTemplate(ChatFamily::Llama3);
-  return make_error("unknown chat template '" + std::string(name) + "'; --chat-template takes chatml, gemma or llama3");
+  return make_error("unknown chat template '" + std::string(name) +
+                    "'; --chat-template takes chatml, gemma, llama3 or qwen3");
 }
 
 Result<ChatTemplate> chat_template_for_model(const gguf::File& f, std::string_view name) {
@@ -284,7 +300,10 @@ ChatMessage message_from_parts(std::string role, std::vector<std::string> parts)
 }
 
 Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                             bool add_generation_prompt, const std::vector<Tool>& tools) {
+                                             bool add_generation_prompt, const std::vector<Tool>& tools,
+                                             const ChatOptions& options) {
+  if (tmpl.family == ChatFamily::Qwen3)
+    return tok::render_qwen3(messages, add_generation_prompt, tools, options.enable_thinking);
   if (tmpl.tool_syntax == ToolSyntax::Hermes && tmpl.family == ChatFamily::ChatML) {
     return tok::render_hermes(tmpl.default_system, messages, add_generation_prompt, tools);
   }
@@ -302,6 +321,8 @@ Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl, const std
       return render_chatml(tmpl.default_system, messages, add_generation_prompt);
     case ChatFamily::Llama3:
       return render_llama3(messages, add_generation_prompt);
+    case ChatFamily::Qwen3:
+      break;  // rendered above
   }
   return make_error("unknown chat family");
 }

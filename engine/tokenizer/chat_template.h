@@ -5,6 +5,7 @@
 // what users (or tools) wrote.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,9 +18,14 @@ namespace gguf {
 class File;
 }
 
-enum class ChatFamily { Gemma, ChatML, Llama3 };
+// Qwen3: ChatML with a reasoning block, <think>...</think> (see render_chat).
+enum class ChatFamily { Gemma, ChatML, Llama3, Qwen3 };
 
-const char* chat_family_name(ChatFamily f);  // "gemma", "chatml", "llama-3"
+const char* chat_family_name(ChatFamily f);  // "gemma", "chatml", "llama-3", "qwen3"
+
+// Whether the family's model writes its reasoning in a <think>...</think> block at the start
+// of its answer (reasoning.h splits it out).
+bool chat_family_thinks(ChatFamily f);
 
 // How a template writes tools, calls and their results (see render_chat).
 //  None:    it has no words for them (SmolLM2, Gemma 3, plain Llama 3): tools are an error.
@@ -43,7 +49,7 @@ struct ChatTemplate {
   // is not a system message (Qwen2.5: "You are Qwen, created by Alibaba Cloud. ...";
   // SmolLM2: "You are a helpful AI assistant named SmolLM, ..."). Empty: none is written.
   std::string default_system;
-  // Hermes needs family ChatML, Llama31 family Llama3.
+  // Hermes needs family ChatML or Qwen3, Llama31 family Llama3.
   ToolSyntax tool_syntax = ToolSyntax::None;
   // Llama31 only: the date written after "Today Date: ", the template's own default (its
   // `set date_string = "..."`; "26 Jul 2024" in Llama 3.1's). A template that would write
@@ -53,21 +59,24 @@ struct ChatTemplate {
 };
 
 // Recognises a family by the special tokens its Jinja source writes: <start_of_turn> (Gemma),
-// <|im_start|> (ChatML), <|start_header_id|> (Llama 3). Anything else is an error that names
+// <|im_start|> (ChatML; Qwen3 when it also writes <think> and reads enable_thinking),
+// <|start_header_id|> (Llama 3). Anything else is an error that names
 // the --chat-template override. For ChatML, a string literal of the form
 // '<|im_start|>system\n{TEXT}<|im_end|>' in the source gives default_system = TEXT.
-// The tool syntax, likewise from the source: Hermes for ChatML that writes <tool_call>;
+// The tool syntax, likewise from the source: Hermes for ChatML that writes <tool_call> (Qwen3
+// always: its template does);
 // Llama31 for Llama 3 that writes "Cutting Knowledge Date", "Environment: ipython" or
 // <|python_tag|>; None otherwise.
 Result<ChatTemplate> detect_chat_template(std::string_view jinja_source);
 // From the model's tokenizer.chat_template; when the key is absent, Gemma for the Gemma
 // architectures and an error (naming the override) otherwise.
 Result<ChatTemplate> chat_template_from_gguf(const gguf::File& f);
-// The --chat-template override: "chatml", "gemma" or "llama3" ("llama-3" too); no default
+// The --chat-template override: "chatml", "gemma", "llama3" ("llama-3" too) or "qwen3"; no default
 // system prompt, and no tool syntax: the override is for files whose template hearth cannot
 // read, so nothing says the model was trained on Qwen's or Llama 3.1's tool prompts, and a
 // request with tools gets an error rather than a prompt the model may not understand.
-// Anything else is an error listing the three.
+// "qwen3" names one model family, so it brings Qwen3's whole template, tools included.
+// Anything else is an error listing the four.
 Result<ChatTemplate> chat_template_from_name(std::string_view name);
 // The override when `name` is not empty, else what the file's template says.
 Result<ChatTemplate> chat_template_for_model(const gguf::File& f, std::string_view name);
@@ -105,6 +114,17 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls;  // assistant: the calls it made (content may be empty)
   std::string tool_call_id;          // tool: the call this message answers
   std::string name;                  // tool: the function's name, when the client gave it
+  // assistant: the reasoning that came with its answer (OpenAI-compatible servers' field),
+  // when the client sent it back; nullopt when absent or null (Qwen3's template then looks
+  // for a <think> block in content).
+  std::optional<std::string> reasoning_content;
+};
+
+// What a template takes besides the messages (llama-server's chat_template_kwargs).
+struct ChatOptions {
+  // Qwen3: false writes an empty reasoning block after the generation prompt, so the model
+  // answers without thinking. Other families ignore it.
+  bool enable_thinking = true;
 };
 
 // A message whose content was given as text parts: content = the non-empty-prefixed parts
@@ -129,6 +149,19 @@ struct ChatSegment {
 //          <|im_start|>{role}\n{content}<|im_end|>\n ... [<|im_start|>assistant\n]
 //  Llama3: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}
 //          <|eot_id|> ... [<|start_header_id|>assistant<|end_header_id|>\n\n]
+//  Qwen3:  ChatML without a default system turn, tools and calls as Hermes below but for:
+//          with tools, the system turn is <|im_start|>system\n[{system content}\n\n]# Tools...
+//          (no "\n\n" before "# Tools" without a system message); a system message after the
+//          first is a turn of its own. An assistant turn's reasoning is its reasoning_content,
+//          else the text of its content before the first </think> (after the last <think>
+//          there, '\n's stripped), and its content the text after the last </think>
+//          ('\n's lstripped). Assistant turns after the last user query (a user message that
+//          is not wholly <tool_response>...</tool_response>) are written
+//          <|im_start|>assistant\n<think>\n{reasoning, '\n's stripped}\n</think>\n\n{content}
+//          when they have reasoning or are the last message; every other assistant turn as
+//          <|im_start|>assistant\n{content} (earlier reasoning dropped). Calls follow the
+//          content, '\n' between (none before the first when content is empty). Generation
+//          prompt: <|im_start|>assistant\n, plus <think>\n\n</think>\n\n without thinking.
 // Unknown roles and (Gemma) broken alternation are errors.
 //
 // Tools (a non-empty `tools`), assistant messages with tool_calls and "tool" messages are
@@ -165,7 +198,8 @@ struct ChatSegment {
 //    other messages as Llama3 above.
 // Tool JSON, function names, arguments and results are content segments, never markup.
 Result<std::vector<ChatSegment>> render_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                             bool add_generation_prompt, const std::vector<Tool>& tools = {});
+                                             bool add_generation_prompt, const std::vector<Tool>& tools = {},
+                                             const ChatOptions& options = {});
 
 // The segments joined, for logs and tests.
 std::string join_segments(const std::vector<ChatSegment>& segments);

@@ -41,6 +41,11 @@ std::variant<ApiRequest, HttpResponse> parse(const Call& call, AnthropicPurpose 
   }
   std::variant<ApiRequest, ApiError> parsed = parse_anthropic_request(call.body, purpose);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
+  if (std::get<ApiRequest>(parsed).chat_options.enable_thinking && !chat_family_thinks(model.chat_template.family)) {
+    return refuse(bad_request("'thinking': extended thinking is not supported by '" + model.id +
+                                  "': its chat template has no reasoning block; send the request without it",
+                              "thinking", "unsupported_value"));
+  }
   if (std::optional<ApiError> e = tool_use_unavailable(std::get<ApiRequest>(parsed))) return refuse(*e);
   return std::move(std::get<ApiRequest>(parsed));
 }

@@ -375,8 +375,11 @@ bool read_stop_sequences(FieldReader& r, std::vector<std::string>* out) {
   return true;
 }
 
-// thinking: {"type": "disabled"} is what hearth does anyway; asking for it is refused.
-bool read_thinking(FieldReader& r) {
+// thinking: as Anthropic's models, a model thinks only when asked (enabled or adaptive:
+// the template's enable_thinking; budget_tokens is not enforced); absent or disabled, it
+// answers at once. Whether the model can think at all is the route's to check.
+bool read_thinking(FieldReader& r, ChatOptions* out) {
+  out->enable_thinking = false;
   const json* thinking = r.get("thinking");
   if (thinking == nullptr) return true;
   if (!thinking->is_object()) return r.fail_type("thinking", "an object", *thinking);
@@ -384,10 +387,8 @@ bool read_thinking(FieldReader& r) {
   if (!block_string(r, *thinking, "type", "thinking", &type)) return false;
   if (type == "disabled") return true;
   if (type == "enabled" || type == "adaptive") {
-    return r.fail(
-        bad_request("'thinking': extended thinking is not supported, no model hearth serves thinks; send "
-                    "the request without it",
-                    "thinking", "unsupported_value"));
+    out->enable_thinking = true;
+    return true;
   }
   return r.fail(
       bad_request("'thinking.type' must be enabled, adaptive or disabled, got '" + type + "'", "thinking.type"));
@@ -445,7 +446,7 @@ std::variant<ApiRequest, ApiError> parse_anthropic_request(const json& body, Ant
   Conversation conversation;
   if (read_system(r, &conversation)) read_messages(r, &conversation);
   req.messages = conversation.take();
-  read_thinking(r);
+  read_thinking(r, &req.chat_options);
   if (purpose == AnthropicPurpose::Message) {
     int64_t v = 0;
     if (r.get("max_tokens") == nullptr) {

@@ -15,7 +15,8 @@ namespace {
 // One content block of a whole answer as it accumulates.
 struct Block {
   bool tool = false;
-  std::string text;      // text: the text; tool_use: its input's JSON text
+  bool thinking = false;
+  std::string text;      // text: the text; thinking: the reasoning; tool_use: its input's JSON text
   std::string id, name;  // tool_use
 };
 
@@ -66,7 +67,7 @@ class AnthropicWriter final : public ResponseWriter {
   HttpResponse response() override { return response_; }
 
  private:
-  enum class Open { None, Text, Tool };
+  enum class Open { None, Text, Thinking, Tool };
 
   std::string stream(const ApiEvent& ev) {
     switch (ev.kind) {
@@ -74,6 +75,12 @@ class AnthropicWriter final : public ResponseWriter {
         if (ev.text.empty()) return "";
         return (open_ == Open::Text ? "" : open_block(Open::Text, json{{"type", "text"}, {"text", ""}})) +
                delta(json{{"type", "text_delta"}, {"text", ev.text}});
+      case ApiEvent::Kind::Reasoning:  // hearth signs nothing: the signature stays empty
+        if (ev.text.empty()) return "";
+        return (open_ == Open::Thinking
+                    ? ""
+                    : open_block(Open::Thinking, json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}})) +
+               delta(json{{"type", "thinking_delta"}, {"thinking", ev.text}});
       case ApiEvent::Kind::CallBegin:
         called_tools_ = true;
         return open_block(
@@ -126,12 +133,17 @@ class AnthropicWriter final : public ResponseWriter {
     switch (ev.kind) {
       case ApiEvent::Kind::Text:
         if (ev.text.empty()) break;
-        if (blocks_.empty() || blocks_.back().tool) blocks_.emplace_back();
+        if (blocks_.empty() || blocks_.back().tool || blocks_.back().thinking) blocks_.emplace_back();
+        blocks_.back().text += ev.text;
+        break;
+      case ApiEvent::Kind::Reasoning:
+        if (ev.text.empty()) break;
+        if (blocks_.empty() || !blocks_.back().thinking) blocks_.push_back(Block{false, true, "", "", ""});
         blocks_.back().text += ev.text;
         break;
       case ApiEvent::Kind::CallBegin:
         called_tools_ = true;
-        blocks_.push_back(Block{true, "", ev.call_id, ev.call_name});
+        blocks_.push_back(Block{true, false, "", ev.call_id, ev.call_name});
         break;
       case ApiEvent::Kind::CallArguments:
         if (!blocks_.empty() && blocks_.back().tool) blocks_.back().text += ev.text;
@@ -151,6 +163,10 @@ class AnthropicWriter final : public ResponseWriter {
   HttpResponse whole_message(const ApiEvent& done) const {
     json content = json::array();
     for (const Block& b : blocks_) {
+      if (b.thinking) {
+        content.push_back(json{{"type", "thinking"}, {"thinking", b.text}, {"signature", ""}});
+        continue;
+      }
       if (!b.tool) {
         content.push_back(json{{"type", "text"}, {"text", b.text}});
         continue;

@@ -46,7 +46,8 @@ RouteResult generation(OllamaEndpoint endpoint, const Call& call) {
   const std::string name = req.model.empty() ? *id : req.model;
   if (req.load_only) return load_answer(host, *id, req, name);
   if (!call.engine) return error_response(internal_error("the model was not loaded for this request"), kShape);
-  if (req.think) return error_response(unsupported(name, "thinking"), kShape);
+  const bool thinks = chat_family_thinks(call.engine->model.chat_template.family);
+  if (req.think.value_or(false) && !thinks) return error_response(unsupported(name, "thinking"), kShape);
   if (!req.tools.empty() && !ollama_model_calls_tools(call.engine->model.chat_template))
     return error_response(unsupported(name, "tools"), kShape);
   OllamaMeta meta;
@@ -54,8 +55,10 @@ RouteResult generation(OllamaEndpoint endpoint, const Call& call) {
   meta.model = name;
   meta.load_wait = call.load_wait;
   meta.logprobs = req.logprobs;
+  OllamaRequest thinking = req;
+  thinking.chat_options.enable_thinking = req.think.value_or(true);
   std::variant<GenerationJob, ApiError> job =
-      make_job(call, req, ollama_writer(std::move(meta), req.stream), random_id("ollama-"));
+      make_job(call, thinking, ollama_writer(std::move(meta), req.stream), random_id("ollama-"));
   if (auto* e = std::get_if<ApiError>(&job)) return error_response(*e, kShape);
   return std::move(std::get<GenerationJob>(job));
 }

@@ -118,7 +118,8 @@ std::variant<HostedModel, ApiError> named_hosted(const ModelHost& host, const js
 // model's default system prompt is the template's else branch.
 std::string go_template(const ChatTemplate& t) {
   switch (t.family) {
-    case ChatFamily::ChatML: {
+    case ChatFamily::ChatML:
+    case ChatFamily::Qwen3: {  // Qwen3: no default system prompt; the reasoning is the model's
       std::string s = "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n";
       if (!t.default_system.empty()) s += "{{ else }}<|im_start|>system\n" + t.default_system + "<|im_end|>\n";
       return s +
@@ -244,6 +245,7 @@ RouteResult ollama_show(const Call& call) {
   }
   json caps = json::array({"completion"});
   if (tmpl && ollama_model_calls_tools(*tmpl)) caps.push_back("tools");
+  if (tmpl && chat_family_thinks(tmpl->family)) caps.push_back("thinking");  // as Ollama lists it
   const std::string go = tmpl ? go_template(*tmpl) : "";
   std::string parameters, modelfile = "# Modelfile of a hearth model\nFROM " + h.path + "\n";
   if (!go.empty()) modelfile += "TEMPLATE \"\"\"" + go + "\"\"\"\n";

@@ -95,6 +95,12 @@ bool read_message(FieldReader& r, const json& m, const std::string& p, ChatMessa
   if (!message_string(r, m, "content", p, &out->content)) return false;
   if (!message_string(r, m, "tool_name", p, &out->name)) return false;
   if (!message_string(r, m, "tool_call_id", p, &out->tool_call_id)) return false;
+  if (const auto thinking = m.find("thinking");
+      out->role == "assistant" && thinking != m.end() && !thinking->is_null()) {
+    std::string text;  // the reasoning Ollama answered with, sent back in the history
+    if (!message_string(r, m, "thinking", p, &text)) return false;
+    out->reasoning_content = std::move(text);
+  }
   if (const auto images = m.find("images"); images != m.end() && !images->is_null())
     if (!read_images(r, *images, p + ".images")) return false;
   if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null())
@@ -176,7 +182,7 @@ bool read_format(FieldReader& r, ResponseFormat* out) {
 }
 
 // think: a boolean or a level ("low", "medium", "high", "max").
-bool read_think(FieldReader& r, bool* out) {
+bool read_think(FieldReader& r, std::optional<bool>* out) {
   const json* think = r.get("think");
   if (think == nullptr) return true;
   if (think->is_boolean()) {

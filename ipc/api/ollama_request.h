@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -23,7 +24,10 @@ struct OllamaRequest : ApiRequest {
   // Nothing to generate: an empty prompt (generate) or no messages (chat) loads the model,
   // or with keep_alive 0 unloads it; the answer is one object, done_reason "load" or "unload".
   bool load_only = false;
-  bool think = false;     // think: true or a level: refused by the handler (no hearth model thinks)
+  // think: true or a level, false; nullopt when absent. A model whose template has no
+  // reasoning block refuses true (as Ollama); a thinking model thinks unless false (its
+  // template's enable_thinking), and its reasoning is message.thinking (generate: thinking).
+  std::optional<bool> think;
   bool logprobs = false;  // each text object carries its tokens' logprobs (top_logprobs alternatives)
 };
 

@@ -60,14 +60,18 @@ json object_base(const OllamaMeta& meta) {
   return json{{"model", meta.model}, {"created_at", rfc3339_now()}};
 }
 
-// The text (and calls) of one object: message.content (chat) or response (generate).
-void put_text(json* j, OllamaEndpoint endpoint, const std::string& text, const json& calls) {
+// The text (and reasoning, and calls) of one object: message.content (chat) or response
+// (generate); message.thinking or thinking when there is reasoning.
+void put_text(json* j, OllamaEndpoint endpoint, const std::string& text, const std::string& thinking,
+              const json& calls) {
   if (endpoint == OllamaEndpoint::Chat) {
     json message{{"role", "assistant"}, {"content", text}};
+    if (!thinking.empty()) message["thinking"] = thinking;
     if (!calls.empty()) message["tool_calls"] = calls;
     (*j)["message"] = std::move(message);
   } else {
     (*j)["response"] = text;
+    if (!thinking.empty()) (*j)["thinking"] = thinking;
     if (!calls.empty()) (*j)["tool_calls"] = calls;
   }
 }
@@ -89,8 +93,13 @@ class OllamaWriter final : public ResponseWriter {
   std::string write(const ApiEvent& ev) override {
     switch (ev.kind) {
       case ApiEvent::Kind::Text:
-        if (stream_) return line(piece(ev.text, json::array(), ev.logprobs));
+        if (stream_) return line(piece(ev.text, "", json::array(), ev.logprobs));
         text_ += ev.text;
+        logprobs_.insert(logprobs_.end(), ev.logprobs.begin(), ev.logprobs.end());
+        return "";
+      case ApiEvent::Kind::Reasoning:
+        if (stream_) return line(piece("", ev.text, json::array(), ev.logprobs));
+        thinking_ += ev.text;
         logprobs_.insert(logprobs_.end(), ev.logprobs.begin(), ev.logprobs.end());
         return "";
       case ApiEvent::Kind::CallBegin:
@@ -101,7 +110,7 @@ class OllamaWriter final : public ResponseWriter {
         return "";
       case ApiEvent::Kind::CallEnd:
         if (!stream_ || calls_.empty()) return "";
-        return line(piece("", json::array({tool_call_json(calls_.back(), calls_.size() - 1)}), {}));
+        return line(piece("", "", json::array({tool_call_json(calls_.back(), calls_.size() - 1)}), {}));
       case ApiEvent::Kind::Done:
         if (stream_) return line(final_object(ev));
         response_ = HttpResponse{200, "application/json", dump_json(final_object(ev)), "", {}};
@@ -116,9 +125,10 @@ class OllamaWriter final : public ResponseWriter {
   HttpResponse response() override { return response_; }
 
  private:
-  json piece(const std::string& text, const json& calls, const std::vector<TokenLogprob>& logprobs) const {
+  json piece(const std::string& text, const std::string& thinking, const json& calls,
+             const std::vector<TokenLogprob>& logprobs) const {
     json j = object_base(meta_);
-    put_text(&j, meta_.endpoint, text, calls);
+    put_text(&j, meta_.endpoint, text, thinking, calls);
     j["done"] = false;
     if (meta_.logprobs) j["logprobs"] = logprobs_json(logprobs);
     return j;
@@ -129,7 +139,7 @@ class OllamaWriter final : public ResponseWriter {
     json calls = json::array();
     if (!stream_)
       for (size_t i = 0; i < calls_.size(); ++i) calls.push_back(tool_call_json(calls_[i], i));
-    put_text(&j, meta_.endpoint, stream_ ? std::string() : text_, calls);
+    put_text(&j, meta_.endpoint, stream_ ? std::string() : text_, stream_ ? std::string() : thinking_, calls);
     if (!stream_ && meta_.logprobs) j["logprobs"] = logprobs_json(logprobs_);
     const OllamaDurations d = ollama_durations(done, meta_.load_wait, std::chrono::steady_clock::now() - meta_.started);
     j["done"] = true;
@@ -147,6 +157,7 @@ class OllamaWriter final : public ResponseWriter {
   OllamaMeta meta_;
   bool stream_;
   std::string text_;                    // whole: the text so far
+  std::string thinking_;                // whole: the reasoning so far
   std::vector<TokenLogprob> logprobs_;  // whole: its tokens
   std::vector<ToolCall> calls_;         // the calls so far (streamed: the last one is being written)
   HttpResponse response_;
@@ -201,7 +212,7 @@ std::string ollama_done_reason(const std::string& engine_reason) {
 
 json ollama_load_answer(OllamaEndpoint endpoint, const std::string& model, const char* done_reason) {
   json j{{"model", model}, {"created_at", rfc3339_now()}};
-  put_text(&j, endpoint, "", json::array());
+  put_text(&j, endpoint, "", "", json::array());
   j["done"] = true;
   j["done_reason"] = done_reason;
   return j;

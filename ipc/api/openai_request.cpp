@@ -64,12 +64,39 @@ bool read_message_fields(FieldReader& r, const json& m, const std::string& p, Ch
     msg->tool_call_id = id->get<std::string>();
     if (const auto name = m.find("name"); name != m.end() && name->is_string()) msg->name = name->get<std::string>();
   }
+  std::optional<std::string> reasoning;
+  if (const auto rc = m.find("reasoning_content"); msg->role == "assistant" && rc != m.end() && !rc->is_null()) {
+    if (!rc->is_string()) return r.fail_type(p + ".reasoning_content", "a string", *rc);
+    reasoning = rc->get<std::string>();
+  }
   const auto content = m.find("content");
   if (content == m.end() || content->is_null()) {
-    if (has_calls) return true;
+    msg->reasoning_content = std::move(reasoning);
+    if (has_calls || msg->reasoning_content) return true;
     return r.fail(bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter"));
   }
-  return read_content(r, *content, p + ".content", msg);
+  if (!read_content(r, *content, p + ".content", msg)) return false;
+  msg->reasoning_content = std::move(reasoning);
+  return true;
+}
+
+// llama-server's chat_template_kwargs: what the template takes besides the messages. Of
+// those, hearth's templates read enable_thinking (a boolean); others are ignored, as a Jinja
+// template ignores variables it does not use.
+void read_template_kwargs(FieldReader& r, ChatOptions* out) {
+  const json* kwargs = r.get("chat_template_kwargs");
+  if (kwargs == nullptr || kwargs->is_null()) return;
+  if (!kwargs->is_object()) {
+    r.fail_type("chat_template_kwargs", "an object", *kwargs);
+    return;
+  }
+  if (const auto t = kwargs->find("enable_thinking"); t != kwargs->end()) {
+    if (!t->is_boolean()) {
+      r.fail_type("chat_template_kwargs.enable_thinking", "a boolean", *t);
+      return;
+    }
+    out->enable_thinking = t->get<bool>();
+  }
 }
 
 bool read_messages(FieldReader& r, std::vector<ChatMessage>* out) {
@@ -283,6 +310,7 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
   }
   if (endpoint == Endpoint::Chat) {
     read_tools(r, &req) && read_messages(r, &req.messages) && check_tool_messages(r, req.messages);
+    read_template_kwargs(r, &req.chat_options);
   } else {
     read_prompt(r, &req.prompt);
   }

@@ -126,6 +126,7 @@ std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer
   const json logprobs = logprobs_json(meta, answer.logprobs, 0);
   if (meta.endpoint == Endpoint::Chat) {
     json message{{"role", "assistant"}, {"content", answer.text}};
+    if (!answer.reasoning.empty()) message["reasoning_content"] = answer.reasoning;
     if (!answer.tool_calls.empty()) {
       if (answer.text.empty()) message["content"] = nullptr;  // as OpenAI: a call alone has no content
       message["tool_calls"] = tool_calls_json(answer.tool_calls);
@@ -149,6 +150,12 @@ std::string chunk_text(const ResponseMeta& meta, const std::string& piece, const
                        size_t text_offset) {
   const json content = meta.endpoint == Endpoint::Chat ? json{{"content", piece}} : json(piece);
   return chunk_with(meta, chunk_choice(meta, content, nullptr, logprobs_json(meta, logprobs, text_offset)));
+}
+
+std::string chunk_reasoning(const ResponseMeta& meta, const std::string& piece,
+                            const std::vector<TokenLogprob>& logprobs) {
+  return chunk_with(meta,
+                    chunk_choice(meta, json{{"reasoning_content", piece}}, nullptr, logprobs_json(meta, logprobs, 0)));
 }
 
 std::string chunk_call_begin(const ResponseMeta& meta, const ApiEvent& begin) {
@@ -207,6 +214,11 @@ class OpenAiWriter final : public ResponseWriter {
           return sse_event(chunk_text(meta_, ev.text, ev.logprobs, offset));
         }
         answer_.text += ev.text;
+        answer_.logprobs.insert(answer_.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+        return "";
+      case ApiEvent::Kind::Reasoning:
+        if (stream_) return sse_event(chunk_reasoning(meta_, ev.text, ev.logprobs));
+        answer_.reasoning += ev.text;
         answer_.logprobs.insert(answer_.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
         return "";
       case ApiEvent::Kind::CallBegin:

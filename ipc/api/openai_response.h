@@ -32,14 +32,16 @@ ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, b
 // calls and stopped says "tool_calls".
 std::string openai_finish_reason(const std::string& engine_reason, bool called_tools = false);
 
-// A whole answer as it accumulates: its text, its calls, its tokens' logprobs.
+// A whole answer as it accumulates: its text, its reasoning, its calls, its tokens' logprobs.
 struct OpenAiAnswer {
   std::string text;
+  std::string reasoning;  // a thinking model's reasoning block: message.reasoning_content
   std::vector<ToolCall> tool_calls;
   std::vector<TokenLogprob> logprobs;
 };
 
-// Non-streamed response body (chat.completion / text_completion).
+// Non-streamed response body (chat.completion / text_completion). The chat message carries
+// reasoning_content (after content, as llama-server writes it) when the answer had reasoning.
 std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer, const ApiEvent& done);
 
 // Stream chunks (JSON text, without SSE framing). The chat stream opens with a role chunk;
@@ -51,6 +53,9 @@ std::string chunk_role(const ResponseMeta& meta);
 // text_offset: the answer's bytes before this piece (completions' logprobs count from it).
 std::string chunk_text(const ResponseMeta& meta, const std::string& piece,
                        const std::vector<TokenLogprob>& logprobs = {}, size_t text_offset = 0);
+// A piece of reasoning: {"delta": {"reasoning_content": piece}} (llama-server's and vLLM's).
+std::string chunk_reasoning(const ResponseMeta& meta, const std::string& piece,
+                            const std::vector<TokenLogprob>& logprobs = {});
 std::string chunk_call_begin(const ResponseMeta& meta, const ApiEvent& begin);
 std::string chunk_call_arguments(const ResponseMeta& meta, const ApiEvent& piece);
 std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& done, bool called_tools = false);

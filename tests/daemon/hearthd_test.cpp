@@ -177,8 +177,8 @@ TEST_CASE("a chat template hearth does not recognise stops the load, and the ove
                                                   "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
   RunResult r = run_hearthd({"--model", model, "--socket", dir.file("s.sock"), "--threads", "1"});
   CHECK(r.code == 1);
-  CHECK_THAT(r.err,
-             Catch::Contains("unsupported chat template") && Catch::Contains("--chat-template chatml|gemma|llama3"));
+  CHECK_THAT(r.err, Catch::Contains("unsupported chat template") &&
+                        Catch::Contains("--chat-template chatml|gemma|llama3|qwen3"));
 
   Daemon d({"--chat-template", "chatml"});
   d.model = model;

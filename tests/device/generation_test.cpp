@@ -189,11 +189,14 @@ TEST_CASE("Qwen2.5-Coder on " DEVICE ": greedy generation equals the CPU's until
   compare_greedy(path, "qwen2.5_coder_0.5b_reference.json", {"chat_capital"}, kQwenTokens);
 }
 
-TEST_CASE("a synthetic qwen2 model's logits on " DEVICE " equal the CPU's at every position", DEVICE_TAG) {
+namespace {
+
+// A synthetic model's logits at every position of a 40-token sequence, device against CPU.
+void check_synthetic_equals_cpu(const std::string& arch) {
   std::unique_ptr<Backend> vk = device_backend();
   if (!vk) return;
   test::SyntheticOptions o;
-  o.arch = "qwen2";  // Q/K/V biases through AddRow, NEOX RoPE, tied output
+  o.arch = arch;
   const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
   const std::shared_ptr<const gguf::File> file(std::move(*gguf::File::from_memory(bytes.data(), bytes.size())));
   {
@@ -207,9 +210,19 @@ TEST_CASE("a synthetic qwen2 model's logits on " DEVICE " equal the CPU's at eve
     double worst = 0;
     for (int64_t i = 0; i < static_cast<int64_t>(tokens.size()); ++i)
       worst = std::max(worst, max_error_std(cc->logits_row(i), vc->logits_row(i)));
-    std::printf(DEVICE " vs cpu synthetic qwen2 (f32): logits within %.3g std over %zu positions\n", worst,
+    std::printf(DEVICE " vs cpu synthetic %s (f32): logits within %.3g std over %zu positions\n", arch.c_str(), worst,
                 tokens.size());
     CHECK(worst <= kSyntheticTolStd);
   }
   CHECK(test::device_error_count() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a synthetic qwen2 model's logits on " DEVICE " equal the CPU's at every position", DEVICE_TAG) {
+  check_synthetic_equals_cpu("qwen2");  // Q/K/V biases through AddRow, NEOX RoPE, tied output
+}
+
+TEST_CASE("a synthetic qwen3 model's logits on " DEVICE " equal the CPU's at every position", DEVICE_TAG) {
+  check_synthetic_equals_cpu("qwen3");  // per-head Q/K RMSNorm, heads wider than n_embd / n_head
 }

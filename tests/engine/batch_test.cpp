@@ -114,3 +114,17 @@ TEST_CASE("a qwen2 sequence's logits are bitwise the same alone and batched with
   check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
                              {1, 250, 33, 61, 62, 63, 19}, 99, 123);
 }
+
+TEST_CASE("a qwen3 sequence's logits are bitwise the same alone and batched with another, in any slots") {
+  // A synthetic qwen3 model: the per-head Q/K norms reduce within a row, like everything else.
+  test::SyntheticOptions o;
+  o.arch = "qwen3";
+  o.type = DType::Q8_0;
+  const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
+  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
+  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+  auto model = Model::load(file, *backend);
+  REQUIRE(model.ok());
+  check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
+                             {1, 250, 33, 61, 62, 63, 19}, 99, 123);
+}

@@ -1,9 +1,9 @@
 // The prompt cache on a device backend (tests/backend/device_under_test.h: Vulkan on Mesa's
 // lavapipe in CI, with the validation layer; CUDA on an NVIDIA GPU): KV attached from memory
 // and KV restored from chunk files into device memory give exactly the output the same
-// device engine computes cold, on synthetic gemma3 (sliding-window layers) and qwen2 (Q/K/V
-// biases) models; and chunk files the CPU backend wrote serve the device. Skips without a
-// device. Built once per device backend (DEVICE names it).
+// device engine computes cold, on synthetic gemma3 (sliding-window layers), qwen2 (Q/K/V
+// biases) and qwen3 (per-head Q/K norms) models; and chunk files the CPU backend wrote serve the device. Skips without
+// a device. Built once per device backend (DEVICE names it).
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <random>
@@ -121,4 +121,8 @@ TEST_CASE(DEVICE ": a prompt cache hit, from memory and from disk, gives the col
 
 TEST_CASE(DEVICE ": a prompt cache hit gives the cold output on a qwen2 model (Q/K/V biases)") {
   check_cache_hit_equals_cold("qwen2");
+}
+
+TEST_CASE(DEVICE ": a prompt cache hit gives the cold output on a qwen3 model (per-head Q/K norms)") {
+  check_cache_hit_equals_cold("qwen3");
 }

@@ -1,5 +1,5 @@
 // The prompt cache's promises, on synthetic models (gemma3's has a 4-token sliding window,
-// qwen2's has Q/K/V biases):
+// qwen2's has Q/K/V biases, qwen3's per-head Q/K norms and wider heads):
 // output with a cached prefix — attached in memory, copied from a partial block, restored
 // from disk after a restart — is exactly the output computed cold; a chat's second turn
 // prefills only what is new; sequences that share a prompt prefill it once; KV of another
@@ -84,7 +84,7 @@ TEST_CASE("block pool: an owner over an equal share loses cached blocks before a
 }
 
 TEST_CASE("a prompt cached in memory gives the cold output and prefills only what is new") {
-  for (const char* arch : {"gemma3", "llama", "qwen2"}) {
+  for (const char* arch : {"gemma3", "llama", "qwen2", "qwen3"}) {
     INFO(arch);
     Fixture f(arch);
     auto sched = std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, options()));

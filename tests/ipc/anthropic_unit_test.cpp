@@ -297,8 +297,7 @@ TEST_CASE("Requests hearth cannot serve are refused with 400 naming what") {
       {with("stop_sequences", "\"END\""), "stop_sequences"},
       {with("stop_sequences", R"(["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"])"),
        "at most 16"},
-      {with("thinking", R"({"type":"enabled","budget_tokens":1024})"), "extended thinking is not supported"},
-      {with("thinking", R"({"type":"adaptive"})"), "extended thinking is not supported"},
+      {with("thinking", R"({"type":"sometimes"})"), "must be enabled, adaptive or disabled"},
       {with("metadata", R"({"user_id":5})"), "metadata.user_id"},
       {with("system", R"([{"type":"image","source":{}}])"), "'system[0]' is an image block: not supported yet"},
       {with("messages", R"([{"role":"user","content":[{"type":"image","source":{"type":"base64"}}]}])"),
@@ -443,4 +442,35 @@ TEST_CASE("A streamed tool call is a tool_use block whose input comes in input_j
   CHECK(events[9].second.at("content_block").at("name") == "now");
   CHECK(events[10].second.at("index") == 2);
   CHECK(events[11].second.at("delta").at("stop_reason") == "tool_use");
+}
+
+TEST_CASE("thinking enabled or adaptive asks the template to think, absent or disabled does not") {
+  const std::string m = R"([{"role":"user","content":"x"}])";
+  CHECK_FALSE(parsed(body_with(m)).chat_options.enable_thinking);
+  CHECK_FALSE(parsed(body_with(m, R"({"thinking":{"type":"disabled"}})")).chat_options.enable_thinking);
+  CHECK(parsed(body_with(m, R"({"thinking":{"type":"enabled","budget_tokens":1024}})")).chat_options.enable_thinking);
+  CHECK(parsed(body_with(m, R"({"thinking":{"type":"adaptive"}})")).chat_options.enable_thinking);
+}
+
+TEST_CASE("A thinking model's reasoning is a thinking block before the text, whole and streamed") {
+  ApiEvent r1, r2;
+  r1.kind = r2.kind = ApiEvent::Kind::Reasoning;
+  r1.text = "The user wants ";
+  r2.text = "a greeting.";
+  const json m = whole({r1, r2, text("Hello!"), done("stop")});
+  REQUIRE(m.at("content").size() == 2);
+  CHECK(m.at("content")[0] ==
+        json{{"type", "thinking"}, {"thinking", "The user wants a greeting."}, {"signature", ""}});
+  CHECK(m.at("content")[1] == json{{"type", "text"}, {"text", "Hello!"}});
+
+  const auto events = streamed({r1, r2, text("Hello!"), done("stop")});
+  CHECK(names(events) == std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+                                                  "content_block_delta", "content_block_stop", "content_block_start",
+                                                  "content_block_delta", "content_block_stop", "message_delta",
+                                                  "message_stop"});
+  CHECK(events[2].second.at("content_block") == json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+  CHECK(events[3].second.at("delta") == json{{"type", "thinking_delta"}, {"thinking", "The user wants "}});
+  CHECK(events[4].second.at("delta").at("thinking") == "a greeting.");
+  CHECK(events[6].second.at("index") == 1);
+  CHECK(events[7].second.at("delta") == json{{"type", "text_delta"}, {"text", "Hello!"}});
 }

@@ -201,9 +201,10 @@ TEST_CASE("generate: system and prompt are two turns, raw is the prompt with its
 }
 
 TEST_CASE("think, keep_alive and logprobs are read, and think levels count as thinking") {
-  CHECK_FALSE(parse_ok(kChat, R"({"think":false})").think);
+  CHECK(parse_ok(kChat, R"({"think":false})").think == std::optional<bool>(false));
+  CHECK_FALSE(parse_ok(kChat, R"({})").think.has_value());
   for (const char* t : {"true", R"("low")", R"("high")", R"("max")"})
-    CHECK(parse_ok(kChat, std::string(R"({"think":)") + t + "}").think);
+    CHECK(parse_ok(kChat, std::string(R"({"think":)") + t + "}").think == std::optional<bool>(true));
   CHECK(parse_error(kChat, R"({"think":"deep"})").param == "think");
   CHECK(parse_error(kChat, R"({"think":1})").param == "think");
   const OllamaRequest k = parse_ok(kChat, R"({"keep_alive":"10m","logprobs":true,"top_logprobs":3})");

@@ -1,8 +1,10 @@
-// hearth against llama.cpp on synthetic models: tiny random-weight llama, gemma3 and qwen2
-// files made by tests/tools/synthetic_model.h. Golden data: tests/fixtures/synthetic_{llama,
-// gemma3,qwen2}_reference.json, made by tests/reference/make_synthetic_fixtures.py with llama-cpp-python
-// from files written by the same generator; the test regenerates each file in memory and
-// checks its content hash first, so both engines saw the same bytes.
+// hearth against llama.cpp on synthetic models: tiny random-weight llama, gemma3, qwen2 and
+// qwen3 files made by tests/tools/synthetic_model.h. Golden data: tests/fixtures/synthetic_{llama,
+// gemma3,qwen2}_reference.json, made by tests/reference/make_synthetic_fixtures.py with llama-cpp-python,
+// and synthetic_qwen3_reference.json, made by tests/reference/llamacpp_synthetic_logits.cpp with
+// libllama itself (the same measurements; on the qwen2 f32 file it reproduces the
+// llama-cpp-python fixture's logits exactly), from files written by the same generator; the test regenerates each file
+// in memory and checks its content hash first, so both engines saw the same bytes.
 //
 // Unlike the default model these need no download, so this runs everywhere.
 //
@@ -35,8 +37,8 @@ namespace {
 
 // max |ours - llama.cpp| over a logit row, in units of llama.cpp's std of that row (~1-2
 // logits). Measured worst rows at every SIMD level (scalar, AVX2, AVX-512), 2 threads:
-//   f32 0.0010 (llama) 0.0031 (gemma3) 0.0010 (qwen2); f16 0.0026; q8_0 0.047 (llama) 0.117 (gemma3)
-//   0.051 (qwen2); q4_0 0.055.
+//   f32 0.0010 (llama) 0.0031 (gemma3) 0.0010 (qwen2) 0.0010 (qwen3); f16 0.0026; q8_0 0.047 (llama)
+//   0.117 (gemma3) 0.051 (qwen2) 0.053 (qwen3); q4_0 0.055 (qwen3: AVX2, 2 threads only).
 // F32 weights leave only summation order and llama.cpp's F16 rounding of the KV cache and
 // attention; F16 weights add llama.cpp's F16 rounding of activations (hearth keeps F32);
 // quantized weights dot with Q8_0 activations on both sides, bitwise the same quantizer, but
@@ -44,7 +46,8 @@ namespace {
 // The F32 bound is what catches bugs: llama.cpp itself, run on the f32 files with a RoPE
 // base of 2e4 instead of 1e4 (gemma3: global layer only) or positions scaled by 0.9, is
 // 0.44-0.90 std away from these fixtures; hearth on the qwen2 files without the Q/K/V biases
-// lands 3.2 std away, with the normal instead of the NEOX RoPE layout 1.3.
+// lands 3.2 std away, with the normal instead of the NEOX RoPE layout 1.3; hearth on the qwen3
+// files without the per-head Q/K norms 2.1.
 double tolerance(const std::string& type) {
   if (type == "f32") return 0.01;
   if (type == "f16") return 0.01;
@@ -224,6 +227,12 @@ TEST_CASE("a synthetic gemma3 model's logits match llama.cpp's on the same file"
 TEST_CASE("a synthetic qwen2 model's logits match llama.cpp's on the same file", "[model][synthetic]") {
   // Q/K/V biases, NEOX RoPE with base 1e6, output tied to the embeddings.
   check_arch("qwen2");
+}
+
+TEST_CASE("a synthetic qwen3 model's logits match llama.cpp's on the same file", "[model][synthetic]") {
+  // Per-head Q/K RMSNorm before NEOX RoPE (base 1e6), heads wider than n_embd / n_head,
+  // its own output projection. Fixture made by tests/reference/llamacpp_synthetic_logits.cpp.
+  check_arch("qwen3");
 }
 
 namespace {

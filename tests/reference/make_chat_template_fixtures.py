@@ -9,9 +9,11 @@ the text jinja2 renders from them.
 The template comes from the file's tokenizer.chat_template (read by a small GGUF metadata
 parser below, no `gguf` package needed). The Gemma 3 270M file carries none; for it the
 script uses Gemma 3's instruction-tuned template (tokenizer_config.json of google's
-gemma-3 "-it" models), which is what hearth's Gemma rendering follows. Llama 3.1 has no file
-here at all: its entry uses Meta's template as published in Llama-3.1-8B-Instruct's
-tokenizer_config.json (LLAMA31_TEMPLATE below), with Llama 3's BOS.
+gemma-3 "-it" models), which is what hearth's Gemma rendering follows. Llama 3.1 and Qwen3
+have no file here at all: their entries use Meta's template as published in
+Llama-3.1-8B-Instruct's tokenizer_config.json (LLAMA31_TEMPLATE below), with Llama 3's BOS,
+and Qwen3's from Qwen3-0.6B's (QWEN3_TEMPLATE), which also renders THINKING_CONVERSATIONS:
+reasoning in the history and enable_thinking.
 
 Templates with a tool syntax (Qwen2.5's <tool_call>, Llama 3.1's ipython) also render
 TOOL_CONVERSATIONS: tools given as the JSON text a client sends (so the test sees the same
@@ -51,6 +53,7 @@ MODELS = [
     ("smollm2:135m", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ("gemma3:270m", "gemma-3-270m-q4_k_m.gguf"),
     ("llama3.1", None),  # no file: LLAMA31_TEMPLATE
+    ("qwen3", None),  # no file: QWEN3_TEMPLATE
 ]
 
 # Meta's Llama 3.1 chat template (tokenizer_config.json of meta-llama/Llama-3.1-8B-Instruct;
@@ -165,6 +168,94 @@ LLAMA31_TEMPLATE = """{{- bos_token }}
     {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
 {%- endif %}
 """
+
+# Qwen3's chat template (tokenizer_config.json of Qwen/Qwen3-0.6B, the same in the dense
+# Qwen3 models and in Qwen3-30B-A3B; llama.cpp keeps it as models/templates/Qwen-Qwen3-0.6B.jinja).
+QWEN3_TEMPLATE = r"""{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set content = message.content %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is defined and message.reasoning_content is not none %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in message.content %}
+                {%- set content = message.content.split('</think>')[-1].lstrip('\n') %}
+                {%- set reasoning_content = message.content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\n' + content }}
+            {%- endif %}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and content) or (not loop.first) %}
+                    {{- '\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {{- '<tool_call>\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- endif %}
+{%- endif %}"""
 
 # Gemma 3's instruction-tuned chat template, for the 270M file that carries none.
 GEMMA3_TEMPLATE = """{{ bos_token }}
@@ -339,6 +430,99 @@ TOOL_CONVERSATIONS = [
 ]
 
 
+def thought(content, reasoning=None, calls=()):
+    m = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        m["reasoning_content"] = reasoning
+    if calls:
+        m["tool_calls"] = list(calls)
+    return m
+
+
+# (name, tools, messages, add_generation_prompt, enable_thinking), rendered for Qwen3: the
+# reasoning block in the history (kept after the last user query, dropped before it, from
+# reasoning_content or from a <think> block in content) and enable_thinking. None: the
+# template is not given enable_thinking at all (its default: thinking).
+THINKING_CONVERSATIONS = [
+    ("thinking off", [], [{"role": "user", "content": "What is 2+2?"}], True, False),
+    ("thinking on, said so", [], [{"role": "user", "content": "What is 2+2?"}], True, True),
+    ("earlier reasoning in content is dropped", [], [
+        {"role": "user", "content": "What is 2+2?"},
+        thought("<think>\nTwo and two.\n\n</think>\n\n4"),
+        {"role": "user", "content": "Times 3?"},
+    ], True, None),
+    ("earlier reasoning_content is dropped, thinking off", [], [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2+2?"},
+        thought("4", "Two and two make four."),
+        {"role": "user", "content": "Times 3?"},
+    ], True, False),
+    ("reasoning in the current tool loop is kept", TOOLS[:1], [
+        {"role": "user", "content": "Weather in Lyon?"},
+        thought("", "\nI need the weather tool.\n", [LYON]),
+        result("call_1", "21 °C"),
+    ], True, None),
+    ("reasoning in content with a call, then the answer", TOOLS[:1], [
+        {"role": "user", "content": "Weather in Lyon?"},
+        thought("<think>\nCall the tool.\n</think>\n\nLet me check.", None, [LYON]),
+        result("call_1", "21 °C"),
+        thought("<think>\nIt said 21.\n</think>\n\nIt is 21 °C."),
+    ], False, None),
+    ("tool results in a user message are not a query", TOOLS[:1], [
+        {"role": "user", "content": "Weather in Lyon?"},
+        thought("", "Use the tool.", [LYON]),
+        {"role": "user", "content": "<tool_response>\n21 °C\n</tool_response>"},
+    ], True, None),
+    ("an answer without reasoning after the query, and a later system message", [], [
+        {"role": "user", "content": "Hi"},
+        thought("Hello!"),
+        {"role": "system", "content": "Now answer in French."},
+        {"role": "user", "content": "Hi again"},
+        thought("Bonjour !"),
+    ], False, None),
+    ("empty reasoning_content keeps a <think> block in content as content", [], [
+        {"role": "user", "content": "Q"},
+        thought("<think>x</think>A", ""),
+        {"role": "user", "content": "Q2"},
+        thought("B", "why B"),
+    ], True, False),
+    ("several <think> and </think> in content", [], [
+        {"role": "user", "content": "Q"},
+        thought("pre<think>a</think>mid<think>\nb\n</think>\n\nend"),
+    ], False, None),
+]
+
+
+def qwen3_entry(env, name):
+    """Qwen3's template on every conversation; an assistant message's null content is handed
+    over as "" (the template tests `'</think>' in message.content`, which fails on None; hearth
+    reads null content as "")."""
+    template = env.from_string(QWEN3_TEMPLATE)
+    bos, eos = "", "<|im_end|>"
+    typed = supports_typed_content(template)
+    cases = plain_cases(template, bos, eos, typed)
+    no_null = [(n, t, [dict(m, content=m["content"] or "") for m in msgs], g)
+               for n, t, msgs, g in TOOL_CONVERSATIONS]
+    cases += tool_cases(template, bos, eos, no_null)
+    for case_name, tools, messages, gen, thinking in THINKING_CONVERSATIONS:
+        case = {"name": case_name, "messages": messages, "add_generation_prompt": gen}
+        kwargs = {}
+        if tools:
+            case["tools"] = tools
+            kwargs["tools"] = [json.loads(t) for t in tools]
+        if thinking is not None:
+            case["enable_thinking"] = thinking
+            kwargs["enable_thinking"] = thinking
+        case["expected"] = template.render(messages=as_template_sees(messages), add_generation_prompt=gen,
+                                           bos_token=bos, eos_token=eos, **kwargs)
+        cases.append(case)
+    print("%s: %d cases" % (name, len(cases)), file=sys.stderr)
+    return {"name": name, "file": None, "sha256": None,
+            "template_origin": "Qwen/Qwen3-0.6B tokenizer_config.json (no model file)",
+            "typed_content": typed, "tool_syntax": True, "chat_template": QWEN3_TEMPLATE,
+            "cases": cases}
+
+
 def read_gguf_metadata(path, keep_arrays=("tokenizer.ggml.tokens",)):
     """Key -> value for the metadata of a GGUF file; arrays only for the keys in keep_arrays."""
     scalar = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -431,9 +615,9 @@ def has_tool_syntax(source):
     return "<tool_call>" in source or "ipython" in source
 
 
-def tool_cases(template, bos, eos):
+def tool_cases(template, bos, eos, conversations=None):
     cases = []
-    for case_name, tools, messages, gen in TOOL_CONVERSATIONS:
+    for case_name, tools, messages, gen in conversations or TOOL_CONVERSATIONS:
         case = {"name": case_name, "tools": tools, "messages": messages, "add_generation_prompt": gen}
         kwargs = {"tools": [json.loads(t) for t in tools]} if tools else {}
         try:
@@ -484,7 +668,7 @@ def main():
     models = []
     for name, file_name in MODELS:
         if file_name is None:
-            models.append(llama31_entry(env, name))
+            models.append(qwen3_entry(env, name) if name == "qwen3" else llama31_entry(env, name))
             continue
         path = os.path.join(args.models, file_name)
         meta = read_gguf_metadata(path)

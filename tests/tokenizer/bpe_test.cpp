@@ -1,6 +1,7 @@
 // Byte-level BPE (tokenizer.ggml.model = "gpt2") on small vocabularies written with our GGUF
 // writer: merges by rank, pre-tokenizer rules, special tokens, BOS, exact bytes back, load
 // errors, and arbitrary bytes (run under ASan in CI).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
@@ -45,6 +46,7 @@ struct TinyBpe {
   std::vector<int32_t> types;
   std::vector<std::string> merges;
   std::string pre = "qwen2";
+  std::string arch = "qwen2";
   int add_bos = -1;  // -1: no key
 
   TinyBpe() {
@@ -79,7 +81,7 @@ struct TinyBpe {
   }
   std::vector<uint8_t> gguf() const {
     hearth::gguf::Writer w;
-    w.set_string("general.architecture", "qwen2");
+    w.set_string("general.architecture", arch);
     w.set_string("tokenizer.ggml.model", "gpt2");
     if (!pre.empty()) w.set_string("tokenizer.ggml.pre", pre);
     w.set_string_array("tokenizer.ggml.tokens", tokens);
@@ -389,4 +391,27 @@ TEST_CASE("a bad pre-tokenizer or a malformed merges array is a clear error at l
     REQUIRE_FALSE(t.ok());
     CHECK(t.error().message.find("tokenizer.ggml.merges") != std::string::npos);
   }
+}
+
+TEST_CASE("a Qwen3 file's tokenizer (pre qwen2) reads <think> and </think> as tokens in and out") {
+  // Qwen3's files carry Qwen2's pre-tokenizer and its reasoning tags as user-defined tokens.
+  TinyBpe v;
+  v.arch = "qwen3";
+  v.add_token("<think>", 4);
+  v.add_token("</think>", 4);
+  Loaded l = load(v);
+  const Tokenizer& tok = must(l);
+  auto tmpl = hearth::chat_template_from_name("qwen3");
+  REQUIRE(tmpl.ok());
+  hearth::ChatOptions off;
+  off.enable_thinking = false;
+  auto segments = hearth::render_chat(*tmpl, {{"user", "hello"}}, true, {}, off);
+  REQUIRE(segments.ok());
+  const std::vector<int32_t> ids = tok.encode_segments(*segments);
+  const int32_t open = v.id("<think>"), close = v.id("</think>");
+  CHECK(std::count(ids.begin(), ids.end(), open) == 1);
+  CHECK(std::count(ids.begin(), ids.end(), close) == 1);
+  // In generated text they read as their text, for the reasoning splitter to find.
+  CHECK(tok.token_bytes(open) == "<think>");
+  CHECK(tok.decode({open, v.id("hello"), close}) == "<think>hello</think>");
 }

@@ -1,8 +1,9 @@
 // hearth's native chat rendering equals what each model's own Jinja template renders.
 // tests/fixtures/chat_templates.json was written by tests/reference/make_chat_template_fixtures.py
 // (Python jinja2, outside CI) from the templates in the Qwen2.5-Coder, SmolLM2 and Gemma 3
-// files and Meta's Llama 3.1 template; it stores each template's source, so no model file is
-// needed here. Conversations with tools are rendered for the templates with a tool syntax.
+// files, Meta's Llama 3.1 template and Qwen3's; it stores each template's source, so no model
+// file is needed here. Conversations with tools are rendered for the templates with a tool
+// syntax; Qwen3's also with reasoning in the history and enable_thinking on and off.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,8 @@ std::vector<hearth::ChatMessage> messages_of(const json& messages) {
           {c.at("id").get<std::string>(), f.at("name").get<std::string>(), f.at("arguments").get<std::string>()});
     }
     out.back().tool_call_id = m.value("tool_call_id", "");
+    if (m.contains("reasoning_content") && !m.at("reasoning_content").is_null())
+      out.back().reasoning_content = m.at("reasoning_content").get<std::string>();
   }
   return out;
 }
@@ -64,7 +67,7 @@ std::vector<hearth::Tool> tools_of(const json& tools) {
 
 TEST_CASE("rendered chat prompts equal the Jinja renderings of each model's own template") {
   const json doc = load_fixture();
-  REQUIRE(doc.at("models").size() == 4);
+  REQUIRE(doc.at("models").size() == 5);
   size_t n_tool_cases = 0;
   for (const json& model : doc.at("models")) {
     const std::string name = model.at("name").get<std::string>();
@@ -77,8 +80,10 @@ TEST_CASE("rendered chat prompts equal the Jinja renderings of each model's own 
       INFO("conversation: " << c.at("name").get<std::string>());
       const auto tools = tools_of(c.value("tools", json::array()));
       n_tool_cases += c.contains("tools");
-      auto segments =
-          hearth::render_chat(*tmpl, messages_of(c.at("messages")), c.at("add_generation_prompt").get<bool>(), tools);
+      hearth::ChatOptions options;
+      options.enable_thinking = c.value("enable_thinking", true);
+      auto segments = hearth::render_chat(*tmpl, messages_of(c.at("messages")),
+                                          c.at("add_generation_prompt").get<bool>(), tools, options);
       if (c.contains("error")) {
         // The template refuses this conversation (raise_exception); so does hearth.
         INFO("the template raised: " << c.at("error").get<std::string>());
@@ -89,7 +94,7 @@ TEST_CASE("rendered chat prompts equal the Jinja renderings of each model's own 
       CHECK(hearth::join_segments(*segments) == c.at("expected").get<std::string>());
     }
   }
-  CHECK(n_tool_cases >= 16);
+  CHECK(n_tool_cases >= 16 + 9 + 4);
 }
 
 TEST_CASE("templates without a tool syntax refuse tools, calls and results instead of dropping them") {
@@ -131,6 +136,11 @@ TEST_CASE("the ChatML default system prompt is read from the template, not assum
       CHECK(tmpl->family == hearth::ChatFamily::Llama3);
       CHECK(tmpl->tool_syntax == hearth::ToolSyntax::Llama31);
       CHECK(tmpl->date_string == "26 Jul 2024");
+    } else if (name == "qwen3") {
+      CHECK(tmpl->family == hearth::ChatFamily::Qwen3);
+      CHECK(tmpl->tool_syntax == hearth::ToolSyntax::Hermes);
+      CHECK(tmpl->default_system.empty());
+      CHECK(hearth::chat_family_thinks(tmpl->family));
     } else {
       CHECK(tmpl->family == hearth::ChatFamily::Gemma);
       CHECK(tmpl->default_system.empty());
@@ -160,15 +170,17 @@ TEST_CASE("the default system prompt is plain text, never markup") {
 TEST_CASE("an unrecognised template is an error that names the --chat-template override") {
   auto r = hearth::detect_chat_template("{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}");
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message.find("--chat-template chatml|gemma|llama3") != std::string::npos);
+  CHECK(r.error().message.find("--chat-template chatml|gemma|llama3|qwen3") != std::string::npos);
 }
 
-TEST_CASE("the chat template override names chatml, gemma or llama3, and nothing else") {
+TEST_CASE("the chat template override names chatml, gemma, llama3 or qwen3, and nothing else") {
   CHECK(hearth::chat_template_from_name("chatml").value().family == hearth::ChatFamily::ChatML);
   CHECK(hearth::chat_template_from_name("gemma").value().family == hearth::ChatFamily::Gemma);
   CHECK(hearth::chat_template_from_name("llama3").value().family == hearth::ChatFamily::Llama3);
+  CHECK(hearth::chat_template_from_name("qwen3").value().family == hearth::ChatFamily::Qwen3);
+  CHECK(hearth::chat_template_from_name("qwen3").value().tool_syntax == hearth::ToolSyntax::Hermes);
   auto bad = hearth::chat_template_from_name("mistral");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message.find("mistral") != std::string::npos);
-  CHECK(bad.error().message.find("chatml, gemma or llama3") != std::string::npos);
+  CHECK(bad.error().message.find("chatml, gemma, llama3 or qwen3") != std::string::npos);
 }

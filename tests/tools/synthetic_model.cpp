@@ -165,7 +165,7 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
         "synthetic model: k-quant types need the gemma3-270m shape (the tiny shape's rows are "
         "shorter than a 256-element block)");
   const SyntheticShape s = synthetic_shape(o.arch);
-  const bool gemma = o.arch == "gemma3", qwen = o.arch == "qwen2";
+  const bool gemma = o.arch == "gemma3", qwen = o.arch == "qwen2", qwen3 = o.arch == "qwen3";
   const std::string a = o.arch + ".";
   Builder b(o.seed, o.type);
   gguf::Writer& w = b.w();
@@ -184,7 +184,7 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
   if (gemma) {
     w.set_f32(a + "rope.freq_base", 1000000.0f);  // global layers; sliding ones use 10000
     w.set_u32(a + "attention.sliding_window", 4);
-  } else if (qwen) {
+  } else if (qwen || qwen3) {
     w.set_f32(a + "rope.freq_base", 1000000.0f);
   } else {
     w.set_u32(a + "rope.dimension_count", s.head_dim);
@@ -215,8 +215,10 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     b.norm(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f);
-    b.matrix(p + "attn_q.weight", s.n_embd, q_dim, in_std);
-    b.matrix(p + "attn_k.weight", s.n_embd, kv_dim, in_std);
+    // qwen3's Q and K come out ~3x too large, as a model trained with Q/K norms may: only
+    // the per-head norms bring them back, so a forward pass without them is far off.
+    b.matrix(p + "attn_q.weight", s.n_embd, q_dim, qwen3 ? 3.0f * in_std : in_std);
+    b.matrix(p + "attn_k.weight", s.n_embd, kv_dim, qwen3 ? 3.0f * in_std : in_std);
     b.matrix(p + "attn_v.weight", s.n_embd, kv_dim, in_std);
     if (qwen) {
       // Biases about half the size of the projections' outputs (~1): large enough that a
@@ -229,6 +231,10 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
       b.norm(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f);
       b.norm(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
     }
+    if (qwen3) {
+      b.norm(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.3f);
+      b.norm(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.3f);
+    }
     b.matrix(p + "attn_output.weight", q_dim, s.n_embd, 1.0f / std::sqrt(static_cast<float>(q_dim)));
     if (gemma) b.norm(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f);
     b.norm(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f);
@@ -238,7 +244,8 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
     if (gemma) b.norm(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f);
   }
   b.norm("output_norm.weight", s.n_embd, 1.0f, 0.1f);
-  // Gemma and the small Qwen2 tie the output to the embeddings; llama gets its own projection.
+  // Gemma and the small Qwen2 tie the output to the embeddings; llama and qwen3 (as the 8B
+  // and larger files) get their own projection.
   if (!gemma && !qwen) b.matrix("output.weight", s.n_embd, s.n_vocab, 2.0f * in_std);
   return w.serialize();
 }
@@ -374,7 +381,8 @@ Result<std::vector<uint8_t>> make_gemma3_270m(const SyntheticOptions& o) {
 }  // namespace
 
 SyntheticShape synthetic_shape(const std::string& arch) {
-  return {arch == "gemma3" ? 6 : 2, 128, 4, 2, 32, 192, 320};
+  // qwen3's heads are wider than n_embd / n_head, as Qwen3-0.6B's (16 x 128 over 1024).
+  return {arch == "gemma3" ? 6 : 2, 128, 4, 2, arch == "qwen3" ? 64 : 32, 192, 320};
 }
 
 bool synthetic_shape(const std::string& arch, const std::string& shape, SyntheticShape* out) {
@@ -404,8 +412,8 @@ bool parse_synthetic_type(const std::string& name, DType* out) {
 }
 
 Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
-  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2")
-    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama, gemma3 or qwen2)");
+  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2" && o.arch != "qwen3")
+    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama, gemma3, qwen2 or qwen3)");
   switch (o.type) {
     case DType::F32:
     case DType::F16:

@@ -19,7 +19,7 @@
 namespace hearth::test {
 
 struct SyntheticOptions {
-  std::string arch = "llama";  // "llama", "gemma3" or "qwen2"
+  std::string arch = "llama";  // "llama", "gemma3", "qwen2" or "qwen3"
   std::string shape = "tiny";  // "tiny" (any arch) or "gemma3-270m" (arch gemma3 only)
   uint64_t seed = 1;
   // Matrices: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and with the gemma3-270m shape also
@@ -29,13 +29,16 @@ struct SyntheticOptions {
 };
 
 // The tiny shape (every architecture):
-//   n_layer 2 (llama, qwen2) / 6 (gemma3: layers 0-4 use a 4-token sliding window, layer 5
-//   is global), n_embd 128, n_head 4, n_head_kv 2 (grouped-query), head_dim 32, n_ff 192,
+//   n_layer 2 (llama, qwen2, qwen3) / 6 (gemma3: layers 0-4 use a 4-token sliding window,
+//   layer 5 is global), n_embd 128, n_head 4, n_head_kv 2 (grouped-query), head_dim 32 (qwen3:
+//   64, so Q is wider than the residual stream, as in Qwen3-0.6B), n_ff 192,
 //   n_vocab 320 = <unk>/<pad> <s>/<bos> </s>/<eos>, 256 byte tokens, 61 pieces.
 // Per architecture, as the real files are: llama has its own output.weight, RoPE base 1e4;
 // gemma3 ties the output to the embeddings; qwen2 has Q/K/V biases (F32), RoPE base 1e6
 // (NEOX layout), no rope.dimension_count key, and ties the output to the embeddings (as
-// the smaller Qwen2.5 files do; the 0.5B Coder file has its own, which llama covers).
+// the smaller Qwen2.5 files do; the 0.5B Coder file has its own, which llama covers); qwen3
+// is qwen2 without the biases, with per-head Q/K RMSNorm weights (F32, head_dim), Q/K
+// projections drawn 3x larger (only the norms bring them back), and its own output.weight.
 //
 // The gemma3-270m shape: the hyperparameters, metadata keys, tensor names, order, shapes
 // and offsets of gemma-3-270m-q4_k_m.gguf (the default model): n_layer 18 (every 6th layer

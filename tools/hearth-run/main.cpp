@@ -74,7 +74,7 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--system", a.system_prompt, "system message (with --chat)");
   app.add_option("--chat-template", a.chat_template,
                  "turn format when the model's own template is not one hearth recognises (default: the model's)")
-      ->check(CLI::IsMember({"chatml", "gemma", "llama3"}))
+      ->check(CLI::IsMember({"chatml", "gemma", "llama3", "qwen3"}))
       ->envname("HEARTH_CHAT_TEMPLATE");
   app.add_option("--kv-type", a.kv_type, "KV cache element type (default f16), as hearthd's --kv-type")
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
