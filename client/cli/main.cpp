@@ -22,7 +22,9 @@ void add_generation_options(CLI::App* command, GenerationOptions* options) {
   command->add_flag("--stats", options->stats, "print TTFT, ITL, prefill/decode tok/s and cached tokens to stderr");
   command->add_option("--stop", options->stop, "stop generating at this string (repeatable; not printed)")
       ->allow_extra_args(false);  // one value per --stop: the question may follow
-  command->add_option("--repeat-penalty", options->repeat_penalty, "repetition penalty (1: off)")
+  command
+      ->add_option("--repeat-penalty", options->repeat_penalty,
+                   "repetition penalty (above 1 discourages repeats); default: the model's own")
       ->check(CLI::Range(0.01f, 10.0f));
   command
       ->add_option("--timeout", options->timeout_s,
