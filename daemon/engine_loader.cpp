@@ -8,6 +8,7 @@
 #include "daemon/devices.h"
 #include "engine/model/catalog.h"
 #include "engine/model/model_path.h"
+#include "engine/model/sampling_defaults.h"
 
 namespace hearth::daemon {
 
@@ -70,6 +71,10 @@ Result<LoadedEngine> load_engine(const std::string& model_arg, const BackendChoi
   LOG_INFO(std::string("chat template: ") + chat_family_name(e.info.chat_template.family) +
            (chat_template.empty() ? " (from the model)" : " (--chat-template)") +
            (e.info.chat_template.default_system.empty() ? "" : ", with the template's default system prompt"));
+  std::vector<std::string> warnings;
+  e.info.sampling = model_sampling(*e.file, e.info.id, &warnings);
+  for (const std::string& w : warnings) LOG_WARN(*path + ": " + w);
+  LOG_INFO("sampling defaults: " + describe_defaults(e.info.sampling));
   struct stat st {};
   if (::stat(path->c_str(), &st) == 0) e.info.created = static_cast<int64_t>(st.st_mtime);
   return e;

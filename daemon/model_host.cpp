@@ -39,6 +39,7 @@ ipc::HostedModel listing(const InstalledModel& m) {
   h.created = m.modified;
   h.arch = m.arch;
   h.quantization = m.quantization;
+  h.sampling = m.sampling;
   h.available = m.usable;
   h.reason = m.error;
   return h;

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/sampling/defaults.h"
 #include "engine/sampling/params.h"
 #include "engine/scheduler/request.h"
 #include "engine/tokenizer/chat_template.h"
@@ -57,7 +58,10 @@ struct ApiRequest {
   // client wrote the template itself (Ollama's raw mode); else it is plain text.
   bool parse_special = false;
   int32_t max_tokens = -1;  // < 0: until the context is full
+  // The API's defaults, and the fields the request gave; make_job() fills each field the
+  // request left out (not in sampling_given, SamplingField bits) from the model's defaults.
   SamplingParams sampling;
+  uint32_t sampling_given = 0;
   std::vector<std::string> stop;  // non-empty strings
   // Narrows the request's prompt-cache scope (vLLM's name): 1..256 printable ASCII bytes.
   std::optional<std::string> cache_salt;

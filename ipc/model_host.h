@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/sampling/defaults.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace hearth {
@@ -39,6 +40,7 @@ struct ModelInfo {
   int32_t n_ctx = 0;                              // tokens per sequence
   int64_t created = 0;                            // unix seconds (the file's mtime)
   ChatTemplate chat_template{ChatFamily::Gemma};  // how chat requests render messages
+  ModelSampling sampling;                         // its own defaults: what a request leaves out
 
   // Whether a request's "model" (or /v1/models/<name>) names this model: its id or an alias.
   bool answers_to(std::string_view name) const {
@@ -99,6 +101,7 @@ struct HostedModel {
   int64_t created = 0;       // unix seconds (the file's mtime)
   std::string arch;          // general.architecture ("" when unreadable)
   std::string quantization;  // the file type ("Q4_K_M")
+  ModelSampling sampling;    // its own sampling defaults (the file's, else the catalog's)
   bool available = true;     // false: the file cannot be served (reason says why)
   std::string reason;
   bool loaded = false;

@@ -68,6 +68,22 @@ int list_served(Client& client) {
   return kExitOk;
 }
 
+// A model's "sampling_defaults" (GET /api/models): "temperature 0.7, top_k 20, top_p 0.8,
+// repetition_penalty 1.05 (catalog)".
+std::string sampling_text(const nlohmann::json& d) {
+  std::string out;
+  for (const char* k : {"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "penalty_last_n"}) {
+    const auto v = d.find(k);
+    if (v == d.end() || !v->is_number()) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %g", out.empty() ? "" : ", ", k, v->get<double>());
+    out += buf;
+  }
+  if (const auto src = d.find("source"); src != d.end() && src->is_string())
+    out += " (" + src->get<std::string>() + ")";
+  return out;
+}
+
 void print_installed(const nlohmann::json& j) {
   const auto str = [](const nlohmann::json& o, const char* k) {
     return o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string("-");
@@ -84,6 +100,8 @@ void print_installed(const nlohmann::json& j) {
         num(m, "parameters") > 0 ? parameter_count(num(m, "parameters")).c_str() : "-",
         num(m, "context_length") > 0 ? std::to_string(static_cast<long>(num(m, "context_length"))).c_str() : "-",
         state.c_str());
+    if (const auto d = m.find("sampling_defaults"); d != m.end() && d->is_object() && !d->empty())
+      std::printf("%22s sampling: %s\n", "", sampling_text(*d).c_str());
   }
   for (const nlohmann::json& c : j.value("catalog", nlohmann::json::array())) {
     if (c.value("installed", true)) continue;

@@ -12,7 +12,9 @@ namespace hearth::cli {
 void add_generation_options(CLI::App* command, GenerationOptions* options) {
   command->add_option("--system", options->system, "system message sent before the conversation");
   command->add_option("--model", options->model, "model id (see `hearth models`); default: the loaded one");
-  command->add_option("--temp", options->temperature, "sampling temperature (0: greedy); default: the daemon's")
+  command
+      ->add_option("--temp", options->temperature,
+                   "sampling temperature (0: greedy); default: the model's own (`hearth models` shows it)")
       ->check(CLI::Range(0.0f, 100.0f));
   command->add_option("--max-tokens", options->max_tokens, "tokens to generate at most; default: the daemon's")
       ->check(CLI::PositiveNumber);
@@ -20,7 +22,9 @@ void add_generation_options(CLI::App* command, GenerationOptions* options) {
   command->add_flag("--stats", options->stats, "print TTFT, ITL, prefill/decode tok/s and cached tokens to stderr");
   command->add_option("--stop", options->stop, "stop generating at this string (repeatable; not printed)")
       ->allow_extra_args(false);  // one value per --stop: the question may follow
-  command->add_option("--repeat-penalty", options->repeat_penalty, "repetition penalty (1: off)")
+  command
+      ->add_option("--repeat-penalty", options->repeat_penalty,
+                   "repetition penalty (above 1 discourages repeats); default: the model's own")
       ->check(CLI::Range(0.01f, 10.0f));
   command
       ->add_option("--timeout", options->timeout_s,

@@ -66,6 +66,7 @@ Result<std::vector<CatalogModel>> parse_catalog(std::string_view tsv) {
     m.packages = words(f[5]);
     m.members = words(f[6]);
     m.about = f[7];
+    m.sampling = catalog_sampling(m.name);
     if (m.name.empty() || m.name.find(' ') != std::string::npos) return make_error(where + ": empty or spaced name");
     if (m.file.empty() || m.file.find('/') != std::string::npos)
       return make_error(where + ": file '" + m.file + "' must be a plain file name");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/sampling/defaults.h"
 
 namespace hearth {
 
@@ -20,6 +21,9 @@ struct CatalogModel {
   std::vector<std::string> packages;  // PyPI requirements ("name==version") that carry it
   std::vector<std::string> members;   // paths in the installed packages; joined in order = the file
   std::string about;                  // what it is good for
+  // What its publisher recommends (catalog_sampling() of its name), for a file that carries
+  // no general.sampling.* keys; source "catalog", or "" when hearth knows none.
+  ModelSampling sampling;
 };
 
 // Parses the catalog's text: '#' lines and blank lines are skipped; every other line has the
@@ -32,6 +36,10 @@ const std::vector<CatalogModel>& catalog();
 const CatalogModel& default_catalog_model();
 // The model with this name, or nullptr.
 const CatalogModel* find_catalog_model(std::string_view name);
+// The sampling its publisher recommends for a model of this name's family (the part before
+// ':', "qwen3" of "qwen3:8b"), source "catalog"; empty defaults for a family hearth knows
+// none of (engine/model/catalog_sampling.cpp).
+ModelSampling catalog_sampling(std::string_view name);
 // "qwen2.5-coder:0.5b, smollm2:135m, gemma3:270m"
 std::string catalog_names();
 

@@ -10,6 +10,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/architecture.h"
 #include "engine/model/catalog.h"
+#include "engine/model/sampling_defaults.h"
 
 namespace hearth {
 
@@ -64,6 +65,8 @@ InstalledModel inspect_model(const std::string& path) {
     return m;
   }
   m.context_length = config.n_ctx_train;
+  std::vector<std::string> ignored;  // a listing shows the defaults in force, not the file's faults
+  m.sampling = model_sampling(g, m.catalog_name, &ignored);
   m.usable = true;
   return m;
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling/defaults.h"
+
 namespace hearth {
 
 struct InstalledModel {
@@ -25,6 +27,7 @@ struct InstalledModel {
   std::string quantization;  // from general.file_type ("Q4_K_M"), else "" when absent
   int64_t parameters = 0;    // elements of all tensors
   int32_t context_length = 0;
+  ModelSampling sampling;  // its sampling defaults (model_sampling(): the file's, else the catalog's)
   // Whether this hearth can serve it; when not, why (not GGUF, damaged, an architecture
   // hearth does not implement, unreadable).
   bool usable = false;

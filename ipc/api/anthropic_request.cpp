@@ -405,15 +405,23 @@ bool read_metadata(FieldReader& r) {
   return true;
 }
 
-void read_sampling(FieldReader& r, SamplingParams* s) {
-  r.number("temperature", 0, 1, false, &s->temperature);
-  if (r.number("top_p", 0, 1, false, &s->top_p) && s->top_p == 0.0f) {
-    // top_p 0 keeps only the most likely token: greedy.
-    s->temperature = 0.0f;
-    s->top_p = 1.0f;
+// *given records the fields the request set (SamplingField bits).
+void read_sampling(FieldReader& r, SamplingParams* s, uint32_t* given) {
+  if (r.number("temperature", 0, 1, false, &s->temperature)) *given |= kSetTemperature;
+  if (r.number("top_p", 0, 1, false, &s->top_p)) {
+    *given |= kSetTopP;
+    if (s->top_p == 0.0f) {
+      // top_p 0 keeps only the most likely token: greedy.
+      s->temperature = 0.0f;
+      s->top_p = 1.0f;
+      *given |= kSetTemperature;
+    }
   }
   int64_t v = 0;
-  if (r.integer("top_k", 0, kMaxInt32, &v)) s->top_k = static_cast<int32_t>(v);
+  if (r.integer("top_k", 0, kMaxInt32, &v)) {
+    s->top_k = static_cast<int32_t>(v);
+    *given |= kSetTopK;
+  }
 }
 
 }  // namespace
@@ -454,7 +462,7 @@ std::variant<ApiRequest, ApiError> parse_anthropic_request(const json& body, Ant
     } else if (r.integer("max_tokens", 1, kMaxInt32, &v)) {
       req.max_tokens = static_cast<int32_t>(v);
     }
-    read_sampling(r, &req.sampling);
+    read_sampling(r, &req.sampling, &req.sampling_given);
     read_stop_sequences(r, &req.stop);
     read_metadata(r);
     r.boolean("stream", &req.stream);

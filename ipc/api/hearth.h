@@ -29,6 +29,10 @@ RouteResult installed_models(const Call& call);
 // {"id", "aliases", "path", "backend", "memory_bytes", "device", "device_memory_bytes",
 // "n_ctx", "in_flight", "idle_s", "loaded_at", "loads", "expires_in_s"}.
 nlohmann::ordered_json loaded_model_json(const HostedModel& m);
+// A model's sampling defaults: {"source", "temperature", "top_k", "top_p", "min_p",
+// "repetition_penalty", "penalty_last_n", "no_thinking": {...}}, each field only when the
+// model sets it; {} when it sets none.
+nlohmann::ordered_json sampling_defaults_json(const ModelSampling& m);
 // {"model", "keep_alive"}: an EngineCall (loading blocks) answering when the model is loaded.
 RouteResult load_model(const Call& call);
 // {"model"}: answered at once; the model goes when its requests have ended.

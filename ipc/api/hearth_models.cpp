@@ -1,6 +1,8 @@
 // hearth's model routes (docs/protocol.md, "Several models" and "Installed models"):
 // GET /api/models (the files on the disk), POST /api/load and /api/unload, and the hearth
 // fields of each loaded model that GET /api/ps (api/ollama.h) lists.
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -31,6 +33,24 @@ std::variant<std::string, ApiError> named_model(ModelHost& host, const json& bod
   return *id;
 }
 
+json defaults_fields(const SamplingDefaults& d) {
+  json j = json::object();
+  // Six significant digits, as the float was written: 0.7, not 0.699999988079071.
+  auto num = [&j](const char* name, const std::optional<float>& v) {
+    if (!v) return;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", static_cast<double>(*v));
+    j[name] = std::strtod(buf, nullptr);
+  };
+  num("temperature", d.temperature);
+  if (d.top_k) j["top_k"] = *d.top_k;
+  num("top_p", d.top_p);
+  num("min_p", d.min_p);
+  num("repetition_penalty", d.repetition_penalty);
+  if (d.penalty_last_n) j["penalty_last_n"] = *d.penalty_last_n;
+  return j;
+}
+
 json model_json(const InstalledModel& m, bool loaded) {
   json j{{"id", m.id},
          {"file", m.file},
@@ -44,11 +64,20 @@ json model_json(const InstalledModel& m, bool loaded) {
   if (!m.quantization.empty()) j["quantization"] = m.quantization;
   if (m.parameters > 0) j["parameters"] = m.parameters;
   if (m.context_length > 0) j["context_length"] = m.context_length;
+  j["sampling_defaults"] = sampling_defaults_json(m.sampling);
   if (!m.usable) j["error"] = m.error;
   return j;
 }
 
 }  // namespace
+
+json sampling_defaults_json(const ModelSampling& m) {
+  if (m.defaults.empty()) return json::object();
+  json j{{"source", m.source}};
+  j.update(defaults_fields(m.defaults));
+  if (m.no_thinking) j["no_thinking"] = defaults_fields(*m.no_thinking);
+  return j;
+}
 
 json loaded_model_json(const HostedModel& m) {
   json j{{"id", m.id},

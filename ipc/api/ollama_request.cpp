@@ -216,18 +216,28 @@ bool read_stop(FieldReader& opt, std::vector<std::string>* out) {
   return true;
 }
 
-void read_sampling(FieldReader& opt, SamplingParams* s) {
+// *given records the fields the request set (SamplingField bits).
+void read_sampling(FieldReader& opt, SamplingParams* s, uint32_t* given) {
   int64_t v = 0;
-  opt.number("temperature", 0, 100, false, &s->temperature);
-  if (opt.integer("top_k", kMinInt64, kMaxInt64, &v))
+  if (opt.number("temperature", 0, 100, false, &s->temperature)) *given |= kSetTemperature;
+  if (opt.integer("top_k", kMinInt64, kMaxInt64, &v)) {
     s->top_k = static_cast<int32_t>(std::clamp<int64_t>(v, 0, kMaxInt32));
-  if (opt.number("top_p", 0, 1, false, &s->top_p) && s->top_p == 0.0f) {
-    s->temperature = 0.0f;  // top_p 0 keeps only the most likely token: greedy
-    s->top_p = 1.0f;
+    *given |= kSetTopK;
   }
-  opt.number("min_p", 0, 1, false, &s->min_p);
-  opt.number("repeat_penalty", 0, 10, true, &s->repetition_penalty);
-  if (opt.integer("repeat_last_n", -1, kMaxInt32, &v)) s->penalty_last_n = static_cast<int32_t>(v);
+  if (opt.number("top_p", 0, 1, false, &s->top_p)) {
+    *given |= kSetTopP;
+    if (s->top_p == 0.0f) {
+      s->temperature = 0.0f;  // top_p 0 keeps only the most likely token: greedy
+      s->top_p = 1.0f;
+      *given |= kSetTemperature;
+    }
+  }
+  if (opt.number("min_p", 0, 1, false, &s->min_p)) *given |= kSetMinP;
+  if (opt.number("repeat_penalty", 0, 10, true, &s->repetition_penalty)) *given |= kSetRepetitionPenalty;
+  if (opt.integer("repeat_last_n", -1, kMaxInt32, &v)) {
+    s->penalty_last_n = static_cast<int32_t>(v);
+    *given |= kSetPenaltyLastN;
+  }
   opt.number("presence_penalty", -2, 2, false, &s->presence_penalty);
   opt.number("frequency_penalty", -2, 2, false, &s->frequency_penalty);
   if (opt.integer("seed", kMinInt64, kMaxInt64, &v)) s->seed = v < 0 ? kRandomSeed : static_cast<uint64_t>(v);
@@ -244,7 +254,7 @@ bool read_options(FieldReader& r, OllamaRequest* req) {
   if (opt.integer("num_predict", kMinInt64, kMaxInt64, &v))
     req->max_tokens = v > 0 ? static_cast<int32_t>(std::min<int64_t>(v, kMaxInt32)) : -1;
   opt.integer("num_ctx", kMinInt64, kMaxInt64, &v);  // checked, then ignored (see the header)
-  read_sampling(opt, &req->sampling);
+  read_sampling(opt, &req->sampling, &req->sampling_given);
   read_stop(opt, &req->stop);
   if (!opt.error()) return true;
   ApiError e = *opt.error();

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ipc/api/hearth.h"
 #include "ipc/api/openai_request.h"
 #include "ipc/api/openai_response.h"
 #include "ipc/json_fields.h"
@@ -59,6 +60,8 @@ json model_object(const HostedModel& m, const EngineRef* engine) {
   meta["file_bytes"] = m.file_bytes;
   if (!m.arch.empty()) meta["arch"] = m.arch;
   if (!m.quantization.empty()) meta["quantization"] = m.quantization;
+  // The loaded engine's, else what a listing of the file read.
+  meta["sampling_defaults"] = sampling_defaults_json(engine ? engine->model.sampling : m.sampling);
   if (!m.available) meta["error"] = m.reason;
   return j;
 }

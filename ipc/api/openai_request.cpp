@@ -215,22 +215,29 @@ bool read_logprobs(FieldReader& r, Endpoint endpoint, int32_t* top) {
   return true;
 }
 
-// The sampling fields and max_tokens.
-void read_sampling(FieldReader& r, SamplingParams* sampling, int32_t* max_tokens) {
+// The sampling fields and max_tokens; *given records the fields the request set.
+void read_sampling(FieldReader& r, SamplingParams* sampling, uint32_t* given, int32_t* max_tokens) {
   int64_t v = 0;
   if (r.integer("max_tokens", 1, kMaxInt32, &v)) *max_tokens = static_cast<int32_t>(v);
   if (r.integer("max_completion_tokens", 1, kMaxInt32, &v)) *max_tokens = static_cast<int32_t>(v);
-  r.number("temperature", 0, 2, false, &sampling->temperature);
-  if (r.number("top_p", 0, 1, false, &sampling->top_p) && sampling->top_p == 0.0f) {
-    // top_p 0 keeps only the most likely token: greedy.
-    sampling->temperature = 0.0f;
-    sampling->top_p = 1.0f;
+  if (r.number("temperature", 0, 2, false, &sampling->temperature)) *given |= kSetTemperature;
+  if (r.number("top_p", 0, 1, false, &sampling->top_p)) {
+    *given |= kSetTopP;
+    if (sampling->top_p == 0.0f) {
+      // top_p 0 keeps only the most likely token: greedy.
+      sampling->temperature = 0.0f;
+      sampling->top_p = 1.0f;
+      *given |= kSetTemperature;
+    }
   }
-  if (r.integer("top_k", 0, kMaxInt32, &v)) sampling->top_k = static_cast<int32_t>(v);
-  r.number("min_p", 0, 1, false, &sampling->min_p);
+  if (r.integer("top_k", 0, kMaxInt32, &v)) {
+    sampling->top_k = static_cast<int32_t>(v);
+    *given |= kSetTopK;
+  }
+  if (r.number("min_p", 0, 1, false, &sampling->min_p)) *given |= kSetMinP;
   r.number("presence_penalty", -2, 2, false, &sampling->presence_penalty);
   r.number("frequency_penalty", -2, 2, false, &sampling->frequency_penalty);
-  r.number("repetition_penalty", 0, 10, true, &sampling->repetition_penalty);
+  if (r.number("repetition_penalty", 0, 10, true, &sampling->repetition_penalty)) *given |= kSetRepetitionPenalty;
   if (const json* seed = r.get("seed")) {
     // Any 64-bit integer; negative ones wrap (-1 is kRandomSeed: a random seed, as in llama.cpp).
     if (seed->is_number_unsigned()) {
@@ -291,7 +298,8 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
   OpenAiRequest req;
   req.endpoint = endpoint;
   req.chat = endpoint == Endpoint::Chat;
-  // OpenAI's defaults, not llama.cpp's: no top-k or min-p unless the client asks.
+  // OpenAI's defaults, not llama.cpp's: no top-k or min-p unless the client or the model
+  // (its own defaults, make_job()) asks.
   req.sampling.temperature = 1.0f;
   req.sampling.top_p = 1.0f;
   req.sampling.top_k = 0;
@@ -314,7 +322,7 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
   } else {
     read_prompt(r, &req.prompt);
   }
-  read_sampling(r, &req.sampling, &req.max_tokens);
+  read_sampling(r, &req.sampling, &req.sampling_given, &req.max_tokens);
   read_stop(r, &req.stop);
   read_serving(r, &req);
   read_output(r, &req);

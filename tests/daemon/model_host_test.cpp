@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "daemon_harness.h"
+#include "tests/tools/synthetic_model.h"
 
 namespace {
 
@@ -422,4 +423,34 @@ TEST_CASE(
   REQUIRE(again.status == 200);
   CHECK(body_of(again)["choices"][0]["text"] == body_of(first)["choices"][0]["text"]);
   CHECK(tight.ps().count("gemma3:270m") == 1);
+}
+
+TEST_CASE("each model reports its own sampling defaults: its file's general.sampling keys", "[daemon][models]") {
+  Host h;
+  SyntheticOptions o;
+  o.arch = "gemma3";  // its architecture implies its chat template
+  o.extra_f32 = {{"general.sampling.temp", 0.6f}, {"general.sampling.top_p", 0.95f}};
+  o.extra_i32 = {{"general.sampling.top_k", 20}};
+  hearth::Result<std::vector<uint8_t>> bytes = make_synthetic_model(o);
+  REQUIRE(bytes.ok());
+  std::ofstream(h.models + "/synth-s.gguf", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
+  REQUIRE(h.start());
+
+  const json expected{{"source", "gguf"}, {"temperature", 0.6}, {"top_k", 20}, {"top_p", 0.95}};
+  CHECK(h.get("/v1/models/synth-s")["meta"]["sampling_defaults"] == expected);
+  CHECK(h.get("/v1/models/synth-a")["meta"]["sampling_defaults"] == json::object());  // none: the API's
+  bool listed = false;
+  const json installed = h.get("/api/models");
+  for (const json& m : installed["models"]) {
+    if (m["id"] != "synth-s") continue;
+    listed = true;
+    CHECK(m["sampling_defaults"] == expected);
+  }
+  CHECK(listed);
+  // Loaded, it reports the same, and hearthd's log says which defaults it samples with.
+  REQUIRE(h.complete("synth-s").status == 200);
+  CHECK(h.get("/v1/models/synth-s")["meta"]["loaded"] == true);
+  CHECK(h.get("/v1/models/synth-s")["meta"]["sampling_defaults"] == expected);
+  CHECK(h.stderr_text().find("sampling defaults: temperature 0.6, top_k 20, top_p 0.95 (gguf)") != std::string::npos);
 }

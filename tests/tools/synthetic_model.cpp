@@ -206,6 +206,8 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
   // Gemma's converters write the key (false); llama files usually omit it (llama.cpp: true).
   if (gemma) w.set_bool("tokenizer.ggml.add_space_prefix", false);
   if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
+  for (const auto& [key, value] : o.extra_f32) w.set_f32(key, value);
+  for (const auto& [key, value] : o.extra_i32) w.set_i32(key, value);
 
   // Scales: matrices 1/sqrt(fan-in) keep activations O(1); Gemma multiplies embeddings by
   // sqrt(n_embd), so its table is drawn that much smaller. Logits come out with std ~1-2.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/dtype.h"
@@ -26,6 +27,10 @@ struct SyntheticOptions {
   // Q4_K, Q5_K, Q6_K (see below); norms and biases are always F32.
   DType type = DType::F32;
   std::string chat_template;  // tokenizer.chat_template; "" = the key is absent
+  // More metadata keys (the tiny shape), as llama.cpp's converter types them: F32 and I32
+  // (general.sampling.temp, general.sampling.top_k, ...). Empty: none, the file unchanged.
+  std::vector<std::pair<std::string, float>> extra_f32;
+  std::vector<std::pair<std::string, int32_t>> extra_i32;
 };
 
 // The tiny shape (every architecture):
