@@ -37,7 +37,11 @@ std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiReques
   GenerationJob job;
   job.engine = call.engine;
   job.request = std::move(std::get<GenerationRequest>(gen));
-  job.request.sampling = with_model_defaults(request.sampling, request.sampling_given, engine.model.sampling.defaults);
+  // A thinking model answering without thinking takes its publisher's values for that mode.
+  const ModelSampling& model = engine.model.sampling;
+  const bool thinks = (unthinking ? *unthinking : request).chat_options.enable_thinking;
+  const SamplingDefaults& defaults = !thinks && model.no_thinking ? *model.no_thinking : model.defaults;
+  job.request.sampling = with_model_defaults(request.sampling, request.sampling_given, defaults);
   job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, request.cache_salt);
   job.request.top_logprobs = request.top_logprobs;
   job.prepare = grammar_step(request, engine.model.chat_template, engine.grammars);

@@ -66,6 +66,12 @@ SamplingDefaults read_gguf_sampling(const gguf::File& f, std::vector<std::string
 ModelSampling model_sampling(const gguf::File& f, std::string_view catalog_name, std::vector<std::string>* warnings) {
   const SamplingDefaults file = read_gguf_sampling(f, warnings);
   ModelSampling catalog = catalog_sampling(catalog_name);
+  // A file pulled from the Hub is named by its file, not the catalog: an architecture that
+  // only one catalog family has names the family (qwen3 and qwen3moe: Qwen3's values).
+  if (catalog.source.empty()) {
+    const Result<std::string_view> arch = f.get_string("general.architecture");
+    if (arch && (*arch == "qwen3" || *arch == "qwen3moe")) catalog = catalog_sampling("qwen3");
+  }
   if (file.empty()) return catalog;
   ModelSampling m;
   m.defaults = file.or_else(catalog.defaults);

@@ -140,3 +140,18 @@ TEST_CASE("/v1/models reports the sampling defaults in force") {
   CHECK(u.at("source") == "catalog");
   CHECK(u.at("no_thinking").at("temperature") == 0.7);
 }
+
+TEST_CASE("a thinking model asked not to think samples with its publisher's no-thinking values") {
+  DefaultsEngine e;
+  auto qwen3 = std::make_shared<EngineRef>(*e.engine);
+  qwen3->model.chat_template = ChatTemplate{ChatFamily::Qwen3};
+  qwen3->model.sampling.no_thinking = SamplingDefaults{.temperature = 0.7f, .top_k = 20, .top_p = 0.8f};
+  e.engine = qwen3;
+  CHECK(openai_sampling(e, json::object()).temperature == 0.6f);  // thinking: the file's
+  const SamplingParams off = openai_sampling(e, json{{"chat_template_kwargs", {{"enable_thinking", false}}}});
+  CHECK(off.temperature == 0.7f);
+  CHECK(off.top_p == 0.8f);
+  // An answer held by a grammar from its first token is rendered without thinking too.
+  const SamplingParams held = openai_sampling(e, json{{"response_format", {{"type", "json_object"}}}});
+  CHECK(held.temperature == 0.7f);
+}

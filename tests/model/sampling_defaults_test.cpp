@@ -17,8 +17,10 @@ namespace {
 struct FileWithKeys {
   std::vector<uint8_t> bytes;
   std::unique_ptr<gguf::File> file;
-  FileWithKeys(std::vector<std::pair<std::string, float>> f32, std::vector<std::pair<std::string, int32_t>> i32) {
+  FileWithKeys(std::vector<std::pair<std::string, float>> f32, std::vector<std::pair<std::string, int32_t>> i32,
+               std::string arch = "llama") {
     SyntheticOptions o;
+    o.arch = std::move(arch);
     o.extra_f32 = std::move(f32);
     o.extra_i32 = std::move(i32);
     Result<std::vector<uint8_t>> b = make_synthetic_model(o);
@@ -125,4 +127,17 @@ TEST_CASE("Qwen3 has other defaults without thinking; the file's keys win, the c
   CHECK(p.defaults.top_k == 20);
   CHECK(p.defaults.repetition_penalty == 1.05f);
   CHECK(warnings.empty());
+}
+
+TEST_CASE("a qwen3 file named by its file, not the catalog, takes Qwen3's defaults from its architecture") {
+  FileWithKeys pulled({}, {}, "qwen3");
+  std::vector<std::string> warnings;
+  const ModelSampling s = model_sampling(*pulled.file, "Qwen3-8B-Q4_K_M", &warnings);
+  CHECK(s.source == "catalog");
+  CHECK(s.defaults.temperature == 0.6f);
+  REQUIRE(s.no_thinking);
+  CHECK(s.no_thinking->temperature == 0.7f);
+  // Other architectures named by their file keep the API's defaults.
+  FileWithKeys other({}, {}, "qwen2");
+  CHECK(model_sampling(*other.file, "Some-Qwen2-Q4_K_M", &warnings).source.empty());
 }
