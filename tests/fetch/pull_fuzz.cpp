@@ -111,10 +111,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t n = size - 1;
   const std::string_view text(reinterpret_cast<const char*>(body), n);
   switch (data[0] % 4) {
-    case 0: listing(text); break;
-    case 1: head(body, n); break;
-    case 2: layout(body, n); break;
-    default: name(text); break;
+    case 0:
+      listing(text);
+      break;
+    case 1:
+      head(body, n);
+      break;
+    case 2:
+      layout(body, n);
+      break;
+    default:
+      name(text);
+      break;
   }
   return 0;
 }

@@ -61,7 +61,7 @@ TEST_CASE("prompt cache: after a full disk, writing resumes by itself once space
   REQUIRE(s->enqueue(make_chunk(2, 0, f)));
   REQUIRE(wait_idle(*s));
   CHECK(s->load(2, chunk_tokens(2, 16)));
-  CHECK_FALSE(s->contains(1));  // the chunk the full disk refused is gone, not half there
+  CHECK_FALSE(s->contains(1));      // the chunk the full disk refused is gone, not half there
   REQUIRE(s->check_consistency());  // no probe file left behind
   const std::string text = log.text();
   CHECK_THAT(text, Catch::Contains("stopped writing"));
