@@ -105,7 +105,7 @@ TEST_CASE("a file without keys takes its catalog family's defaults: Qwen2.5's fo
   CHECK(catalog_sampling("qwen2.5-coderx:1b").defaults.empty());
 }
 
-TEST_CASE("Qwen3 has other defaults without thinking; the file's keys win, the catalog fills the rest") {
+TEST_CASE("Qwen3 has other defaults without thinking, the file's keys win, the catalog fills the rest") {
   FileWithKeys none({}, {});
   std::vector<std::string> warnings;
   const ModelSampling c = model_sampling(*none.file, "qwen3:8b", &warnings);
