@@ -25,6 +25,9 @@ class WeightBinder {
   // Binds blk.N.attn_q/k/v.bias (F32) of every layer; when !required, a layer without
   // them keeps invalid tensors (no bias), but a layer with only some is an error.
   Status bind_qkv_biases(const ModelConfig& c, ModelWeights& w, bool required) const;
+  // Binds blk.N.attn_q_norm / attn_k_norm (head_dim each: per-head RMSNorm of Q and K,
+  // Gemma 3 and Qwen3) of every layer.
+  Status bind_qk_norms(const ModelConfig& c, ModelWeights& w) const;
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
  private:

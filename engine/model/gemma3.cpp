@@ -39,13 +39,11 @@ class Gemma3 final : public Architecture {
 
   Status bind_weights(const WeightBinder& b, const ModelConfig& c, ModelWeights& w) const override {
     Status s;
-    if (!(s = b.bind_embeddings(c, w)) || !(s = b.bind_blocks(c, w))) return s;
-    // Gemma's extra norms: per-head Q/K and after each sub-block.
+    if (!(s = b.bind_embeddings(c, w)) || !(s = b.bind_blocks(c, w)) || !(s = b.bind_qk_norms(c, w))) return s;
+    // Gemma's extra norms after each sub-block.
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       LayerWeights& l = w.layers[il];
-      if (!(s = b.bind(p + "attn_q_norm.weight", c.head_dim, 1, l.q_norm))) return s;
-      if (!(s = b.bind(p + "attn_k_norm.weight", c.head_dim, 1, l.k_norm))) return s;
       if (!(s = b.bind(p + "post_attention_norm.weight", c.n_embd, 1, l.post_attn_norm))) return s;
       if (!(s = b.bind(p + "post_ffw_norm.weight", c.n_embd, 1, l.post_ffn_norm))) return s;
     }

@@ -135,6 +135,16 @@ Status WeightBinder::bind_blocks(const ModelConfig& c, ModelWeights& w) const {
   return {};
 }
 
+Status WeightBinder::bind_qk_norms(const ModelConfig& c, ModelWeights& w) const {
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[il];
+    if (Status s = bind(p + "attn_q_norm.weight", c.head_dim, 1, l.q_norm); !s) return s;
+    if (Status s = bind(p + "attn_k_norm.weight", c.head_dim, 1, l.k_norm); !s) return s;
+  }
+  return {};
+}
+
 Status WeightBinder::bind_qkv_biases(const ModelConfig& c, ModelWeights& w, bool required) const {
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";

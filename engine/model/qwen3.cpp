@@ -23,13 +23,7 @@ class Qwen3 final : public Architecture {
   Status bind_weights(const WeightBinder& b, const ModelConfig& c, ModelWeights& w) const override {
     Status s;
     if (!(s = b.bind_embeddings(c, w)) || !(s = b.bind_blocks(c, w))) return s;
-    for (int il = 0; il < c.n_layer; ++il) {
-      const std::string p = "blk." + std::to_string(il) + ".";
-      LayerWeights& l = w.layers[il];
-      if (!(s = b.bind(p + "attn_q_norm.weight", c.head_dim, 1, l.q_norm))) return s;
-      if (!(s = b.bind(p + "attn_k_norm.weight", c.head_dim, 1, l.k_norm))) return s;
-    }
-    return {};
+    return b.bind_qk_norms(c, w);
   }
 
   void build_layer(Graph& g, const ModelConfig& c, const LayerWeights& w, int, const BatchLayout& b,

@@ -14,10 +14,6 @@ constexpr const char* kToolsTail =
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
     "<args-json-object>}\n</tool_call><|im_end|>\n";
 
-void add(std::vector<ChatSegment>& out, std::string text, bool markup) {
-  if (!text.empty()) out.push_back({std::move(text), markup});
-}
-
 // The first turn: the first message when it is a system message, else the default; with
 // tools, followed by their list and the instructions.
 Status system_turn(std::vector<ChatSegment>& out, const std::string& default_system,
@@ -31,6 +27,26 @@ Status system_turn(std::vector<ChatSegment>& out, const std::string& default_sys
     return {};
   }
   add(out, kToolsHead, true);
+  return add_hermes_tools(out, tools);
+}
+
+Status assistant_calls(std::vector<ChatSegment>& out, const ChatMessage& m, size_t i) {
+  add(out, "<|im_start|>assistant", true);
+  if (!m.content.empty()) {
+    add(out, "\n", true);
+    add(out, m.content, false);
+  }
+  for (const ToolCall& call : m.tool_calls) {
+    add(out, "\n", true);
+    if (Status s = add_hermes_call(out, call, i); !s.ok()) return s;
+  }
+  add(out, "<|im_end|>\n", true);
+  return {};
+}
+
+}  // namespace
+
+Status add_hermes_tools(std::vector<ChatSegment>& out, const std::vector<Tool>& tools) {
   for (const Tool& tool : tools) {
     Result<std::string> json = tool_json(tool, -1);
     if (!json.ok()) return json.error();
@@ -41,26 +57,24 @@ Status system_turn(std::vector<ChatSegment>& out, const std::string& default_sys
   return {};
 }
 
-Status assistant_calls(std::vector<ChatSegment>& out, const ChatMessage& m, size_t i) {
-  add(out, "<|im_start|>assistant", true);
-  if (!m.content.empty()) {
-    add(out, "\n", true);
-    add(out, m.content, false);
-  }
-  for (const ToolCall& call : m.tool_calls) {
-    Result<std::string> args = arguments_json(call, i);
-    if (!args.ok()) return args.error();
-    add(out, "\n<tool_call>\n{\"name\": \"", true);
-    add(out, call.name, false);
-    add(out, "\", \"arguments\": ", true);
-    add(out, std::move(*args), false);
-    add(out, "}\n</tool_call>", true);
-  }
-  add(out, "<|im_end|>\n", true);
+Status add_hermes_call(std::vector<ChatSegment>& out, const ToolCall& call, size_t message_index) {
+  Result<std::string> args = arguments_json(call, message_index);
+  if (!args.ok()) return args.error();
+  add(out, "<tool_call>\n{\"name\": \"", true);
+  add(out, call.name, false);
+  add(out, "\", \"arguments\": ", true);
+  add(out, std::move(*args), false);
+  add(out, "}\n</tool_call>", true);
   return {};
 }
 
-}  // namespace
+void add_tool_response(std::vector<ChatSegment>& out, const std::vector<ChatMessage>& messages, size_t i) {
+  if (i == 0 || messages[i - 1].role != "tool") add(out, "<|im_start|>user", true);
+  add(out, "\n<tool_response>\n", true);
+  add(out, messages[i].content, false);
+  add(out, "\n</tool_response>", true);
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") add(out, "<|im_end|>\n", true);
+}
 
 Result<std::vector<ChatSegment>> render_hermes(const std::string& default_system,
                                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
@@ -72,12 +86,7 @@ Result<std::vector<ChatSegment>> render_hermes(const std::string& default_system
     if (Status s = check_role(m, i, true); !s.ok()) return s.error();
     if (i == 0 && m.role == "system") continue;  // written by system_turn
     if (m.role == "tool") {
-      // A run of results is one user turn.
-      if (i == 0 || messages[i - 1].role != "tool") add(out, "<|im_start|>user", true);
-      add(out, "\n<tool_response>\n", true);
-      add(out, m.content, false);
-      add(out, "\n</tool_response>", true);
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") add(out, "<|im_end|>\n", true);
+      add_tool_response(out, messages, i);
     } else if (m.role == "assistant" && !m.tool_calls.empty()) {
       if (Status s = assistant_calls(out, m, i); !s.ok()) return s.error();
     } else {

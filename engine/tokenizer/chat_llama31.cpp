@@ -18,10 +18,6 @@ constexpr const char* kToolsIntro =
 
 constexpr const char* kDefaultDate = "26 Jul 2024";  // Llama 3.1's template, when date_string is unset
 
-void add(std::vector<ChatSegment>& out, std::string text, bool markup) {
-  if (!text.empty()) out.push_back({std::move(text), markup});
-}
-
 std::string header(const std::string& role) {
   return "<|start_header_id|>" + role + "<|end_header_id|>\n\n";
 }

@@ -12,14 +12,6 @@ namespace {
 constexpr const char* kToolsHead =
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-constexpr const char* kToolsTail =
-    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-    "<args-json-object>}\n</tool_call><|im_end|>\n";
-
-void add(std::vector<ChatSegment>& out, std::string text, bool markup) {
-  if (!text.empty()) out.push_back({std::move(text), markup});
-}
 
 std::string_view lstrip_newlines(std::string_view s) {
   const size_t b = s.find_first_not_of('\n');
@@ -47,14 +39,7 @@ Status system_turn(std::vector<ChatSegment>& out, const std::vector<ChatMessage>
     add(out, "\n\n", true);
   }
   add(out, kToolsHead, true);
-  for (const Tool& tool : tools) {
-    Result<std::string> json = tool_json(tool, -1);
-    if (!json.ok()) return json.error();
-    add(out, "\n", true);
-    add(out, std::move(*json), false);
-  }
-  add(out, kToolsTail, true);
-  return {};
+  return add_hermes_tools(out, tools);
 }
 
 // The last user message that is a query, not tool results wrapped as the template writes
@@ -93,15 +78,8 @@ Status assistant_turn(std::vector<ChatSegment>& out, const ChatMessage& m, size_
     add(out, std::string(content), false);
   }
   for (size_t k = 0; k < m.tool_calls.size(); ++k) {
-    const ToolCall& call = m.tool_calls[k];
-    Result<std::string> args = arguments_json(call, i);
-    if (!args.ok()) return args.error();
     if (k > 0 || !content.empty()) add(out, "\n", true);
-    add(out, "<tool_call>\n{\"name\": \"", true);
-    add(out, call.name, false);
-    add(out, "\", \"arguments\": ", true);
-    add(out, std::move(*args), false);
-    add(out, "}\n</tool_call>", true);
+    if (Status s = add_hermes_call(out, m.tool_calls[k], i); !s.ok()) return s;
   }
   add(out, "<|im_end|>\n", true);
   return {};
@@ -123,12 +101,8 @@ Result<std::vector<ChatSegment>> render_qwen3(const std::vector<ChatMessage>& me
       add(out, "<|im_end|>\n", true);
     } else if (m.role == "assistant") {
       if (Status s = assistant_turn(out, m, i, i > last_query, i + 1 == messages.size()); !s.ok()) return s.error();
-    } else if (m.role == "tool") {  // a run of results is one user turn
-      if (i == 0 || messages[i - 1].role != "tool") add(out, "<|im_start|>user", true);
-      add(out, "\n<tool_response>\n", true);
-      add(out, m.content, false);
-      add(out, "\n</tool_response>", true);
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") add(out, "<|im_end|>\n", true);
+    } else if (m.role == "tool") {
+      add_tool_response(out, messages, i);
     }
   }
   if (add_generation_prompt) {

@@ -33,6 +33,10 @@ Result<std::string> tool_json(const Tool& tool, int indent) {
   return out;
 }
 
+void add(std::vector<ChatSegment>& out, std::string text, bool markup) {
+  if (!text.empty()) out.push_back({std::move(text), markup});
+}
+
 Result<std::string> arguments_json(const ToolCall& call, size_t message_index) {
   if (trim(call.arguments).empty()) return std::string("{}");
   Result<std::string> out = python_json_dumps(call.arguments);

@@ -15,6 +15,17 @@ namespace hearth::tok {
 // Jinja's `trim` (Python str.strip() on ASCII whitespace).
 std::string trim(std::string_view s);
 
+// Appends a segment (nothing when text is empty); markup: the template's own text.
+void add(std::vector<ChatSegment>& out, std::string text, bool markup);
+
+// Hermes tool calling (Qwen2.5's and Qwen3's templates, chat_hermes.cpp): after the tools'
+// heading, each tool's JSON on a line and the calling instructions (ending the system turn);
+// a call as <tool_call>{"name": ..., "arguments": ...}</tool_call>; message i, a tool result,
+// inside <tool_response> tags, a run of results making one user turn.
+Status add_hermes_tools(std::vector<ChatSegment>& out, const std::vector<Tool>& tools);
+Status add_hermes_call(std::vector<ChatSegment>& out, const ToolCall& call, size_t message_index);
+void add_tool_response(std::vector<ChatSegment>& out, const std::vector<ChatMessage>& messages, size_t i);
+
 // system, user and assistant; "tool" too when `tool_role` (a template with a tool syntax).
 Status check_role(const ChatMessage& m, size_t i, bool tool_role);
 
