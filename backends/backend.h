@@ -117,6 +117,43 @@ enum class OpKind : uint8_t {
   Attention,
   // dst[i, :] = src0[ia[i], :]  (F32), e.g. the rows whose logits are wanted.
   CopyRows,
+
+  // Mixture-of-experts layers (Qwen3-MoE) route each token to k of n_expert FFNs, run only
+  // those, and add their outputs weighted by the router's probabilities:
+  //   MoeRoute      router logits -> the k experts' ids and weights
+  //   MatMulExperts every (token, rank) row times its expert's matrix (gate, up; then down)
+  //   MoeCombine    the weighted sum of a token's k expert outputs
+  // A token's experts, weights and sum depend on its own row only, never on its batch.
+
+  // Per token t: p = softmax(src0[t, :]) over the n_expert router logits, computed as
+  //   m = max_e l_e, s = sum_e exp(l_e - m) (in expert order), p_e = exp(l_e - m) * (1 / s);
+  // the k = dst.ne0 experts of largest p, in descending order of p (ties: the lower id
+  // first; NaN counts as -inf), are written to src1[t, 0 .. k) (I32 ids: src1 is this op's
+  // second output), and their weights to dst[t, j]:
+  //   i0 = 1: p[id_j] / max(sum_{j' < k} p[id_j'], f0), the sum in rank order (renormalised
+  //           over the chosen k; f0 keeps it off zero: llama.cpp clamps at 2^-14);
+  //   i0 = 0: p[id_j].
+  // src0 F32 [n_tok, n_expert]; dst F32 [n_tok, k]; src1 I32 [n_tok, k]; 1 <= k <= n_expert.
+  MoeRoute,
+  // The expert-indexed MatMul. src0: the n_expert matrices of one projection stacked,
+  // [n_expert * n_out rows, n_in] (expert e's row o is row e * n_out + o), any weight type
+  // MatMul takes; n_out = dst.ne0. src2 I32 [n_tok, k]: each token's experts (MoeRoute's
+  // ids). For every token t and rank j:
+  //   dst[t * k + j, o] = sum_i src0[e * n_out + o, i] * src1[r, i],  e = src2[t, j],
+  //   r = t (i1 = 0: the token's row feeds all its experts: gate, up) or t * k + j (i1 = 1:
+  //   each (token, rank) row has its own input: down).
+  // src1 F32 [n_tok or n_tok * k, n_in]; dst F32 [n_tok * k, n_out]. Each output is the
+  // float MatMul gives for expert e's matrix and that row alone (same activation
+  // quantization, same reduction order), whatever else is in the batch and whichever tokens
+  // share the expert. An id outside [0, n_expert) gives a row of zeros. Only the chosen
+  // experts' rows need to be read; a backend should read each chosen expert's rows once
+  // per op, for all the tokens that chose it (prefill).
+  MatMulExperts,
+  // dst[t, :] = sum_{j < k} src1[t, j] * src0[t * k + j, :], k = src1.ne0: each product
+  // rounded to f32, then added in rank order j = 0, 1, ... (as llama.cpp adds its expert
+  // views). src0 F32 [n_tok * k, d]; src1 F32 [n_tok, k] (MoeRoute's weights); dst F32
+  // [n_tok, d].
+  MoeCombine,
 };
 
 inline constexpr int32_t kRopeNormal = 0;

@@ -36,6 +36,12 @@ const char* op_name(OpKind k) {
       return "Attention";
     case OpKind::CopyRows:
       return "CopyRows";
+    case OpKind::MoeRoute:
+      return "MoeRoute";
+    case OpKind::MatMulExperts:
+      return "MatMulExperts";
+    case OpKind::MoeCombine:
+      return "MoeCombine";
   }
   return "?";
 }
@@ -115,6 +121,19 @@ class Checker {
     if (in_place && same_view(dst, src)) return {};
     return make_error(std::string("dst overlaps ") + what);
   }
+  // Expert ids: an I32 tensor (the one integer type ops read from a buffer) of `rows` rows.
+  static Status ids(const Tensor& t, const char* what, int64_t rows) {
+    if (!t.valid()) return make_error(std::string(what) + " is missing");
+    if (t.type != DType::I32) return make_error(std::string(what) + " must be I32, not " + dtype_name(t.type));
+    if (t.ne0 <= 0 || rows > t.rows)
+      return make_error(std::string(what) + " has " + num(t.rows) + " rows of " + num(t.ne0) + ", the op needs " +
+                        num(rows));
+    const size_t size = t.buffer->bytes(), row = t.row_size();
+    const auto r = static_cast<size_t>(std::max<int64_t>(rows, 1) - 1);
+    if (t.offset > size || row > size - t.offset || (r > 0 && t.row_stride > (size - t.offset - row) / r))
+      return make_error(std::string(what) + " does not fit in its buffer");
+    return {};
+  }
   Status weights(const Tensor& w, const char* what) const {
     if (Status st = tensor(w, what, w.rows); !st) return st;
     if (!caps_.supports_weight(w.type))
@@ -140,6 +159,9 @@ class Checker {
   Status store_kv(const Op& op);
   Status attention(const Op& op);
   Status copy_rows(const Op& op);
+  Status moe_route(const Op& op) const;
+  Status matmul_experts(const Op& op) const;
+  Status moe_combine(const Op& op) const;
 
   struct Checked {
     uint32_t offset, count;
@@ -265,6 +287,52 @@ Status Checker::copy_rows(const Op& op) {
   return apart(op.dst, n, op.src0, op.src0.rows, "src0", false);
 }
 
+Status Checker::moe_route(const Op& op) const {
+  const int64_t n = op.src0.rows, k = op.dst.ne0;
+  if (Status st = f32(op.src0, "src0 (router logits)", n); !st) return st;
+  if (Status st = f32(op.dst, "dst (weights)", n); !st) return st;
+  if (Status st = ids(op.src1, "src1 (expert ids)", n); !st) return st;
+  if (k < 1 || k > op.src0.ne0)
+    return make_error("k = " + num(k) + " experts per token, of " + num(op.src0.ne0) + " experts");
+  if (op.src1.ne0 != k) return make_error("src1 (expert ids) rows hold " + num(op.src1.ne0) + " ids, dst " + num(k));
+  if (op.i0 != 0 && op.i0 != 1) return make_error("i0 (renormalise) must be 0 or 1");
+  if (Status st = apart(op.dst, n, op.src0, n, "src0", false); !st) return st;
+  if (Status st = apart(op.src1, n, op.src0, n, "src0", false); !st) return st;
+  return apart(op.dst, n, op.src1, n, "src1", false);
+}
+
+Status Checker::matmul_experts(const Op& op) const {
+  const Tensor& w = op.src0;
+  const int64_t n_tok = op.src2.rows, n_out = op.dst.ne0;
+  if (Status st = weights(w, "src0 (stacked expert weights)"); !st) return st;
+  if (Status st = ids(op.src2, "src2 (expert ids)", n_tok); !st) return st;
+  const int64_t k = op.src2.ne0;
+  if (n_out <= 0 || w.rows % n_out != 0)
+    return make_error("src0 has " + num(w.rows) + " rows, not a whole number of experts of " + num(n_out));
+  if (op.i1 != 0 && op.i1 != 1) return make_error("i1 (an input row per expert) must be 0 or 1");
+  const int64_t x_rows = op.i1 != 0 ? n_tok * k : n_tok;
+  if (Status st = f32(op.src1, "src1", x_rows); !st) return st;
+  if (Status st = f32(op.dst, "dst", n_tok * k); !st) return st;
+  if (op.src1.ne0 != w.ne0)
+    return make_error("src1 rows hold " + num(op.src1.ne0) + " elements, the weights' rows " + num(w.ne0));
+  for (const auto& [t, rows, what] : {std::tuple{&w, w.rows, "src0"},
+                                      {&op.src1, x_rows, "src1"},
+                                      {&op.src2, n_tok, "src2"}})
+    if (Status st = apart(op.dst, n_tok * k, *t, rows, what, false); !st) return st;
+  return {};
+}
+
+Status Checker::moe_combine(const Op& op) const {
+  const int64_t n = op.src1.rows, k = op.src1.ne0;
+  if (Status st = f32(op.src1, "src1 (weights)", n); !st) return st;
+  if (Status st = f32(op.src0, "src0 (expert outputs)", n * k); !st) return st;
+  if (Status st = f32(op.dst, "dst", n); !st) return st;
+  if (k < 1) return make_error("no experts per token");
+  if (op.dst.ne0 != op.src0.ne0) return make_error("src0 and dst rows differ in length");
+  if (Status st = apart(op.dst, n, op.src0, n * k, "src0", false); !st) return st;
+  return apart(op.dst, n, op.src1, n, "src1", false);
+}
+
 Status Checker::op(const Op& op) {
   switch (op.kind) {
     case OpKind::GetRows:
@@ -288,6 +356,12 @@ Status Checker::op(const Op& op) {
       return attention(op);
     case OpKind::CopyRows:
       return copy_rows(op);
+    case OpKind::MoeRoute:
+      return moe_route(op);
+    case OpKind::MatMulExperts:
+      return matmul_experts(op);
+    case OpKind::MoeCombine:
+      return moe_combine(op);
   }
   return make_error("unknown op kind " + num(static_cast<int64_t>(op.kind)));
 }
