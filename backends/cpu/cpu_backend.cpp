@@ -197,6 +197,15 @@ class CpuBackend final : public Backend {
         case OpKind::CopyRows:
           op_copy_rows(op, g, ctx_);
           break;
+        case OpKind::MoeRoute:
+          op_moe_route(op, ctx_);
+          break;
+        case OpKind::MatMulExperts:
+          op_matmul_experts(op, ctx_);
+          break;
+        case OpKind::MoeCombine:
+          op_moe_combine(op, ctx_);
+          break;
       }
     }
     return {};

@@ -15,6 +15,8 @@ struct ExecContext {
   ThreadPool* pool = nullptr;
   std::vector<uint8_t> scratch;                    // activation quantization, KV staging
   std::vector<std::vector<float>> thread_scratch;  // one per thread (attention scores)
+  std::vector<uint8_t> expert_act;                 // MatMulExperts: its rows' activations, by expert
+  std::vector<float> expert_out;                   // MatMulExperts: their outputs, by expert
 
   uint8_t* scratch_bytes(size_t n) {
     if (scratch.size() < n) scratch.resize(n);
@@ -56,5 +58,8 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx);
 enum class AttnSchedule { RowTiles, PerRow };
 AttnSchedule set_attn_schedule(AttnSchedule s);
 void op_copy_rows(const Op& op, const Graph& g, ExecContext& ctx);
+void op_moe_route(const Op& op, ExecContext& ctx);
+void op_matmul_experts(const Op& op, ExecContext& ctx);
+void op_moe_combine(const Op& op, ExecContext& ctx);
 
 }  // namespace hearth::cpu
