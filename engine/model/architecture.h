@@ -22,6 +22,13 @@ class WeightBinder {
   // Binds the tensors every decoder block has (blk.N.attn_norm, attn_q/k/v/output,
   // ffn_norm, ffn_gate/up/down) of every layer, sizing w.layers.
   Status bind_blocks(const ModelConfig& c, ModelWeights& w) const;
+  // bind_blocks in two: the attention half (attn_norm, attn_q/k/v/output, ffn_norm) and
+  // the dense FFN (ffn_gate/up/down); a mixture-of-experts model binds only the first.
+  Status bind_attention_blocks(const ModelConfig& c, ModelWeights& w) const;
+  Status bind_dense_ffns(const ModelConfig& c, ModelWeights& w) const;
+  // Binds blk.N.ffn_gate_inp and ffn_{gate,up,down}_exps (3-D: [n_in, n_out, n_expert]) of
+  // every layer, the stacks as [n_expert * n_out rows, n_in] tensors.
+  Status bind_moe_ffns(const ModelConfig& c, ModelWeights& w) const;
   // Binds blk.N.attn_q/k/v.bias (F32) of every layer; when !required, a layer without
   // them keeps invalid tensors (no bias), but a layer with only some is an error.
   Status bind_qkv_biases(const ModelConfig& c, ModelWeights& w, bool required) const;
@@ -54,6 +61,7 @@ const Architecture& gemma3_architecture();
 const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();
 const Architecture& qwen3_architecture();
+const Architecture& qwen3moe_architecture();
 
 // The Llama block, shared by the architectures built on it (llama, qwen2, qwen3): RMSNorm ->
 // Q, K, V (+ biases when the layer has them) -> per-head RMSNorm of Q and K (when the
@@ -62,6 +70,9 @@ const Architecture& qwen3_architecture();
 // residual add.
 void build_llama_block(Graph& g, const ModelConfig& c, const LayerWeights& w, const BatchLayout& b,
                        const Activations& a, const Tensor& k_cache, const Tensor& v_cache);
+// Its first half, up to and including the attention's residual add.
+void build_llama_attention(Graph& g, const ModelConfig& c, const LayerWeights& w, const BatchLayout& b,
+                           const Activations& a, const Tensor& k_cache, const Tensor& v_cache);
 
 // Reads the hyper-parameters every decoder shares ("{arch}.block_count" etc.).
 Status read_common_config(const gguf::File& f, ModelConfig& c);
@@ -76,6 +87,7 @@ void rope(Graph& g, const Tensor& x, IntSpan positions, int32_t head_dim, int32_
 void add(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& b);
 void add_row(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& row);  // dst[t] = a[t] + row[0]
 void gated(Graph& g, OpKind kind, const Tensor& dst, const Tensor& gate, const Tensor& up);
+void scale(Graph& g, const Tensor& dst, const Tensor& src, float f);
 void store_kv(Graph& g, const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache, IntSpan slots);
 // One Attention op per sequence of the batch, over its rows of q and dst.
 void attention(Graph& g, const Tensor& dst, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -74,11 +74,23 @@ Result<ForwardBuffers> allocate_forward_buffers(const ModelConfig& c, Backend& b
   a.gate = arena.take(DType::F32, c.n_ff, n);
   a.up = arena.take(DType::F32, c.n_ff, n);
   a.logits = arena.take(DType::F32, c.n_vocab, std::min(n, n_logits));
+  std::vector<Tensor*> moe;
+  if (c.n_expert > 0) {
+    const int64_t k = c.n_expert_used;
+    a.router = arena.take(DType::F32, c.n_expert, n);
+    a.expert_ids = arena.take(DType::I32, k, n);
+    a.expert_weights = arena.take(DType::F32, k, n);
+    a.expert_gate = arena.take(DType::F32, c.n_ff_exp, n * k);
+    a.expert_up = arena.take(DType::F32, c.n_ff_exp, n * k);
+    a.expert_out = arena.take(DType::F32, c.n_embd, n * k);
+    moe = {&a.router, &a.expert_ids, &a.expert_weights, &a.expert_gate, &a.expert_up, &a.expert_out};
+  }
   Result<std::unique_ptr<Buffer>> act = backend.alloc(arena.bytes(), BufferKind::Activations);
   if (!act) return act.error();
   fb.act_buffer = std::move(*act);
   for (Tensor* t : {&a.x, &a.cur, &a.tmp, &a.q, &a.attn, &a.k, &a.v, &a.gate, &a.up, &a.logits})
     bind(*t, fb.act_buffer.get());
+  for (Tensor* t : moe) bind(*t, fb.act_buffer.get());
   return fb;
 }
 

@@ -33,13 +33,12 @@ class Llama final : public Architecture {
 
 }  // namespace
 
-void build_llama_block(Graph& g, const ModelConfig& c, const LayerWeights& w, const BatchLayout& b,
-                       const Activations& a, const Tensor& k_cache, const Tensor& v_cache) {
+void build_llama_attention(Graph& g, const ModelConfig& c, const LayerWeights& w, const BatchLayout& b,
+                           const Activations& a, const Tensor& k_cache, const Tensor& v_cache) {
   using namespace ops;
   const int64_t n = b.n;
   const Tensor x = rows(a.x, n), cur = rows(a.cur, n), tmp = rows(a.tmp, n);
   const Tensor q = rows(a.q, n), k = rows(a.k, n), v = rows(a.v, n), attn = rows(a.attn, n);
-  const Tensor gate = rows(a.gate, n), up = rows(a.up, n);
 
   rms_norm(g, cur, x, w.attn_norm, c.rms_eps);
   matmul(g, q, w.wq, cur);
@@ -60,7 +59,15 @@ void build_llama_block(Graph& g, const ModelConfig& c, const LayerWeights& w, co
   attention(g, attn, q, k_cache, v_cache, b, c, 0);
   matmul(g, tmp, w.wo, attn);
   add(g, x, x, tmp);
+}
 
+void build_llama_block(Graph& g, const ModelConfig& c, const LayerWeights& w, const BatchLayout& b,
+                       const Activations& a, const Tensor& k_cache, const Tensor& v_cache) {
+  using namespace ops;
+  build_llama_attention(g, c, w, b, a, k_cache, v_cache);
+  const int64_t n = b.n;
+  const Tensor x = rows(a.x, n), cur = rows(a.cur, n), tmp = rows(a.tmp, n);
+  const Tensor gate = rows(a.gate, n), up = rows(a.up, n);
   rms_norm(g, cur, x, w.ffn_norm, c.rms_eps);
   matmul(g, gate, w.ffn_gate, cur);
   matmul(g, up, w.ffn_up, cur);

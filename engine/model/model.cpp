@@ -117,6 +117,11 @@ Status WeightBinder::bind_embeddings(const ModelConfig& c, ModelWeights& w) cons
 }
 
 Status WeightBinder::bind_blocks(const ModelConfig& c, ModelWeights& w) const {
+  if (Status s = bind_attention_blocks(c, w); !s) return s;
+  return bind_dense_ffns(c, w);
+}
+
+Status WeightBinder::bind_attention_blocks(const ModelConfig& c, ModelWeights& w) const {
   w.layers.resize(c.n_layer);
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
@@ -128,9 +133,42 @@ Status WeightBinder::bind_blocks(const ModelConfig& c, ModelWeights& w) const {
     if (!(s = bind(p + "attn_v.weight", c.n_embd, c.kv_dim(), l.wv))) return s;
     if (!(s = bind(p + "attn_output.weight", c.q_dim(), c.n_embd, l.wo))) return s;
     if (!(s = bind(p + "ffn_norm.weight", c.n_embd, 1, l.ffn_norm))) return s;
+  }
+  return {};
+}
+
+Status WeightBinder::bind_dense_ffns(const ModelConfig& c, ModelWeights& w) const {
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[il];
+    Status s;
     if (!(s = bind(p + "ffn_gate.weight", c.n_embd, c.n_ff, l.ffn_gate))) return s;
     if (!(s = bind(p + "ffn_up.weight", c.n_embd, c.n_ff, l.ffn_up))) return s;
     if (!(s = bind(p + "ffn_down.weight", c.n_ff, c.n_embd, l.ffn_down))) return s;
+  }
+  return {};
+}
+
+Status WeightBinder::bind_moe_ffns(const ModelConfig& c, ModelWeights& w) const {
+  // A stack [n_in, n_out, n_expert]: checked dimension by dimension (its rows alone would
+  // pass a tensor with n_out and n_expert swapped), bound as n_expert * n_out rows.
+  auto stack = [&](const std::string& name, int64_t n_in, int64_t n_out, Tensor& out) -> Status {
+    const gguf::TensorInfo* t = file_.find_tensor(name);
+    if (t != nullptr && (t->n_dims != 3 || t->ne[1] != n_out || t->ne[2] != c.n_expert))
+      return make_error("model: tensor " + name + " has shape [" + std::to_string(t->ne[0]) + ", " +
+                        std::to_string(t->ne[1]) + ", " + std::to_string(t->ne[2]) + ", " + std::to_string(t->ne[3]) +
+                        "], expected [" + std::to_string(n_in) + ", " + std::to_string(n_out) + ", " +
+                        std::to_string(c.n_expert) + "]");
+    return bind(name, n_in, n_out * c.n_expert, out);
+  };
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& l = w.layers[il];
+    Status s;
+    if (!(s = bind(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert, l.ffn_gate_inp))) return s;
+    if (!(s = stack(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, l.ffn_gate_exps))) return s;
+    if (!(s = stack(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, l.ffn_up_exps))) return s;
+    if (!(s = stack(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, l.ffn_down_exps))) return s;
   }
   return {};
 }
@@ -171,6 +209,7 @@ const Architecture* find_architecture(const std::string& name) {
   if (name == "llama") return &llama_architecture();
   if (name == "qwen2") return &qwen2_architecture();
   if (name == "qwen3") return &qwen3_architecture();
+  if (name == "qwen3moe") return &qwen3moe_architecture();
   return nullptr;
 }
 
@@ -182,7 +221,8 @@ Result<const Architecture*> read_model_config(const gguf::File& f, ModelConfig& 
   c.arch = std::string(*arch);
   const Architecture* a = find_architecture(c.arch);
   if (a == nullptr)
-    return make_error("model: architecture '" + c.arch + "' is not supported (supported: gemma3, llama, qwen2, qwen3)");
+    return make_error("model: architecture '" + c.arch +
+                      "' is not supported (supported: gemma3, llama, qwen2, qwen3, qwen3moe)");
   Result<std::string_view> name = f.get_string("general.name");
   c.name = name ? std::string(*name) : std::filesystem::path(f.path()).stem().string();
   if (Status s = a->read_config(f, c); !s) return s.error();
@@ -211,7 +251,9 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   auto check_type = [&](const Tensor& t) { return !t.valid() || backend.caps().supports_weight(t.type); };
   bool ok = check_type(m->weights_.tok_embd) && check_type(m->weights_.output);
   for (const LayerWeights& l : m->weights_.layers)
-    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) ok = ok && check_type(*t);
+    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp,
+                            &l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps})
+      ok = ok && check_type(*t);
   if (!ok) return make_error("model: a weight type is not supported by this backend");
 
   // The weights MatMul reads (every layer matrix and the output, which may be the embedding
@@ -219,7 +261,8 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::File> fil
   // layout of its own. The mapping's pages may go when the model came from a file.
   std::vector<Tensor> matmul_weights;
   for (const LayerWeights& l : m->weights_.layers)
-    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp,
+                            &l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps})
       if (t->valid()) matmul_weights.push_back(*t);
   if (m->weights_.output.valid()) matmul_weights.push_back(m->weights_.output);
   const auto t0 = std::chrono::steady_clock::now();
@@ -363,6 +406,14 @@ void add_row(Graph& g, const Tensor& dst, const Tensor& a, const Tensor& row) {
   op.dst = dst;
   op.src0 = a;
   op.src1 = row;
+  g.ops.push_back(op);
+}
+
+void scale(Graph& g, const Tensor& dst, const Tensor& src, float f) {
+  Op op{OpKind::Scale};
+  op.dst = dst;
+  op.src0 = src;
+  op.f0 = f;
   g.ops.push_back(op);
 }
 

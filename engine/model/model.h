@@ -1,6 +1,7 @@
 // A loaded model: its hyper-parameters (from GGUF metadata), its weights resident on a
 // backend, and the recipe that records a forward pass. One file per architecture
-// (gemma3.cpp, llama.cpp, qwen2.cpp, qwen3.cpp) implements Architecture; nothing here contains device code.
+// (gemma3.cpp, llama.cpp, qwen2.cpp, qwen3.cpp, qwen3moe.cpp) implements Architecture; nothing here
+// contains device code.
 #pragma once
 
 #include <memory>
@@ -14,14 +15,18 @@
 namespace hearth {
 
 struct ModelConfig {
-  std::string arch;  // general.architecture: "gemma3", "llama", "qwen2", "qwen3"
+  std::string arch;  // general.architecture: "gemma3", "llama", "qwen2", "qwen3", "qwen3moe"
   std::string name;  // general.name, or the file name
   int32_t n_layer = 0;
   int32_t n_embd = 0;     // width of the residual stream
   int32_t n_head = 0;     // query heads
   int32_t n_head_kv = 0;  // key/value heads (grouped-query attention)
   int32_t head_dim = 0;   // per head, keys and values
-  int32_t n_ff = 0;       // FFN hidden width
+  int32_t n_ff = 0;       // FFN hidden width (dense FFN)
+  // Mixture of experts (qwen3moe; 0 in dense models): each token's FFN is the weighted sum
+  // of n_expert_used of n_expert expert FFNs, each n_ff_exp wide.
+  int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  float expert_weights_scale = 1.0f;  // multiplies the routing weights (1 in Qwen3-MoE)
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;  // tokens
   int32_t n_rot = 0;        // rotated dims per head
@@ -62,6 +67,11 @@ struct LayerWeights {
   Tensor ffn_gate, ffn_up;  // [n_ff rows, n_embd]
   Tensor ffn_down;          // [n_embd rows, n_ff]
   Tensor post_ffn_norm;     // [1, n_embd] (gemma3)
+  // Mixture of experts (qwen3moe): the router and the experts' matrices stacked, expert e's
+  // row o at row e * n_out + o (llama.cpp's [n_in, n_out, n_expert] tensors).
+  Tensor ffn_gate_inp;                // [n_expert rows, n_embd]
+  Tensor ffn_gate_exps, ffn_up_exps;  // [n_expert * n_ff_exp rows, n_embd]
+  Tensor ffn_down_exps;               // [n_expert * n_embd rows, n_ff_exp]
 };
 
 struct ModelWeights {
@@ -80,6 +90,12 @@ struct Activations {
   Tensor k, v;      // [n, kv_dim]
   Tensor gate, up;  // [n, n_ff]
   Tensor logits;    // [n_logits, n_vocab]
+  // Mixture of experts only (invalid otherwise); k = n_expert_used.
+  Tensor router;                  // [n, n_expert] router logits
+  Tensor expert_ids;              // [n, k] I32: each token's experts, most probable first
+  Tensor expert_weights;          // [n, k]: their routing weights
+  Tensor expert_gate, expert_up;  // [n * k, n_ff_exp]: row t * k + j for token t's j-th expert
+  Tensor expert_out;              // [n * k, n_embd]
 };
 
 // Consecutive tokens of one sequence inside a forward pass.

@@ -128,3 +128,21 @@ TEST_CASE("a qwen3 sequence's logits are bitwise the same alone and batched with
   check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
                              {1, 250, 33, 61, 62, 63, 19}, 99, 123);
 }
+
+TEST_CASE("a qwen3moe sequence's logits are bitwise the same alone and batched with another, in any slots") {
+  // A synthetic qwen3moe model (8 experts, 3 per token): the sequences' tokens share experts
+  // in the batched pass, and each expert's weights are read once for all the tokens that
+  // chose it, yet every token's expert choice and sum are those it gets alone. Q8_0: the
+  // expert stacks are repacked where the CPU has the kernels (AVX-512).
+  test::SyntheticOptions o;
+  o.arch = "qwen3moe";
+  o.type = DType::Q8_0;
+  const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
+  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
+  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+  auto model = Model::load(file, *backend);
+  REQUIRE(model.ok());
+  REQUIRE((*model)->config().n_expert == 8);
+  check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
+                             {1, 250, 33, 61, 62, 63, 19}, 99, 123);
+}

@@ -11,6 +11,8 @@
 //       -DORACLE="\"llama.cpp $(git -C $LLAMA rev-parse --short HEAD)\"" -o oracle
 //   ./oracle build/tests/tools/hearth-make-synthetic qwen3 f32:1 q8_0:2 \
 //       > tests/fixtures/synthetic_qwen3_reference.json
+//   ./oracle build/tests/tools/hearth-make-synthetic qwen3moe f32:1 q8_0:2 \
+//       > tests/fixtures/synthetic_qwen3moe_reference.json
 #include <llama.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // hearth-make-synthetic: writes a deterministic model with random weights (see synthetic_model.h).
-//   hearth-make-synthetic --arch llama|gemma3|qwen2|qwen3 --out FILE [--seed N]
+//   hearth-make-synthetic --arch llama|gemma3|qwen2|qwen3|qwen3moe --out FILE [--seed N]
 //       [--type f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k] [--shape tiny|gemma3-270m]
 // --shape gemma3-270m (arch gemma3, the default with that shape) has the real Gemma 3 270M
 // file's shapes; with --type q4_k also its per-tensor types (Q4_K_M), for benchmarks:
@@ -16,8 +16,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes a deterministic GGUF model with random weights, for tests and benchmarks."};
   std::string arch = "llama", out, type = "f32", shape = "tiny";
   uint64_t seed = 1;
-  app.add_option("--arch", arch, "llama, gemma3, qwen2 or qwen3 (default: llama; gemma3 with --shape gemma3-270m)")
-      ->check(CLI::IsMember({"llama", "gemma3", "qwen2", "qwen3"}));
+  app.add_option("--arch", arch,
+                 "llama, gemma3, qwen2, qwen3 or qwen3moe (default: llama; gemma3 with --shape gemma3-270m)")
+      ->check(CLI::IsMember({"llama", "gemma3", "qwen2", "qwen3", "qwen3moe"}));
   app.add_option("--out", out, "output file")->required();
   app.add_option("--seed", seed, "random seed");
   app.add_option("--type", type, "matrix type (q4_k, q5_k, q6_k: gemma3-270m only; q4_k there = the real Q4_K_M mix)")

@@ -93,11 +93,18 @@ class Builder {
 
   // A [rows, cols] matrix (ne = {cols, rows}) of N(0, std^2) entries in the matrix type.
   void matrix(const std::string& name, int64_t cols, int64_t rows, float std) {
-    add(name, type_, cols, rows, [&] { return std * rng_.normal(); });
+    matrix_of(type_, name, cols, rows, std);
+  }
+  void matrix_of(DType type, const std::string& name, int64_t cols, int64_t rows, float std) {
+    add(name, type, cols, rows, [&] { return std * rng_.normal(); });
   }
   // A norm weight or a bias: offset + spread * N(0, 1), F32 (llama.cpp wants them in F32).
   void norm(const std::string& name, int64_t n, float offset, float spread) {
     add(name, DType::F32, n, 1, [&] { return offset + spread * rng_.normal(); });
+  }
+  // n_expert [n_out, n_in] matrices stacked as llama.cpp's [n_in, n_out, n_expert] tensor.
+  void experts(const std::string& name, DType type, int64_t n_in, int64_t n_out, int64_t n_expert, float std) {
+    add(name, type, n_in, n_out * n_expert, [&] { return std * rng_.normal(); }, {n_in, n_out, n_expert});
   }
 
   // The large shapes' generator: a [rows, cols] tensor of offset + spread * fast_normal() in
@@ -134,7 +141,7 @@ class Builder {
 
  private:
   template <class F>
-  void add(const std::string& name, DType type, int64_t cols, int64_t rows, F next) {
+  void add(const std::string& name, DType type, int64_t cols, int64_t rows, F next, std::vector<int64_t> ne = {}) {
     std::vector<float> row(static_cast<size_t>(cols));
     const size_t rb = row_bytes(type, cols);
     std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
@@ -142,8 +149,8 @@ class Builder {
       for (float& x : row) x = next();
       cpu::quantize_row(type, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
     }
-    std::vector<int64_t> ne{cols};
-    if (rows > 1) ne.push_back(rows);
+    if (ne.empty()) ne.push_back(cols);
+    if (ne.size() == 1 && rows > 1) ne.push_back(rows);
     w_.add_tensor(name, type, ne, std::move(data));
   }
 
@@ -165,7 +172,8 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
         "synthetic model: k-quant types need the gemma3-270m shape (the tiny shape's rows are "
         "shorter than a 256-element block)");
   const SyntheticShape s = synthetic_shape(o.arch);
-  const bool gemma = o.arch == "gemma3", qwen = o.arch == "qwen2", qwen3 = o.arch == "qwen3";
+  const bool gemma = o.arch == "gemma3", qwen = o.arch == "qwen2", moe = o.arch == "qwen3moe";
+  const bool qwen3 = o.arch == "qwen3" || moe;
   const std::string a = o.arch + ".";
   Builder b(o.seed, o.type);
   gguf::Writer& w = b.w();
@@ -181,6 +189,11 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
   w.set_u32(a + "attention.key_length", s.head_dim);
   w.set_u32(a + "attention.value_length", s.head_dim);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  if (moe) {
+    w.set_u32(a + "expert_count", s.n_expert);
+    w.set_u32(a + "expert_used_count", s.n_expert_used);
+    w.set_u32(a + "expert_feed_forward_length", s.n_ff_exp);
+  }
   if (gemma) {
     w.set_f32(a + "rope.freq_base", 1000000.0f);  // global layers; sliding ones use 10000
     w.set_u32(a + "attention.sliding_window", 4);
@@ -240,6 +253,14 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
     b.matrix(p + "attn_output.weight", q_dim, s.n_embd, 1.0f / std::sqrt(static_cast<float>(q_dim)));
     if (gemma) b.norm(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f);
     b.norm(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f);
+    if (moe) {
+      b.matrix_of(DType::F32, p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, 2.0f * in_std);
+      b.experts(p + "ffn_gate_exps.weight", o.type, s.n_embd, s.n_ff_exp, s.n_expert, in_std);
+      b.experts(p + "ffn_up_exps.weight", o.type, s.n_embd, s.n_ff_exp, s.n_expert, in_std);
+      b.experts(p + "ffn_down_exps.weight", o.type, s.n_ff_exp, s.n_embd, s.n_expert,
+                1.0f / std::sqrt(static_cast<float>(s.n_ff_exp)));
+      continue;
+    }
     b.matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, in_std);
     b.matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, in_std);
     b.matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
@@ -384,6 +405,7 @@ Result<std::vector<uint8_t>> make_gemma3_270m(const SyntheticOptions& o) {
 
 SyntheticShape synthetic_shape(const std::string& arch) {
   // qwen3's heads are wider than n_embd / n_head, as Qwen3-0.6B's (16 x 128 over 1024).
+  if (arch == "qwen3moe") return {3, 128, 4, 2, 64, 192, 320, 8, 3, 64};
   return {arch == "gemma3" ? 6 : 2, 128, 4, 2, arch == "qwen3" ? 64 : 32, 192, 320};
 }
 
@@ -414,8 +436,8 @@ bool parse_synthetic_type(const std::string& name, DType* out) {
 }
 
 Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
-  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2" && o.arch != "qwen3")
-    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama, gemma3, qwen2 or qwen3)");
+  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2" && o.arch != "qwen3" && o.arch != "qwen3moe")
+    return make_error("synthetic model: unknown arch '" + o.arch + "' (llama, gemma3, qwen2, qwen3 or qwen3moe)");
   switch (o.type) {
     case DType::F32:
     case DType::F16:

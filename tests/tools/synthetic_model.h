@@ -20,7 +20,7 @@
 namespace hearth::test {
 
 struct SyntheticOptions {
-  std::string arch = "llama";  // "llama", "gemma3", "qwen2" or "qwen3"
+  std::string arch = "llama";  // "llama", "gemma3", "qwen2", "qwen3" or "qwen3moe"
   std::string shape = "tiny";  // "tiny" (any arch) or "gemma3-270m" (arch gemma3 only)
   uint64_t seed = 1;
   // Matrices: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and with the gemma3-270m shape also
@@ -43,7 +43,11 @@ struct SyntheticOptions {
 // (NEOX layout), no rope.dimension_count key, and ties the output to the embeddings (as
 // the smaller Qwen2.5 files do; the 0.5B Coder file has its own, which llama covers); qwen3
 // is qwen2 without the biases, with per-head Q/K RMSNorm weights (F32, head_dim), Q/K
-// projections drawn 3x larger (only the norms bring them back), and its own output.weight.
+// projections drawn 3x larger (only the norms bring them back), and its own output.weight;
+// qwen3moe is qwen3 with 3 layers whose FFN is a mixture of 8 experts of width 64, 3 used
+// per token: an F32 router blk.N.ffn_gate_inp (as llama.cpp's quantizer keeps it) drawn 2x
+// larger, so a token's probabilities are far from uniform, and the stacks
+// ffn_{gate,up,down}_exps ([n_in, n_out, 8]) in the matrix type.
 //
 // The gemma3-270m shape: the hyperparameters, metadata keys, tensor names, order, shapes
 // and offsets of gemma-3-270m-q4_k_m.gguf (the default model): n_layer 18 (every 6th layer
@@ -63,6 +67,7 @@ struct SyntheticOptions {
 // ~250 MB in a few seconds.
 struct SyntheticShape {
   int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+  int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe
 };
 SyntheticShape synthetic_shape(const std::string& arch);  // the tiny shape
 // A shape by name; false for an unknown one or one the arch does not take.
