@@ -13,6 +13,9 @@ struct TokenWork {
   double prefill_ops = 0;
   // Bytes of the 2-D matrices a decode step reads: the layers and the output projection
   // (the tied embeddings when there is no output.weight). KV reads are left out.
+  // Mixture-of-experts stacks (qwen3moe's ffn_*_exps) count in both for the share a token
+  // uses, expert_used_count / expert_count: the active parameters. (A decode step reads
+  // that much; a prefill pass reads each expert chosen by any of its tokens once.)
   double decode_bytes = 0;
 };
 

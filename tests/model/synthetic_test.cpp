@@ -25,6 +25,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/context.h"
 #include "engine/model/model.h"
+#include "engine/model/token_work.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "test_util.h"
 #include "tests/tools/content_hash.h"
@@ -266,6 +267,20 @@ std::string load_error(const std::vector<uint8_t>& bytes) {
 }
 
 }  // namespace
+
+TEST_CASE("a qwen3moe token's work counts the experts it uses, not all of them", "[model][synthetic]") {
+  hearth::test::SyntheticOptions o;
+  o.arch = "qwen3moe";
+  const std::vector<uint8_t> bytes = *hearth::test::make_synthetic_model(o);
+  auto f = hearth::gguf::File::from_memory(bytes.data(), bytes.size());
+  REQUIRE(f.ok());
+  const hearth::TokenWork w = hearth::token_work(**f);
+  // F32, per layer: Q 128x256, K and V 128x128, O 256x128, router 128x8, and 3 of the 8
+  // experts of gate, up (128x64) and down (64x128); then the output projection 128x320.
+  const double layer = 32768 + 2 * 16384 + 32768 + 1024 + 3.0 / 8.0 * 3 * 8 * 8192;
+  CHECK(w.prefill_ops == 2 * 3 * layer);
+  CHECK(w.decode_bytes == 4 * (3 * layer + 128 * 320));
+}
 
 TEST_CASE("a qwen3moe file with impossible expert counts or misshapen expert stacks is refused by name",
           "[model][synthetic]") {
