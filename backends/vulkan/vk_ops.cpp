@@ -112,6 +112,11 @@ Status OpPlanner::plan(const Op& op, const Graph& /*graph*/, std::vector<Dispatc
     case OpKind::CopyRows:
       st = copy_rows(op, out);
       break;
+    case OpKind::MoeRoute:  // the mixture-of-experts ops: not on this backend yet
+    case OpKind::MatMulExperts:
+    case OpKind::MoeCombine:
+      st = make_error("not implemented by the Vulkan backend yet");
+      break;
   }
   if (!st) return make_error(std::string("vulkan: ") + op_name(op.kind) + ": " + st.error().message);
   return {};
