@@ -268,6 +268,27 @@ std::string load_error(const std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
+TEST_CASE("the qwen3-30b-a3b synthetic shape is Qwen3-30B-A3B's, for qwen3moe only", "[model][synthetic]") {
+  hearth::test::SyntheticShape s{};
+  REQUIRE(hearth::test::synthetic_shape("qwen3moe", "qwen3-30b-a3b", &s));
+  CHECK(s.n_layer == 48);
+  CHECK(s.n_embd == 2048);
+  CHECK(s.n_head * s.head_dim == 4096);
+  CHECK(s.n_head_kv == 4);
+  CHECK(s.n_expert == 128);
+  CHECK(s.n_expert_used == 8);
+  CHECK(s.n_ff_exp == 768);
+  CHECK(s.n_vocab == 151936);
+  CHECK_FALSE(hearth::test::synthetic_shape("qwen3", "qwen3-30b-a3b", &s));
+  hearth::test::SyntheticOptions o;
+  o.arch = "qwen3";
+  o.shape = "qwen3-30b-a3b";
+  CHECK_FALSE(hearth::test::make_synthetic_model(o).ok());
+  o.arch = "qwen3moe";
+  o.n_layer = 49;
+  CHECK_FALSE(hearth::test::make_synthetic_model(o).ok());
+}
+
 TEST_CASE("a qwen3moe token's work counts the experts it uses, not all of them", "[model][synthetic]") {
   hearth::test::SyntheticOptions o;
   o.arch = "qwen3moe";

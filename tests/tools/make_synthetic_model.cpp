@@ -4,6 +4,8 @@
 // --shape gemma3-270m (arch gemma3, the default with that shape) has the real Gemma 3 270M
 // file's shapes; with --type q4_k also its per-tensor types (Q4_K_M), for benchmarks:
 //   hearth-make-synthetic --shape gemma3-270m --type q4_k --out gemma3-270m-synthetic.gguf
+// --shape qwen3-30b-a3b (arch qwen3moe) has Qwen3-30B-A3B's shapes, --layers N its first N:
+//   hearth-make-synthetic --shape qwen3-30b-a3b --layers 8 --type q4_k --out q3moe-slice.gguf
 // Prints "xxh3_128 <hex>": the hash of the bytes written.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -23,15 +25,20 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed");
   app.add_option("--type", type, "matrix type (q4_k, q5_k, q6_k: gemma3-270m only; q4_k there = the real Q4_K_M mix)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}));
-  app.add_option("--shape", shape, "tiny (default) or gemma3-270m (the real Gemma 3 270M's shapes)")
-      ->check(CLI::IsMember({"tiny", "gemma3-270m"}));
+  int32_t n_layer = 0;
+  app.add_option("--shape", shape,
+                 "tiny (default), gemma3-270m (the real Gemma 3 270M's shapes) or qwen3-30b-a3b (Qwen3-30B-A3B's)")
+      ->check(CLI::IsMember({"tiny", "gemma3-270m", "qwen3-30b-a3b"}));
+  app.add_option("--layers", n_layer, "qwen3-30b-a3b: only the first N layers (0: all 48)")->check(CLI::Range(0, 48));
   CLI11_PARSE(app, argc, argv);
   if (shape == "gemma3-270m" && app.count("--arch") == 0) arch = "gemma3";
+  if (shape == "qwen3-30b-a3b" && app.count("--arch") == 0) arch = "qwen3moe";
 
   hearth::test::SyntheticOptions o;
   o.arch = arch;
   o.shape = shape;
   o.seed = seed;
+  o.n_layer = n_layer;
   hearth::test::parse_synthetic_type(type, &o.type);
   hearth::Result<std::vector<uint8_t>> bytes = hearth::test::make_synthetic_model(o);
   if (!bytes.ok()) {

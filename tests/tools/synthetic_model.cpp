@@ -111,7 +111,8 @@ class Builder {
   // `type`. Rows come in chunks of kChunkRows, each drawn from its own generator (seeded by
   // the seed, the tensor's number and the chunk's), so threads can share a tensor's chunks
   // and the bytes are the same for any number of threads.
-  void fast(const std::string& name, DType type, int64_t cols, int64_t rows, float offset, float spread) {
+  void fast(const std::string& name, DType type, int64_t cols, int64_t rows, float offset, float spread,
+            std::vector<int64_t> ne = {}) {
     constexpr int64_t kChunkRows = 64;
     const size_t rb = row_bytes(type, cols);
     std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
@@ -134,8 +135,8 @@ class Builder {
     for (int64_t t = 1; t < n_threads; ++t) threads.emplace_back(work);
     work();
     for (std::thread& t : threads) t.join();
-    std::vector<int64_t> ne{cols};
-    if (rows > 1) ne.push_back(rows);
+    if (ne.empty()) ne.push_back(cols);
+    if (ne.size() == 1 && rows > 1) ne.push_back(rows);
     w_.add_tensor(name, type, ne, std::move(data));
   }
 
@@ -274,6 +275,7 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
 }
 
 constexpr SyntheticShape kGemma3_270m = {18, 640, 4, 1, 256, 2048, 262144};
+constexpr SyntheticShape kQwen3_30b_a3b = {48, 2048, 32, 4, 128, 6144, 151936, 128, 8, 768};
 
 // llama.cpp's use_more_bits: the layers whose attn_v and ffn_down its Q4_K_M/Q5_K_M recipes
 // give Q6_K: the first and last eighth, and every third layer between.
@@ -401,6 +403,72 @@ Result<std::vector<uint8_t>> make_gemma3_270m(const SyntheticOptions& o) {
   return w.serialize();
 }
 
+// Qwen3-30B-A3B's shape (synthetic_model.h), its first o.n_layer layers.
+Result<std::vector<uint8_t>> make_qwen3_30b_a3b(const SyntheticOptions& o) {
+  if (o.arch != "qwen3moe") return make_error("synthetic model: the qwen3-30b-a3b shape needs arch qwen3moe");
+  SyntheticShape s = kQwen3_30b_a3b;
+  if (o.n_layer < 0 || o.n_layer > s.n_layer) return make_error("synthetic model: qwen3-30b-a3b has 1 to 48 layers");
+  if (o.n_layer > 0) s.n_layer = o.n_layer;
+  const std::string a = "qwen3moe.";
+  Builder b(o.seed, o.type);
+  gguf::Writer& w = b.w();
+  w.set_string("general.architecture", "qwen3moe");
+  w.set_string("general.name", "hearth synthetic qwen3-30b-a3b");
+  w.set_u32(a + "block_count", s.n_layer);
+  w.set_u32(a + "context_length", 40960);
+  w.set_u32(a + "embedding_length", s.n_embd);
+  w.set_u32(a + "feed_forward_length", s.n_ff);
+  w.set_u32(a + "attention.head_count", s.n_head);
+  w.set_u32(a + "attention.head_count_kv", s.n_head_kv);
+  w.set_f32(a + "rope.freq_base", 1000000.0f);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_u32(a + "expert_used_count", s.n_expert_used);
+  w.set_u32(a + "attention.key_length", s.head_dim);
+  w.set_u32(a + "attention.value_length", s.head_dim);
+  w.set_u32(a + "expert_count", s.n_expert);
+  w.set_u32(a + "expert_feed_forward_length", s.n_ff_exp);
+  const Vocab v = make_vocab("qwen3moe", s.n_vocab);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", file_type_of(o.type));
+
+  const bool q4km = o.type == DType::Q4_K;
+  auto type_of = [&](bool more_bits_role, int il) {
+    return q4km && more_bits_role && use_more_bits(il, s.n_layer) ? DType::Q6_K : o.type;
+  };
+  const float in_std = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
+  const int32_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+  auto norm = [&](const std::string& name, int64_t n) { b.fast(name, DType::F32, n, 1, 1.0f, 0.1f); };
+  b.fast("token_embd.weight", o.type, s.n_embd, s.n_vocab, 0.0f, 1.0f);
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    norm(p + "attn_norm.weight", s.n_embd);
+    b.fast(p + "attn_q.weight", o.type, s.n_embd, q_dim, 0.0f, in_std);
+    b.fast(p + "attn_k.weight", o.type, s.n_embd, kv_dim, 0.0f, in_std);
+    b.fast(p + "attn_v.weight", type_of(true, il), s.n_embd, kv_dim, 0.0f, in_std);
+    norm(p + "attn_q_norm.weight", s.head_dim);
+    norm(p + "attn_k_norm.weight", s.head_dim);
+    b.fast(p + "attn_output.weight", o.type, q_dim, s.n_embd, 0.0f, 1.0f / std::sqrt(static_cast<float>(q_dim)));
+    norm(p + "ffn_norm.weight", s.n_embd);
+    b.fast(p + "ffn_gate_inp.weight", DType::F32, s.n_embd, s.n_expert, 0.0f, 2.0f * in_std);
+    const int64_t e = s.n_expert, ff = s.n_ff_exp;
+    b.fast(p + "ffn_gate_exps.weight", o.type, s.n_embd, ff * e, 0.0f, in_std, {s.n_embd, ff, e});
+    b.fast(p + "ffn_up_exps.weight", o.type, s.n_embd, ff * e, 0.0f, in_std, {s.n_embd, ff, e});
+    b.fast(p + "ffn_down_exps.weight", type_of(true, il), ff, s.n_embd * e, 0.0f,
+           1.0f / std::sqrt(static_cast<float>(ff)), {ff, s.n_embd, e});
+  }
+  norm("output_norm.weight", s.n_embd);
+  b.fast("output.weight", q4km ? DType::Q6_K : o.type, s.n_embd, s.n_vocab, 0.0f, 2.0f * in_std);
+  return w.serialize();
+}
+
 }  // namespace
 
 SyntheticShape synthetic_shape(const std::string& arch) {
@@ -414,6 +482,8 @@ bool synthetic_shape(const std::string& arch, const std::string& shape, Syntheti
     *out = synthetic_shape(arch);
   else if (shape == "gemma3-270m" && arch == "gemma3")
     *out = kGemma3_270m;
+  else if (shape == "qwen3-30b-a3b" && arch == "qwen3moe")
+    *out = kQwen3_30b_a3b;
   else
     return false;
   return true;
@@ -457,7 +527,8 @@ Result<std::vector<uint8_t>> make_synthetic_model(const SyntheticOptions& o) {
   }
   if (o.shape == "tiny") return make_tiny(o);
   if (o.shape == "gemma3-270m") return make_gemma3_270m(o);
-  return make_error("synthetic model: unknown shape '" + o.shape + "' (tiny or gemma3-270m)");
+  if (o.shape == "qwen3-30b-a3b") return make_qwen3_30b_a3b(o);
+  return make_error("synthetic model: unknown shape '" + o.shape + "' (tiny, gemma3-270m or qwen3-30b-a3b)");
 }
 
 }  // namespace hearth::test

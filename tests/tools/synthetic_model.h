@@ -21,7 +21,9 @@ namespace hearth::test {
 
 struct SyntheticOptions {
   std::string arch = "llama";  // "llama", "gemma3", "qwen2", "qwen3" or "qwen3moe"
-  std::string shape = "tiny";  // "tiny" (any arch) or "gemma3-270m" (arch gemma3 only)
+  // "tiny" (any arch), "gemma3-270m" (arch gemma3 only) or "qwen3-30b-a3b" (arch qwen3moe only)
+  std::string shape = "tiny";
+  int32_t n_layer = 0;  // qwen3-30b-a3b: its first n_layer layers (0: all 48)
   uint64_t seed = 1;
   // Matrices: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and with the gemma3-270m shape also
   // Q4_K, Q5_K, Q6_K (see below); norms and biases are always F32.
@@ -65,6 +67,13 @@ struct SyntheticOptions {
 // Its weights come from a faster generator (one random number per weight, rows drawn in
 // parallel, in chunks with their own seeds, so the bytes do not depend on the thread count):
 // ~250 MB in a few seconds.
+// The qwen3-30b-a3b shape: Qwen3-30B-A3B's hyperparameters (n_layer 48, n_embd 2048, n_head
+// 32, n_head_kv 4, head_dim 128, n_ff 6144, 128 experts of width 768, 8 per token, n_vocab
+// 151936, RoPE base 1e6, context 40960, its own output projection), or a slice of its first
+// n_layer layers (a real file's 17 GB do not fit a test machine; the first layers are the
+// same work per layer). Types: Q4_K is llama.cpp's Q4_K_M recipe (output Q6_K, attn_v and
+// ffn_down_exps Q6_K in the "more bits" layers of the slice, the rest Q4_K, router F32);
+// any other type: every matrix that type. Weights from the fast generator, as gemma3-270m.
 struct SyntheticShape {
   int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
   int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe
