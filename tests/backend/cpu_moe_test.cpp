@@ -234,3 +234,61 @@ TEST_CASE("MoeCombine adds the weighted expert rows in rank order, each product 
   m.run(op);
   CHECK(m.read(op.dst) == std::vector<float>{0.0f, 9.0f, 9.0f, 9.0f});
 }
+
+TEST_CASE("The mixture-of-experts ops refuse misshapen operands by name, before running") {
+  Moe m;
+  const int64_t n_tok = 2, n_expert = 4, k = 2, n_in = 32, n_out = 16;
+  auto refused = [&](const Op& op, const std::string& what) {
+    Graph g;
+    g.ops.push_back(op);
+    const Status st = m.be->execute(g);
+    REQUIRE_FALSE(st.ok());
+    CHECK_THAT(st.error().message, Catch::Contains(what));
+  };
+  Op route{OpKind::MoeRoute};
+  route.src0 = m.make(DType::F32, n_expert, n_tok);
+  route.src1 = m.make(DType::I32, k, n_tok);
+  route.dst = m.make(DType::F32, k, n_tok);
+  {
+    Op op = route;
+    op.dst = m.make(DType::F32, n_expert + 1, n_tok);
+    op.src1 = m.make(DType::I32, n_expert + 1, n_tok);
+    refused(op, "k = 5 experts per token, of 4 experts");
+  }
+  {
+    Op op = route;
+    op.src1 = m.make(DType::F32, k, n_tok);
+    refused(op, "src1 (expert ids) must be I32");
+  }
+  {
+    Op op = route;
+    op.i0 = 2;
+    refused(op, "i0 (renormalise) must be 0 or 1");
+  }
+  Op experts{OpKind::MatMulExperts};
+  std::vector<uint8_t> bytes;
+  experts.src0 = stacked_experts(m, DType::F32, n_expert, n_out, n_in, false, bytes);
+  experts.src1 = m.make(DType::F32, n_in, n_tok);
+  experts.src2 = route.src1;
+  experts.dst = m.make(DType::F32, n_out, n_tok * k);
+  {
+    Op op = experts;
+    op.dst = m.make(DType::F32, 24, n_tok * k);  // 64 stacked rows are not whole experts of 24
+    refused(op, "not a whole number of experts of 24");
+  }
+  {
+    Op op = experts;
+    op.i1 = 1;  // a row per (token, rank) wanted, src1 has a row per token
+    refused(op, "src1 has 2 rows, the op needs 4");
+  }
+  {
+    Op op = experts;
+    op.src1 = m.make(DType::F32, 2 * n_in, n_tok);
+    refused(op, "src1 rows hold 64 elements, the weights' rows 32");
+  }
+  Op combine{OpKind::MoeCombine};
+  combine.src0 = m.make(DType::F32, n_out, n_tok * k - 1);
+  combine.src1 = route.dst;
+  combine.dst = m.make(DType::F32, n_out, n_tok);
+  refused(combine, "src0 (expert outputs) has 3 rows, the op needs 4");
+}
