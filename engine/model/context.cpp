@@ -71,8 +71,11 @@ Result<ForwardBuffers> allocate_forward_buffers(const ModelConfig& c, Backend& b
   a.attn = arena.take(DType::F32, c.q_dim(), n);
   a.k = arena.take(DType::F32, c.kv_dim(), n);
   a.v = arena.take(DType::F32, c.kv_dim(), n);
-  a.gate = arena.take(DType::F32, c.n_ff, n);
-  a.up = arena.take(DType::F32, c.n_ff, n);
+  // A mixture-of-experts model has no dense FFN (its feed_forward_length is unused): its
+  // gate and up live in expert_gate / expert_up.
+  const int64_t n_ff = c.n_expert > 0 ? 0 : c.n_ff;
+  a.gate = arena.take(DType::F32, n_ff, n);
+  a.up = arena.take(DType::F32, n_ff, n);
   a.logits = arena.take(DType::F32, c.n_vocab, std::min(n, n_logits));
   std::vector<Tensor*> moe;
   if (c.n_expert > 0) {
