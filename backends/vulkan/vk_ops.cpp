@@ -81,7 +81,7 @@ Result<OpPlanner::View> OpPlanner::view(const Tensor& t, int64_t r0, int64_t r1,
 }
 
 Status OpPlanner::plan(const Op& op, const Graph& /*graph*/, std::vector<Dispatch>* out) {
-  Status st;
+  Status st = make_error("not supported by the Vulkan backend");  // an op kind with no case below
   switch (op.kind) {
     case OpKind::GetRows:
       st = get_rows(op, out);
@@ -111,6 +111,15 @@ Status OpPlanner::plan(const Op& op, const Graph& /*graph*/, std::vector<Dispatc
       break;
     case OpKind::CopyRows:
       st = copy_rows(op, out);
+      break;
+    case OpKind::MoeRoute:
+      st = moe_route(op, out);
+      break;
+    case OpKind::MatMulExperts:
+      st = matmul_experts(op, out);
+      break;
+    case OpKind::MoeCombine:
+      st = moe_combine(op, out);
       break;
   }
   if (!st) return make_error(std::string("vulkan: ") + op_name(op.kind) + ": " + st.error().message);
@@ -178,16 +187,11 @@ Status OpPlanner::rms_norm(const Op& op, std::vector<Dispatch>* out) {
   return {};
 }
 
-Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
-  const Tensor& w = op.src0;
-  const int64_t n_out = w.rows, n_tok = op.src1.rows;
-  if (n_out == 0 || n_tok == 0) return {};
-  // One token: the matrix-vector variant (TT = 1); batches: 8 tokens per weight read.
-  const uint32_t tile = n_tok == 1 ? 1 : kMatmulTokens;
-  // Lanes per output row: on a CPU device (lavapipe) every invocation costs the same
-  // whether it has work or not, so one lane takes a whole row; GPUs spread a row's chunks
-  // over up to 32 lanes (adjacent lanes read adjacent blocks).
-  const int64_t n_chunks = (w.ne0 + 31) / 32;
+// Lanes per output row: on a CPU device (lavapipe) every invocation costs the same
+// whether it has work or not, so one lane takes a whole row; GPUs spread a row's chunks
+// over up to 32 lanes (adjacent lanes read adjacent blocks).
+uint32_t OpPlanner::matmul_lanes(int64_t n_in) const {
+  const int64_t n_chunks = (n_in + 31) / 32;
   // HEARTH_VK_MATMUL_LANES (1..64, a power of two) overrides it, e.g. to test the GPU
   // layout on lavapipe.
   static const uint32_t forced_lanes = [] {
@@ -201,6 +205,16 @@ Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
   } else if (ctx_.props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) {
     while (lanes < 32 && lanes < n_chunks) lanes *= 2;
   }
+  return lanes;
+}
+
+Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
+  const Tensor& w = op.src0;
+  const int64_t n_out = w.rows, n_tok = op.src1.rows;
+  if (n_out == 0 || n_tok == 0) return {};
+  // One token: the matrix-vector variant (TT = 1); batches: 8 tokens per weight read.
+  const uint32_t tile = n_tok == 1 ? 1 : kMatmulTokens;
+  const uint32_t lanes = matmul_lanes(w.ne0);
   const uint32_t rows_per_group = kWg / lanes;
   Result<VkPipeline> pipe = pipelines_.get("matmul", static_cast<uint32_t>(w.type), false, tile, lanes);
   if (!pipe) return pipe.error();
@@ -488,6 +502,113 @@ Status OpPlanner::copy_rows(const Op& op, std::vector<Dispatch>* out) {
   d.groups[0] = div_up(op.dst.ne0, kWg);
   d.groups[1] = static_cast<uint32_t>(n);
   d.reads[0] = src.range;
+  d.writes[0] = dst.range;
+  out->push_back(d);
+  return {};
+}
+
+Status OpPlanner::moe_route(const Op& op, std::vector<Dispatch>* out) {
+  const int64_t n = op.src0.rows;
+  if (n == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("moe_route", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, n, 4));
+  HEARTH_TRY_VIEW(logits, view(op.src0, 0, n, 4));
+  HEARTH_TRY_VIEW(ids, view(op.src1, 0, n, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst);
+  bind(&d, 1, logits);
+  bind(&d, 2, ids);
+  d.pc.ne0 = static_cast<uint32_t>(op.src0.ne0);
+  d.pc.rows = static_cast<uint32_t>(n);
+  d.pc.i0 = op.i0;
+  d.pc.i1 = static_cast<int32_t>(op.dst.ne0);
+  d.pc.f0 = op.f0;
+  d.groups[0] = div_up(n, kWg);
+  d.reads[0] = logits.range;
+  d.writes[0] = dst.range;
+  d.writes[1] = ids.range;
+  out->push_back(d);
+  return {};
+}
+
+// MatMulExperts: matmul_experts.comp, one workgroup row per (token, rank) pair (TT = 1) in
+// MatMul's lanes per row, so each output is MatMul's float. The stacked weights are bound in
+// windows of whole experts that fit the storage-buffer range, one dispatch each over all
+// pairs (a pair whose expert lies in another window returns at once); tokens in chunks
+// whose rows fit too and whose pairs fit the grid.
+Status OpPlanner::matmul_experts(const Op& op, std::vector<Dispatch>* out) {
+  const Tensor& w = op.src0;
+  const int64_t n_tok = op.src2.rows, k = op.src2.ne0, n_out = op.dst.ne0;
+  const int64_t n_expert = w.rows / n_out;
+  if (n_tok == 0) return {};
+  const uint32_t lanes = matmul_lanes(w.ne0);
+  const uint32_t rows_per_group = kWg / lanes;
+  Result<VkPipeline> pipe = pipelines_.get("matmul_experts", static_cast<uint32_t>(w.type), false, 1, lanes);
+  if (!pipe) return pipe.error();
+  const auto& lim = ctx_.props.limits.maxComputeWorkGroupCount;
+  const int64_t experts_per_window = rows_per_window(w) / n_out;
+  if (experts_per_window == 0) return make_error("one expert's matrix exceeds the device's storage buffer range");
+  if (div_up(n_out, rows_per_group) > lim[0]) return make_error("too many output rows for the device's grid");
+  const int64_t x_per_tok = op.i1 != 0 ? k : 1;
+  const int64_t tok_chunk =
+      std::max<int64_t>(1, std::min<int64_t>({rows_per_window(op.src1) / x_per_tok, rows_per_window(op.dst) / k,
+                                              rows_per_window(op.src2), static_cast<int64_t>(lim[1]) / k}));
+  for (int64_t t0 = 0; t0 < n_tok; t0 += tok_chunk) {
+    const int64_t t1 = std::min(n_tok, t0 + tok_chunk);
+    HEARTH_TRY_VIEW(x, view(op.src1, t0 * x_per_tok, t1 * x_per_tok, 4));
+    HEARTH_TRY_VIEW(y, view(op.dst, t0 * k, t1 * k, 4));
+    HEARTH_TRY_VIEW(ids, view(op.src2, t0, t1, 4));
+    for (int64_t e0 = 0; e0 < n_expert; e0 += experts_per_window) {
+      const int64_t e1 = std::min(n_expert, e0 + experts_per_window);
+      HEARTH_TRY_VIEW(wv, view(w, e0 * n_out, e1 * n_out, 1));
+      Dispatch d;
+      d.pipeline = *pipe;
+      bind(&d, 0, y);
+      bind(&d, 1, wv);
+      bind(&d, 2, x);
+      bind(&d, 3, ids);
+      d.pc.ne0 = static_cast<uint32_t>(w.ne0);
+      d.pc.rows = static_cast<uint32_t>((t1 - t0) * k);
+      d.pc.n_ia = static_cast<uint32_t>(n_out);
+      d.pc.i0 = static_cast<int32_t>(k);
+      d.pc.i1 = static_cast<int32_t>(n_expert);
+      d.pc.i2 = op.i1;
+      d.pc.u0 = static_cast<uint32_t>(e0);
+      d.pc.u1 = static_cast<uint32_t>(e1);
+      d.groups[0] = div_up(n_out, rows_per_group);
+      d.groups[1] = static_cast<uint32_t>((t1 - t0) * k);
+      d.reads[0] = wv.range;
+      d.reads[1] = x.range;
+      d.reads[2] = ids.range;
+      d.writes[0] = y.range;
+      out->push_back(d);
+    }
+  }
+  return {};
+}
+
+Status OpPlanner::moe_combine(const Op& op, std::vector<Dispatch>* out) {
+  const int64_t n = op.src1.rows, k = op.src1.ne0;
+  if (n == 0 || op.dst.ne0 == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("moe_combine", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, n, 4));
+  HEARTH_TRY_VIEW(x, view(op.src0, 0, n * k, 4));
+  HEARTH_TRY_VIEW(wt, view(op.src1, 0, n, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst);
+  bind(&d, 1, x);
+  bind(&d, 2, wt);
+  d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
+  d.pc.rows = static_cast<uint32_t>(n);
+  d.pc.i0 = static_cast<int32_t>(k);
+  d.groups[0] = div_up(op.dst.ne0, kWg);
+  d.groups[1] = static_cast<uint32_t>(n);
+  d.reads[0] = x.range;
+  d.reads[1] = wt.range;
   d.writes[0] = dst.range;
   out->push_back(d);
   return {};

@@ -34,6 +34,11 @@ class OpPlanner {
   Status store_kv(const Op& op, std::vector<Dispatch>* out);
   Status attention(const Op& op, std::vector<Dispatch>* out);
   Status copy_rows(const Op& op, std::vector<Dispatch>* out);
+  Status moe_route(const Op& op, std::vector<Dispatch>* out);
+  Status matmul_experts(const Op& op, std::vector<Dispatch>* out);
+  Status moe_combine(const Op& op, std::vector<Dispatch>* out);
+  // Lanes per output row of the MatMul shader for rows of n_in elements.
+  uint32_t matmul_lanes(int64_t n_in) const;
   // How many workgroups share one (query row, head) of an Attention op (1: no split).
   uint32_t attention_splits(const Op& op) const;
   static size_t split_scratch_bytes(const Op& op, uint32_t splits);
