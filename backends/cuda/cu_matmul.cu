@@ -111,20 +111,46 @@ __device__ __forceinline__ float chunk_dot(const float v[kChunk], const float* _
 // The bound is the x reads: lane l reads its chunk's 128 contiguous x bytes, so each
 // 16-byte load of a warp touches 32 cache lines. The next step is to stage an x window in
 // shared memory per block (one chunk slot per lane, padded against bank conflicts).
-template <DType T, int TT>
+//
+// MatMulExperts (kExperts, TT = 1): the tiles are the (token, rank) pairs p = t * k + j;
+// pair p reads the rows of its expert e = ids[t, j] (n_out rows per expert, stacked), its
+// input row (t, or p when ex.per_pair) and writes dst row p: the very arithmetic of MatMul
+// for that expert's slice and that row. An id outside [0, n_expert) writes zeros.
+struct ExpertIds {
+  const uint8_t* ids = nullptr;  // I32 [n_tok, k]
+  size_t stride = 0;             // bytes between tokens' rows of ids
+  int64_t k = 1, n_expert = 0;
+  bool per_pair = false;
+};
+
+template <DType T, int TT, bool kExperts = false>
 __global__ void __launch_bounds__(kThreads)
     matmul_kernel(const uint8_t* __restrict__ w, size_t w_stride, int64_t n_out, int64_t n_in,
                   const uint8_t* __restrict__ x, size_t x_stride, int64_t n_tok, bool x_vec, uint8_t* __restrict__ dst,
-                  size_t d_stride, int64_t n_tiles) {
+                  size_t d_stride, int64_t n_tiles, ExpertIds ex) {
   using S = Stage<T>;
   __shared__ __align__(16) uint8_t stage_sh[kWarps][S::kBytes];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t tile = blockIdx.x % n_tiles;
   const int64_t o = blockIdx.x / n_tiles * kWarps + warp;
   if (o >= n_out) return;  // the whole warp: no lane of it takes part in a shuffle below
-  const int64_t t0 = tile * TT;
-  const int nt = static_cast<int>(min(static_cast<int64_t>(TT), n_tok - t0));
+  int64_t t0 = tile * TT;
+  int nt = static_cast<int>(min(static_cast<int64_t>(TT), n_tok - t0));
   const uint8_t* row = w + static_cast<size_t>(o) * w_stride;
+  (void)ex;
+  if constexpr (kExperts) {
+    const int64_t p = tile;
+    const int32_t e = reinterpret_cast<const int32_t*>(ex.ids + static_cast<size_t>(p / ex.k) * ex.stride)[p % ex.k];
+    dst += static_cast<size_t>(p) * d_stride;
+    if (e < 0 || e >= ex.n_expert) {  // the same for the whole block
+      if (lane == 0) reinterpret_cast<float*>(dst)[o] = 0.0f;
+      return;
+    }
+    row = w + (static_cast<size_t>(e) * static_cast<size_t>(n_out) + static_cast<size_t>(o)) * w_stride;
+    x += static_cast<size_t>(ex.per_pair ? p : p / ex.k) * x_stride;
+    t0 = 0;
+    nt = 1;
+  }
   uint8_t* sm = stage_sh[warp];
   constexpr int kEsize = S::kGeom.bytes / kChunk;  // bytes per element of a plain type
   constexpr int kCpb = chunks_per_block(T);
@@ -199,12 +225,23 @@ void matmul_t(const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream
   auto* dp = static_cast<uint8_t*>(dst.ptr);
   if (x.rows == 1) {  // decode: matrix x vector, no registers spent on a token tile
     HEARTH_LAUNCH(static_cast<unsigned>(row_groups), kThreads, stream, matmul_kernel<T, 1>)(
-        wp, w.stride, w.rows, w.ne0, xp, x.stride, 1, x_vec, dp, dst.stride, 1);
+        wp, w.stride, w.rows, w.ne0, xp, x.stride, 1, x_vec, dp, dst.stride, 1, ExpertIds{});
   } else {
     const int64_t n_tiles = (x.rows + kTokTile - 1) / kTokTile;
     HEARTH_LAUNCH(static_cast<unsigned>(row_groups * n_tiles), kThreads, stream, matmul_kernel<T, kTokTile>)(
-        wp, w.stride, w.rows, w.ne0, xp, x.stride, x.rows, x_vec, dp, dst.stride, n_tiles);
+        wp, w.stride, w.rows, w.ne0, xp, x.stride, x.rows, x_vec, dp, dst.stride, n_tiles, ExpertIds{});
   }
+}
+
+template <DType T>
+void matmul_experts_t(const DevRows& w, const DevRows& x, const ExpertIds& ex, int64_t n_pairs, const DevRows& dst,
+                      cudaStream_t stream) {
+  const int64_t n_out = dst.ne0;
+  const int64_t row_groups = (n_out + kWarps - 1) / kWarps;
+  const bool x_vec = reinterpret_cast<uintptr_t>(x.ptr) % 16 == 0 && x.stride % 16 == 0;
+  HEARTH_LAUNCH(static_cast<unsigned>(row_groups * n_pairs), kThreads, stream, matmul_kernel<T, 1, true>)(
+      static_cast<const uint8_t*>(w.ptr), w.stride, n_out, w.ne0, static_cast<const uint8_t*>(x.ptr), x.stride, 1,
+      x_vec, static_cast<uint8_t*>(dst.ptr), dst.stride, n_pairs, ex);
 }
 
 template <DType T>
@@ -225,6 +262,19 @@ bool weight_type_supported(DType type) {
 void launch_matmul(DType type, const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream_t stream) {
   if (w.rows == 0 || x.rows == 0) return;
   dispatch_weight_type(type, [&]<DType T>() { matmul_t<T>(w, x, dst, stream); });
+}
+
+void launch_matmul_experts(DType type, const DevRows& w, const DevRows& x, const DevRows& ids, bool per_pair,
+                           const DevRows& dst, cudaStream_t stream) {
+  const int64_t n_pairs = ids.rows * ids.ne0;
+  if (n_pairs == 0 || dst.ne0 == 0) return;
+  ExpertIds ex;
+  ex.ids = static_cast<const uint8_t*>(ids.ptr);
+  ex.stride = ids.stride;
+  ex.k = ids.ne0;
+  ex.n_expert = w.rows / dst.ne0;
+  ex.per_pair = per_pair;
+  dispatch_weight_type(type, [&]<DType T>() { matmul_experts_t<T>(w, x, ex, n_pairs, dst, stream); });
 }
 
 void launch_get_rows(DType type, const DevRows& table, const int32_t* ids, int64_t n_ids, float scale,

@@ -261,9 +261,37 @@ AttentionArgs CudaBackend::attention_args(const Op& op, const Graph& graph) cons
   return a;
 }
 
+// True for the op kinds launch() has kernels for. A kind added to backend.h without a case
+// here is a build warning (an error in this target) and, until then, a refused graph.
+bool has_kernels(OpKind kind) {
+  switch (kind) {
+    case OpKind::GetRows:
+    case OpKind::RmsNorm:
+    case OpKind::MatMul:
+    case OpKind::Rope:
+    case OpKind::Add:
+    case OpKind::AddRow:
+    case OpKind::Scale:
+    case OpKind::GeluMul:
+    case OpKind::SiluMul:
+    case OpKind::Softcap:
+    case OpKind::StoreKv:
+    case OpKind::Attention:
+    case OpKind::CopyRows:
+    case OpKind::MoeRoute:
+    case OpKind::MatMulExperts:
+    case OpKind::MoeCombine:
+      return true;
+  }
+  return false;
+}
+
 Status CudaBackend::check_device_limits(const Graph& graph) const {
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     const Op& op = graph.ops[i];
+    if (!has_kernels(op.kind))
+      return make_error("cuda: op " + std::to_string(i) + " (" + op_name(op.kind) +
+                        ") is not supported by the CUDA backend");
     for (const Tensor* t : {&op.dst, &op.src0, &op.src1, &op.src2, &op.src3})
       if (t->valid() && dynamic_cast<const CudaBuffer*>(t->buffer) == nullptr)
         return make_error("cuda: op " + std::to_string(i) + " (" + op_name(op.kind) +
@@ -347,6 +375,18 @@ void CudaBackend::launch(const Op& op, const Graph& graph) {
       break;
     case OpKind::CopyRows:
       launch_copy_rows(rows(op.src0), ints(op.ia), op.ia.count, rows(op.dst), stream_);
+      break;
+    case OpKind::MoeRoute:
+      launch_moe_route(rows(op.src0), op.i0 != 0, op.f0, rows(op.src1), rows(op.dst), stream_);
+      break;
+    case OpKind::MatMulExperts:
+      // The f32 kernel even when MatMul runs on tensor cores (an opt-in mode): there the
+      // experts' outputs are launch_matmul's floats, not launch_matmul_mma's.
+      launch_matmul_experts(op.src0.type, rows(op.src0), rows(op.src1), rows(op.src2), op.i1 != 0, rows(op.dst),
+                            stream_);
+      break;
+    case OpKind::MoeCombine:
+      launch_moe_combine(rows(op.src0), rows(op.src1), rows(op.dst), stream_);
       break;
   }
 }
