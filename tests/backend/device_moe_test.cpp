@@ -223,7 +223,7 @@ void check_experts(DevicePair& f, DType type, int64_t n_in, int64_t n_out, int64
 
 }  // namespace
 
-TEST_CASE(DEVICE " MatMulExperts gives MatMul's outputs for each pair's expert; unknown experts give zeros",
+TEST_CASE(DEVICE " MatMulExperts gives MatMul's outputs for each pair's expert, and zeros for unknown experts",
           DEVICE_TAG) {
   NEED_DEVICE(f);
   const bool tf32 = f.dev().info().name.find("tf32") != std::string::npos;
@@ -237,6 +237,86 @@ TEST_CASE(DEVICE " MatMulExperts gives MatMul's outputs for each pair's expert; 
       check_experts(f, type, 512, 37, 5, 3, 1, per_pair, tf32);
       check_experts(f, type, 512, 37, 5, 3, 11, per_pair, tf32);
     }
+  }
+  f.finish();
+}
+
+namespace {
+
+struct MoeFfn {
+  Tensor router, gate, up, down;  // router F32 [n_expert, n_embd]; experts stacked
+  int64_t n_embd = 0, n_ff = 0, n_expert = 0, k = 0;
+};
+
+// One Qwen3-MoE FFN for the tokens of x as one graph: router logits, MoeRoute, the gate and
+// up experts (one input row per token), SiluMul, the down experts (a row per pair),
+// MoeCombine, the residual. Its intermediates are tensors of their own, filled with a
+// pattern, so a dispatch that reads one before it is written gives garbage. out: the result.
+Graph moe_ffn_graph(DevicePair& f, const MoeFfn& m, const Tensor& x, Tensor* out) {
+  const int64_t n = x.rows, pairs = n * m.k;
+  Graph g;
+  Op logits{OpKind::MatMul};
+  logits.src0 = m.router, logits.src1 = x, logits.dst = f.tensor(DType::F32, m.n_expert, n);
+  Op route{OpKind::MoeRoute};
+  route.src0 = logits.dst, route.dst = f.tensor(DType::F32, m.k, n), route.src1 = f.tensor(DType::I32, m.k, n);
+  route.i0 = 1, route.f0 = 6.103515625e-05f;
+  Op gate{OpKind::MatMulExperts}, up{OpKind::MatMulExperts}, down{OpKind::MatMulExperts};
+  gate.src0 = m.gate, gate.src1 = x, gate.src2 = route.src1, gate.dst = f.tensor(DType::F32, m.n_ff, pairs);
+  up = gate;
+  up.src0 = m.up, up.dst = f.tensor(DType::F32, m.n_ff, pairs);
+  Op act{OpKind::SiluMul};
+  act.src0 = gate.dst, act.src1 = up.dst, act.dst = f.tensor(DType::F32, m.n_ff, pairs);
+  down.src0 = m.down, down.src1 = act.dst, down.src2 = route.src1, down.i1 = 1;
+  down.dst = f.tensor(DType::F32, m.n_embd, pairs);
+  Op combine{OpKind::MoeCombine};
+  combine.src0 = down.dst, combine.src1 = route.dst, combine.dst = f.tensor(DType::F32, m.n_embd, n);
+  Op res{OpKind::Add};
+  res.src0 = combine.dst, res.src1 = x, res.dst = f.tensor(DType::F32, m.n_embd, n);
+  g.ops = {logits, route, gate, up, act, down, combine, res};
+  *out = res.dst;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("A whole MoE FFN in one " DEVICE " graph equals it op by op, and a token alone equals it in the batch",
+          DEVICE_TAG) {
+  NEED_DEVICE(f);
+  MoeFfn m;
+  m.n_embd = 256, m.n_ff = 256, m.n_expert = 8, m.k = 3;
+  m.router = f.f32(m.n_embd, m.n_expert, f.random(m.n_expert * m.n_embd, 0.2f));
+  m.gate = f.weights(DType::Q4_K, m.n_embd, m.n_expert * m.n_ff, f.random(m.n_expert * m.n_ff * m.n_embd), nullptr);
+  m.up = f.weights(DType::Q4_K, m.n_embd, m.n_expert * m.n_ff, f.random(m.n_expert * m.n_ff * m.n_embd), nullptr);
+  m.down = f.weights(DType::Q6_K, m.n_ff, m.n_expert * m.n_embd, f.random(m.n_expert * m.n_embd * m.n_ff), nullptr);
+  const int64_t n_tok = 9;
+  const std::vector<float> xv = f.random(n_tok * m.n_embd);
+  const Tensor x = f.f32(m.n_embd, n_tok, xv);
+
+  Tensor out;
+  const Graph whole = moe_ffn_graph(f, m, x, &out);
+  REQUIRE(f.try_run_dev(whole).ok());
+  const std::vector<float> got = f.read_dev(out);
+  Tensor out2;
+  const Graph again = moe_ffn_graph(f, m, x, &out2);
+  for (const Op& op : again.ops) f.run_dev(op);
+  CHECK(same_bits(got, f.read_dev(out2)));
+  // A wrong route, expert or missing barrier moves the output by O(1): it must be finite
+  // and differ from the residual alone.
+  bool finite = true, moved = false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    finite = finite && std::isfinite(got[i]);
+    moved = moved || got[i] != xv[i];
+  }
+  CHECK(finite);
+  CHECK(moved);
+
+  for (const int64_t t : {int64_t{0}, n_tok - 1}) {
+    INFO("token " << t << " alone");
+    const Tensor xt =
+        f.f32(m.n_embd, 1, std::vector<float>(xv.begin() + t * m.n_embd, xv.begin() + (t + 1) * m.n_embd));
+    Tensor o1;
+    REQUIRE(f.try_run_dev(moe_ffn_graph(f, m, xt, &o1)).ok());
+    CHECK(same_bits(f.read_dev(o1), std::vector<float>(got.begin() + t * m.n_embd, got.begin() + (t + 1) * m.n_embd)));
   }
   f.finish();
 }
