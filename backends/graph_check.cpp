@@ -315,9 +315,8 @@ Status Checker::matmul_experts(const Op& op) const {
   if (Status st = f32(op.dst, "dst", n_tok * k); !st) return st;
   if (op.src1.ne0 != w.ne0)
     return make_error("src1 rows hold " + num(op.src1.ne0) + " elements, the weights' rows " + num(w.ne0));
-  for (const auto& [t, rows, what] : {std::tuple{&w, w.rows, "src0"},
-                                      {&op.src1, x_rows, "src1"},
-                                      {&op.src2, n_tok, "src2"}})
+  for (const auto& [t, rows, what] :
+       {std::tuple{&w, w.rows, "src0"}, {&op.src1, x_rows, "src1"}, {&op.src2, n_tok, "src2"}})
     if (Status st = apart(op.dst, n_tok * k, *t, rows, what, false); !st) return st;
   return {};
 }
