@@ -393,18 +393,34 @@ size_t OpPlanner::split_scratch_bytes(const Op& op, uint32_t splits) {
          sizeof(float);
 }
 
+size_t OpPlanner::group_bytes(const Op& op) {
+  // HEARTH_VK_EXPERTS_GROUPED=0 runs batches a pair per workgroup row too (to compare).
+  static const bool off = [] {
+    const char* v = std::getenv("HEARTH_VK_EXPERTS_GROUPED");
+    return v != nullptr && *v == '0';
+  }();
+  const int64_t n_tok = op.src2.rows, k = op.src2.ne0, n_out = op.dst.ne0;
+  if (off || n_tok <= 1 || n_out <= 0) return 0;
+  const int64_t n_expert = op.src0.rows / n_out;
+  return static_cast<size_t>(2 * (n_expert + 2) + n_tok * k) * sizeof(uint32_t);
+}
+
 Status OpPlanner::prepare(const Graph& graph) {
-  size_t need = 0;
+  size_t need = 0, need_groups = 0;
   for (const Op& op : graph.ops) {
+    if (op.kind == OpKind::MatMulExperts) need_groups = std::max(need_groups, group_bytes(op));
     if (op.kind != OpKind::Attention || op.i0 <= 0 || op.i2 <= 0) continue;
     const uint32_t s = attention_splits(op);
     if (s > 1) need = std::max(need, split_scratch_bytes(op, s));
   }
-  if (need == 0 || (scratch_.buffer && scratch_.bytes >= need)) return {};
-  destroy_buffer(ctx_, &scratch_);  // the previous pass has completed
-  Result<DeviceBuffer> b = create_buffer(ctx_, need, false);
-  if (!b) return b.error();
-  scratch_ = *b;
+  // (The previous pass has completed: its buffers may go.)
+  for (auto [buf, bytes] : {std::pair{&scratch_, need}, std::pair{&groups_, need_groups}}) {
+    if (bytes == 0 || (buf->buffer && buf->bytes >= bytes)) continue;
+    destroy_buffer(ctx_, buf);
+    Result<DeviceBuffer> b = create_buffer(ctx_, bytes, false);
+    if (!b) return b.error();
+    *buf = *b;
+  }
   return {};
 }
 
@@ -533,33 +549,61 @@ Status OpPlanner::moe_route(const Op& op, std::vector<Dispatch>* out) {
   return {};
 }
 
-// MatMulExperts: matmul_experts.comp, one workgroup row per (token, rank) pair (TT = 1) in
-// MatMul's lanes per row, so each output is MatMul's float. The stacked weights are bound in
-// windows of whole experts that fit the storage-buffer range, one dispatch each over all
-// pairs (a pair whose expert lies in another window returns at once); tokens in chunks
-// whose rows fit too and whose pairs fit the grid.
+// MatMulExperts: matmul_experts.comp in MatMul's lanes per row, so each output is MatMul's
+// float. Decode (one token): a workgroup row per (token, rank) pair. Batches: moe_group.comp
+// first sorts the pairs by expert into groups_, then each workgroup row takes a tile of up
+// to 8 pairs of one expert, so an expert's rows are read once per 8 of its pairs. The
+// stacked weights are bound in windows of whole experts that fit the storage-buffer range,
+// one dispatch each (a pair whose expert lies in another window returns at once); tokens in
+// chunks whose rows fit too and whose pairs or tiles fit the grid.
 Status OpPlanner::matmul_experts(const Op& op, std::vector<Dispatch>* out) {
   const Tensor& w = op.src0;
   const int64_t n_tok = op.src2.rows, k = op.src2.ne0, n_out = op.dst.ne0;
   const int64_t n_expert = w.rows / n_out;
   if (n_tok == 0) return {};
+  const bool grouped = group_bytes(op) > 0;
+  const uint32_t tile = grouped ? kMatmulTokens : 1;
   const uint32_t lanes = matmul_lanes(w.ne0);
   const uint32_t rows_per_group = kWg / lanes;
-  Result<VkPipeline> pipe = pipelines_.get("matmul_experts", static_cast<uint32_t>(w.type), false, 1, lanes);
+  Result<VkPipeline> pipe = pipelines_.get("matmul_experts", static_cast<uint32_t>(w.type), false, tile, lanes);
   if (!pipe) return pipe.error();
+  Result<VkPipeline> group_pipe = VK_NULL_HANDLE;
+  if (grouped) {
+    group_pipe = pipelines_.get("moe_group", 0, false);
+    if (!group_pipe) return group_pipe.error();
+    if (!groups_.buffer || groups_.bytes < group_bytes(op)) return make_error("the grouping scratch was not prepared");
+  }
   const auto& lim = ctx_.props.limits.maxComputeWorkGroupCount;
   const int64_t experts_per_window = rows_per_window(w) / n_out;
   if (experts_per_window == 0) return make_error("one expert's matrix exceeds the device's storage buffer range");
-  if (div_up(n_out, rows_per_group) > lim[0]) return make_error("too many output rows for the device's grid");
+  if (div_up(n_out, rows_per_group) > lim[0] || static_cast<int64_t>(lim[1]) <= n_expert + 1)
+    return make_error("too many output rows or experts for the device's grid");
   const int64_t x_per_tok = op.i1 != 0 ? k : 1;
+  // Tiles of a chunk: at most ceil(pairs / 8) + n_expert + 1 <= pairs + n_expert + 1.
+  const int64_t grid_tokens = (static_cast<int64_t>(lim[1]) - (grouped ? n_expert + 1 : 0)) / k;
   const int64_t tok_chunk =
       std::max<int64_t>(1, std::min<int64_t>({rows_per_window(op.src1) / x_per_tok, rows_per_window(op.dst) / k,
-                                              rows_per_window(op.src2), static_cast<int64_t>(lim[1]) / k}));
+                                              rows_per_window(op.src2), grid_tokens}));
+  const VkDescriptorBufferInfo groups_info{groups_.buffer, 0, grouped ? group_bytes(op) : 0};
+  const ByteRange groups_range{groups_.buffer, 0, grouped ? group_bytes(op) : 0};
   for (int64_t t0 = 0; t0 < n_tok; t0 += tok_chunk) {
-    const int64_t t1 = std::min(n_tok, t0 + tok_chunk);
+    const int64_t t1 = std::min(n_tok, t0 + tok_chunk), pairs = (t1 - t0) * k;
     HEARTH_TRY_VIEW(x, view(op.src1, t0 * x_per_tok, t1 * x_per_tok, 4));
     HEARTH_TRY_VIEW(y, view(op.dst, t0 * k, t1 * k, 4));
     HEARTH_TRY_VIEW(ids, view(op.src2, t0, t1, 4));
+    if (grouped) {
+      Dispatch g;
+      g.pipeline = *group_pipe;
+      bind(&g, 0, groups_info);
+      bind(&g, 3, ids);
+      g.pc.rows = static_cast<uint32_t>(t1 - t0);
+      g.pc.i0 = static_cast<int32_t>(k);
+      g.pc.i1 = static_cast<int32_t>(n_expert);
+      g.pc.u0 = tile;
+      g.reads[0] = ids.range;
+      g.writes[0] = groups_range;
+      out->push_back(g);
+    }
     for (int64_t e0 = 0; e0 < n_expert; e0 += experts_per_window) {
       const int64_t e1 = std::min(n_expert, e0 + experts_per_window);
       HEARTH_TRY_VIEW(wv, view(w, e0 * n_out, e1 * n_out, 1));
@@ -570,7 +614,7 @@ Status OpPlanner::matmul_experts(const Op& op, std::vector<Dispatch>* out) {
       bind(&d, 2, x);
       bind(&d, 3, ids);
       d.pc.ne0 = static_cast<uint32_t>(w.ne0);
-      d.pc.rows = static_cast<uint32_t>((t1 - t0) * k);
+      d.pc.rows = static_cast<uint32_t>(pairs);
       d.pc.n_ia = static_cast<uint32_t>(n_out);
       d.pc.i0 = static_cast<int32_t>(k);
       d.pc.i1 = static_cast<int32_t>(n_expert);
@@ -578,10 +622,14 @@ Status OpPlanner::matmul_experts(const Op& op, std::vector<Dispatch>* out) {
       d.pc.u0 = static_cast<uint32_t>(e0);
       d.pc.u1 = static_cast<uint32_t>(e1);
       d.groups[0] = div_up(n_out, rows_per_group);
-      d.groups[1] = static_cast<uint32_t>((t1 - t0) * k);
+      d.groups[1] = grouped ? div_up(pairs, tile) + static_cast<uint32_t>(n_expert + 1) : static_cast<uint32_t>(pairs);
       d.reads[0] = wv.range;
       d.reads[1] = x.range;
       d.reads[2] = ids.range;
+      if (grouped) {
+        bind(&d, 4, groups_info);
+        d.reads[3] = groups_range;
+      }
       d.writes[0] = y.range;
       out->push_back(d);
     }

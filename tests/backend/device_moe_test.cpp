@@ -236,6 +236,8 @@ TEST_CASE(DEVICE " MatMulExperts gives MatMul's outputs for each pair's expert, 
       // 5 experts of 37 rows (odd, past a workgroup's rows), k = 3; decode and a batch.
       check_experts(f, type, 512, 37, 5, 3, 1, per_pair, tf32);
       check_experts(f, type, 512, 37, 5, 3, 11, per_pair, tf32);
+      // Several tiles of 8 pairs per expert where a backend groups a batch's pairs by expert.
+      if (type == DType::Q8_0 || type == DType::Q4_K) check_experts(f, type, 256, 37, 5, 3, 40, per_pair, tf32);
     }
   }
   f.finish();

@@ -17,6 +17,7 @@ layout(std430, binding = 1) readonly buffer W { uint w[]; };
 layout(std430, binding = 2) readonly buffer X { float x[]; };
 #ifdef EXPERTS
 layout(std430, binding = 3) readonly buffer Ids { int ids[]; };
+layout(std430, binding = 4) readonly buffer Grp { uint grp[]; };
 #endif
 #include "dequant.glsl"
 
@@ -32,23 +33,44 @@ void main() {
   const uint o = gl_WorkGroupID.x * (WG / L) + tid / L;
   const uint n_in = pc.ne0;
 #ifdef EXPERTS
-  // One (token, rank) pair p per workgroup row (TT = 1): expert e = ids[p / k, p % k]
-  // (i0 = k, i1 = n_expert); this dispatch binds the weights of experts [u0, u1) and
-  // computes only the pairs whose expert is there; the one with u0 = 0 also writes the
-  // zeros of pairs whose id is out of range. The same for the whole workgroup, so the
-  // early return leaves no barrier half-passed.
-  const uint p = gl_WorkGroupID.y, kk = uint(pc.i0);
-  const int e = ids[pc.s2_off + (p / kk) * pc.s2_stride + p % kk];
-  const bool known = e >= 0 && e < pc.i1;
-  const bool mine = known && uint(e) >= pc.u0 && uint(e) < pc.u1;
+  // The pairs p = t * k + j of this workgroup (i0 = k, i1 = n_expert), all of one expert b
+  // (b = n_expert: an id outside the experts; their rows are written as zeros). TT = 1: pair
+  // gl_WorkGroupID.y, its expert read from ids; TT > 1: tile gl_WorkGroupID.y of the
+  // grouping moe_group.comp wrote (binding 4, src3's slot). This dispatch binds the weights
+  // of experts [u0, u1) and computes only the pairs of those; the one with u0 = 0 also
+  // writes the zeros. The same for the whole workgroup, so the early returns leave no
+  // barrier half-passed.
+  const uint kk = uint(pc.i0), n_expert = uint(pc.i1);
+  uint pr[TT], xr[TT], b, nt;
+  if (TT == 1u) {
+    pr[0] = gl_WorkGroupID.y;
+    const int e = ids[pc.s2_off + (pr[0] / kk) * pc.s2_stride + pr[0] % kk];
+    b = e >= 0 && e < pc.i1 ? uint(e) : n_expert;
+    nt = 1u;
+  } else {
+    const uint E = n_expert + 1u, off = pc.s3_off, tile = off + E + 1u, list = off + 2u * E + 2u;
+    const uint g = gl_WorkGroupID.y;
+    if (g >= grp[tile + E]) return;
+    b = 0u;
+    while (grp[tile + b + 1u] <= g) ++b;
+    const uint first = grp[off + b] + (g - grp[tile + b]) * TT;
+    nt = min(TT, grp[off + b + 1u] - first);
+    [[unroll]] for (uint t = 0u; t < TT; ++t) pr[t] = t < nt ? grp[list + first + t] : 0u;
+  }
+  const bool known = b < n_expert;
+  const bool mine = known && b >= pc.u0 && b < pc.u1;
   if (!mine && (known || pc.u0 != 0u)) return;
-  const uint x_row = pc.i2 != 0 ? p : p / kk;  // i2 = op.i1: a row of input per pair
-  const uint d_row = p, d_col = o, nt = 1u;
+  [[unroll]] for (uint t = 0u; t < TT; ++t) xr[t] = pc.i2 != 0 ? pr[t] : pr[t] / kk;  // i2 = op.i1
+#define X_ROW(t) xr[t]
+#define D_ROW(t) pr[t]
+  const uint d_col = o;
   const bool live = mine && o < pc.n_ia;  // n_ia: n_out
-  const uint row = pc.s0_off + ((mine ? uint(e) - pc.u0 : 0u) * pc.n_ia + o) * pc.s0_stride;
+  const uint row = pc.s0_off + ((mine ? b - pc.u0 : 0u) * pc.n_ia + o) * pc.s0_stride;
 #else
   const uint t0 = gl_WorkGroupID.y * TT;
-  const uint x_row = t0, d_row = t0, d_col = pc.u0 + o;
+#define X_ROW(t) (t0 + (t))
+#define D_ROW(t) (t0 + (t))
+  const uint d_col = pc.u0 + o;
   const uint nt = min(TT, pc.rows - t0);
   const bool live = o < pc.n_ia;  // n_ia: rows in this dispatch
   const uint row = pc.s0_off + o * pc.s0_stride;
@@ -63,7 +85,7 @@ void main() {
     dequant_chunk(row, c, n, v);
     [[unroll]] for (uint t = 0u; t < TT; ++t) {
       if (t < nt) {
-        const uint xb = pc.s1_off + (x_row + t) * pc.s1_stride + c * 32u;
+        const uint xb = pc.s1_off + X_ROW(t) * pc.s1_stride + c * 32u;
         float s = 0.0;
         if (n == 32u) {
           [[unroll]] for (uint k = 0u; k < 8u; ++k)
@@ -89,6 +111,6 @@ void main() {
   }
   if (o < pc.n_ia && lane == 0u) {  // acc is 0 where !live: an unknown expert's zeros
     [[unroll]] for (uint t = 0u; t < TT; ++t)
-      if (t < nt) d[pc.d_off + (d_row + t) * pc.d_stride + d_col] = acc[t];
+      if (t < nt) d[pc.d_off + D_ROW(t) * pc.d_stride + d_col] = acc[t];
   }
 }
