@@ -47,10 +47,13 @@ void launch_matmul(DType type, const DevRows& w, const DevRows& x, const DevRows
 // MatMulExperts (backend.h): w [n_expert * n_out, n_in] stacked experts (n_out = dst.ne0);
 // ids I32 [n_tok, k]; x F32 [n_tok or n_tok * k (per_pair), n_in]; dst F32 [n_tok * k,
 // n_out]. Each output row is launch_matmul's float for its expert's slice and its input row
-// (the same kernel, TT = 1); an id outside [0, n_expert) gives a row of zeros. Reads an
-// expert's rows once per pair (not yet once per op).
+// (the same kernel); an id outside [0, n_expert) gives a row of zeros. One token: a pair per
+// warp row. Batches, given scratch of matmul_experts_scratch_bytes: the pairs sorted by
+// expert first, then tiles of up to 8 pairs of one expert, so an expert's rows are read
+// once per 8 of its pairs.
+size_t matmul_experts_scratch_bytes(int64_t n_tok, int64_t k, int64_t n_expert);
 void launch_matmul_experts(DType type, const DevRows& w, const DevRows& x, const DevRows& ids, bool per_pair,
-                           const DevRows& dst, cudaStream_t stream);
+                           void* scratch, const DevRows& dst, cudaStream_t stream);
 
 // --- cu_matmul_mma.cu ---------------------------------------------------------------------
 // launch_matmul's contract on tensor cores (compute capability 8.0 and newer only): TF32

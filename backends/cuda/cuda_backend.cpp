@@ -219,7 +219,7 @@ class CudaBackend final : public Backend {
   bool tensor_cores_;  // MatMul by launch_matmul_mma
   cudaStream_t stream_ = nullptr;
   DeviceCaps caps_ = DeviceCaps::all();
-  Scratch ints_, attn_scratch_;
+  Scratch ints_, attn_scratch_, experts_scratch_;  // experts: MatMulExperts' pairs grouped by expert
   int32_t* pinned_ints_ = nullptr;
   size_t pinned_ints_count_ = 0;
   // Instantiated graphs by number of ops: a decode step and a prefill chunk of the same
@@ -303,7 +303,7 @@ Status CudaBackend::check_device_limits(const Graph& graph) const {
   return {};
 }
 
-// Uploads the graph's ints and sizes attention's scratch: everything a pass needs before
+// Uploads the graph's ints and sizes attention's and MatMulExperts' scratch: everything a pass needs before
 // its first launch, so the launches themselves can be captured.
 Status CudaBackend::prepare(const Graph& graph) {
   const size_t n = graph.ints.size();
@@ -327,9 +327,13 @@ Status CudaBackend::prepare(const Graph& graph) {
         !st)
       return st;
   }
-  size_t scratch = 0;
-  for (const Op& op : graph.ops)
+  size_t scratch = 0, experts = 0;
+  for (const Op& op : graph.ops) {
     if (op.kind == OpKind::Attention) scratch = std::max(scratch, attention_scratch_bytes(attention_args(op, graph)));
+    if (op.kind == OpKind::MatMulExperts)
+      experts = std::max(experts, matmul_experts_scratch_bytes(op.src2.rows, op.src2.ne0, op.src0.rows / op.dst.ne0));
+  }
+  if (Status st = experts_scratch_.reserve(experts, "MatMulExperts' grouping scratch"); !st) return st;
   return attn_scratch_.reserve(scratch, "attention scratch");
 }
 
@@ -382,8 +386,8 @@ void CudaBackend::launch(const Op& op, const Graph& graph) {
     case OpKind::MatMulExperts:
       // The f32 kernel even when MatMul runs on tensor cores (an opt-in mode): there the
       // experts' outputs are launch_matmul's floats, not launch_matmul_mma's.
-      launch_matmul_experts(op.src0.type, rows(op.src0), rows(op.src1), rows(op.src2), op.i1 != 0, rows(op.dst),
-                            stream_);
+      launch_matmul_experts(op.src0.type, rows(op.src0), rows(op.src1), rows(op.src2), op.i1 != 0, experts_scratch_.ptr,
+                            rows(op.dst), stream_);
       break;
     case OpKind::MoeCombine:
       launch_moe_combine(rows(op.src0), rows(op.src1), rows(op.dst), stream_);
