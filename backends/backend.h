@@ -134,6 +134,10 @@ enum class OpKind : uint8_t {
   //           over the chosen k; f0 keeps it off zero: llama.cpp clamps at 2^-14);
   //   i0 = 0: p[id_j].
   // src0 F32 [n_tok, n_expert]; dst F32 [n_tok, k]; src1 I32 [n_tok, k]; 1 <= k <= n_expert.
+  // exp is the device's own: the CPU's libm gives the reference bits; a GPU's exp may be a
+  // few ulp away (Vulkan allows 3 + 2|x| ulp, CUDA's expf 2), so across backends the weights
+  // agree within that and two experts a few ulp apart may swap rank. On one backend a row's
+  // result never depends on its batch.
   MoeRoute,
   // The expert-indexed MatMul. src0: the n_expert matrices of one projection stacked,
   // [n_expert * n_out rows, n_in] (expert e's row o is row e * n_out + o), any weight type

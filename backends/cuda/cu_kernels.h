@@ -44,6 +44,17 @@ bool weight_type_supported(DType type);
 // token's result is the same whether it runs alone or in a batch.
 void launch_matmul(DType type, const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream_t stream);
 
+// MatMulExperts (backend.h): w [n_expert * n_out, n_in] stacked experts (n_out = dst.ne0);
+// ids I32 [n_tok, k]; x F32 [n_tok or n_tok * k (per_pair), n_in]; dst F32 [n_tok * k,
+// n_out]. Each output row is launch_matmul's float for its expert's slice and its input row
+// (the same kernel); an id outside [0, n_expert) gives a row of zeros. One token: a pair per
+// warp row. Batches, given scratch of matmul_experts_scratch_bytes: the pairs sorted by
+// expert first, then tiles of up to 8 pairs of one expert, so an expert's rows are read
+// once per 8 of its pairs.
+size_t matmul_experts_scratch_bytes(int64_t n_tok, int64_t k, int64_t n_expert);
+void launch_matmul_experts(DType type, const DevRows& w, const DevRows& x, const DevRows& ids, bool per_pair,
+                           void* scratch, const DevRows& dst, cudaStream_t stream);
+
 // --- cu_matmul_mma.cu ---------------------------------------------------------------------
 // launch_matmul's contract on tensor cores (compute capability 8.0 and newer only): TF32
 // inputs, f32 accumulation, every weight type. Batch-invariant as launch_matmul is (the
@@ -75,6 +86,14 @@ void launch_binary(Binary kind, const DevRows& a, const DevRows& b, bool b_broad
 
 // dst[i, :] = src[ids[i], :] (F32).
 void launch_copy_rows(const DevRows& src, const int32_t* ids, int64_t n_ids, const DevRows& dst, cudaStream_t stream);
+
+// --- cu_moe.cu ----------------------------------------------------------------------------
+// MoeRoute (backend.h): logits F32 [n_tok, n_expert] -> ids I32 [n_tok, k], weights F32
+// [n_tok, k], as backends/cpu/moe_ref.cpp's moe_route_row (one thread per token).
+void launch_moe_route(const DevRows& logits, bool renorm, float min_sum, const DevRows& ids, const DevRows& weights,
+                      cudaStream_t stream);
+// MoeCombine: dst[t, :] = sum_j w[t, j] * x[t * k + j, :], products rounded, rank order.
+void launch_moe_combine(const DevRows& x, const DevRows& w, const DevRows& dst, cudaStream_t stream);
 
 // --- cu_attention.cu ----------------------------------------------------------------------
 // StoreKv: k_cache[slots[t], :] = k[t, :], v_cache[slots[t], :] = v[t, :]; k, v F32

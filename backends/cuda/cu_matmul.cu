@@ -111,20 +111,103 @@ __device__ __forceinline__ float chunk_dot(const float v[kChunk], const float* _
 // The bound is the x reads: lane l reads its chunk's 128 contiguous x bytes, so each
 // 16-byte load of a warp touches 32 cache lines. The next step is to stage an x window in
 // shared memory per block (one chunk slot per lane, padded against bank conflicts).
-template <DType T, int TT>
+//
+// MatMulExperts (kExperts): the tiles are (token, rank) pairs p = t * k + j of one expert.
+// TT = 1: tile p, its expert e = ids[t, j] (decode); TT = 8: tile g of the grouping
+// group_pairs_kernel wrote (up to 8 pairs of one expert; g past the last tile returns). A
+// pair reads the rows of its expert (n_out rows per expert, stacked), its input row (t, or
+// p when ex.per_pair) and writes dst row p: the arithmetic of MatMul for that expert's slice
+// and that row, whatever its tile. An id outside [0, n_expert) writes zeros.
+struct ExpertIds {
+  const uint8_t* ids = nullptr;  // I32 [n_tok, k]
+  size_t stride = 0;             // bytes between tokens' rows of ids
+  int64_t k = 1, n_expert = 0;
+  bool per_pair = false;
+  const uint32_t* groups = nullptr;  // TT > 1: group_pairs_kernel's output
+};
+
+// One block: sorts the n_pairs pairs by bucket b = their expert (n_expert for an id outside
+// the experts), stable, for tiles of tt pairs. groups (E = n_expert + 1 buckets):
+//   [0, E]           off[b]: bucket b's first pair in the list (off[E] = n_pairs)
+//   [E + 1, 2E + 1]  first tile of bucket b (the last: the number of tiles)
+//   [2E + 2, ...)    the pairs, by bucket, in increasing order within one.
+__global__ void group_pairs_kernel(ExpertIds ex, int64_t n_pairs, int64_t tt, uint32_t* groups) {
+  const int64_t E = ex.n_expert + 1;
+  uint32_t *off = groups, *first_tile = groups + E + 1, *list = groups + 2 * E + 2;
+  auto bucket = [&](int64_t p) {
+    const int32_t e = reinterpret_cast<const int32_t*>(ex.ids + static_cast<size_t>(p / ex.k) * ex.stride)[p % ex.k];
+    return e >= 0 && e < ex.n_expert ? static_cast<int64_t>(e) : ex.n_expert;
+  };
+  for (int64_t b = threadIdx.x; b < E; b += blockDim.x) {
+    uint32_t c = 0;
+    for (int64_t p = 0; p < n_pairs; ++p) c += bucket(p) == b ? 1u : 0u;
+    off[b + 1] = c;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    off[0] = 0;
+    first_tile[0] = 0;
+    for (int64_t b = 0; b < E; ++b) {
+      const uint32_t c = off[b + 1];
+      first_tile[b + 1] = first_tile[b] + static_cast<uint32_t>((c + tt - 1) / tt);
+      off[b + 1] = off[b] + c;
+    }
+  }
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b < E; b += blockDim.x) {
+    uint32_t at = off[b];
+    for (int64_t p = 0; p < n_pairs; ++p)
+      if (bucket(p) == b) list[at++] = static_cast<uint32_t>(p);
+  }
+}
+
+template <DType T, int TT, bool kExperts = false>
 __global__ void __launch_bounds__(kThreads)
     matmul_kernel(const uint8_t* __restrict__ w, size_t w_stride, int64_t n_out, int64_t n_in,
                   const uint8_t* __restrict__ x, size_t x_stride, int64_t n_tok, bool x_vec, uint8_t* __restrict__ dst,
-                  size_t d_stride, int64_t n_tiles) {
+                  size_t d_stride, int64_t n_tiles, ExpertIds ex) {
   using S = Stage<T>;
   __shared__ __align__(16) uint8_t stage_sh[kWarps][S::kBytes];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t tile = blockIdx.x % n_tiles;
   const int64_t o = blockIdx.x / n_tiles * kWarps + warp;
   if (o >= n_out) return;  // the whole warp: no lane of it takes part in a shuffle below
-  const int64_t t0 = tile * TT;
-  const int nt = static_cast<int>(min(static_cast<int64_t>(TT), n_tok - t0));
+  int64_t t0 = tile * TT;
+  int nt = static_cast<int>(min(static_cast<int64_t>(TT), n_tok - t0));
   const uint8_t* row = w + static_cast<size_t>(o) * w_stride;
+  // Experts: byte offsets of each tile row's x and dst rows (MatMul: (t0 + t) * stride).
+  size_t xoff[kExperts ? TT : 1] = {}, doff[kExperts ? TT : 1] = {};
+  (void)ex;
+  if constexpr (kExperts) {
+    int64_t pr[TT] = {}, b = 0;
+    if constexpr (TT == 1) {
+      pr[0] = tile;
+      const int32_t e = reinterpret_cast<const int32_t*>(ex.ids + static_cast<size_t>(tile / ex.k) * ex.stride)[tile % ex.k];
+      b = e >= 0 && e < ex.n_expert ? e : ex.n_expert;
+      nt = 1;
+    } else {  // the same for the whole block
+      const int64_t E = ex.n_expert + 1;
+      const uint32_t *off = ex.groups, *first_tile = ex.groups + E + 1, *list = ex.groups + 2 * E + 2;
+      if (tile >= first_tile[E]) return;
+      while (first_tile[b + 1] <= tile) ++b;
+      const int64_t first = off[b] + (tile - first_tile[b]) * TT;
+      nt = static_cast<int>(min(static_cast<int64_t>(TT), static_cast<int64_t>(off[b + 1]) - first));
+#pragma unroll
+      for (int t = 0; t < TT; ++t) pr[t] = t < nt ? list[first + t] : 0;
+    }
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      xoff[t] = static_cast<size_t>(ex.per_pair ? pr[t] : pr[t] / ex.k) * x_stride;
+      doff[t] = static_cast<size_t>(pr[t]) * d_stride;
+    }
+    if (b == ex.n_expert) {  // the same for the whole block
+      for (int t = 0; t < nt; ++t)
+        if (lane == 0) reinterpret_cast<float*>(dst + doff[t])[o] = 0.0f;
+      return;
+    }
+    row = w + (static_cast<size_t>(b) * static_cast<size_t>(n_out) + static_cast<size_t>(o)) * w_stride;
+    t0 = 0;
+  }
   uint8_t* sm = stage_sh[warp];
   constexpr int kEsize = S::kGeom.bytes / kChunk;  // bytes per element of a plain type
   constexpr int kCpb = chunks_per_block(T);
@@ -148,7 +231,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int t = 0; t < TT; ++t) {
         if (t < nt) {
-          const auto* xr = reinterpret_cast<const float*>(x + static_cast<size_t>(t0 + t) * x_stride) + c * kChunk;
+          const size_t xo = kExperts ? xoff[kExperts ? t : 0] : static_cast<size_t>(t0 + t) * x_stride;
+          const auto* xr = reinterpret_cast<const float*>(x + xo) + c * kChunk;
           acc[t] = __fadd_rn(acc[t], chunk_dot(v, xr, n, x_vec));
         }
       }
@@ -161,7 +245,8 @@ __global__ void __launch_bounds__(kThreads)
     // xor butterfly: lane l adds lane l ^ off; a + b == b + a, so all lanes end equal.
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) acc[t] = __fadd_rn(acc[t], __shfl_xor_sync(0xFFFFFFFFu, acc[t], off));
-    if (lane == t && t < nt) reinterpret_cast<float*>(dst + static_cast<size_t>(t0 + t) * d_stride)[o] = acc[t];
+    const size_t d_at = kExperts ? doff[kExperts ? t : 0] : static_cast<size_t>(t0 + t) * d_stride;
+    if (lane == t && t < nt) reinterpret_cast<float*>(dst + d_at)[o] = acc[t];
   }
 }
 
@@ -199,11 +284,31 @@ void matmul_t(const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream
   auto* dp = static_cast<uint8_t*>(dst.ptr);
   if (x.rows == 1) {  // decode: matrix x vector, no registers spent on a token tile
     HEARTH_LAUNCH(static_cast<unsigned>(row_groups), kThreads, stream, matmul_kernel<T, 1>)(
-        wp, w.stride, w.rows, w.ne0, xp, x.stride, 1, x_vec, dp, dst.stride, 1);
+        wp, w.stride, w.rows, w.ne0, xp, x.stride, 1, x_vec, dp, dst.stride, 1, ExpertIds{});
   } else {
     const int64_t n_tiles = (x.rows + kTokTile - 1) / kTokTile;
     HEARTH_LAUNCH(static_cast<unsigned>(row_groups * n_tiles), kThreads, stream, matmul_kernel<T, kTokTile>)(
-        wp, w.stride, w.rows, w.ne0, xp, x.stride, x.rows, x_vec, dp, dst.stride, n_tiles);
+        wp, w.stride, w.rows, w.ne0, xp, x.stride, x.rows, x_vec, dp, dst.stride, n_tiles, ExpertIds{});
+  }
+}
+
+template <DType T>
+void matmul_experts_t(const DevRows& w, const DevRows& x, const ExpertIds& ex, int64_t n_pairs, const DevRows& dst,
+                      cudaStream_t stream) {
+  const int64_t n_out = dst.ne0;
+  const int64_t row_groups = (n_out + kWarps - 1) / kWarps;
+  const bool x_vec = reinterpret_cast<uintptr_t>(x.ptr) % 16 == 0 && x.stride % 16 == 0;
+  const auto* wp = static_cast<const uint8_t*>(w.ptr);
+  const auto* xp = static_cast<const uint8_t*>(x.ptr);
+  auto* dp = static_cast<uint8_t*>(dst.ptr);
+  if (ex.groups == nullptr) {
+    HEARTH_LAUNCH(static_cast<unsigned>(row_groups * n_pairs), kThreads, stream, matmul_kernel<T, 1, true>)(
+        wp, w.stride, n_out, w.ne0, xp, x.stride, 1, x_vec, dp, dst.stride, n_pairs, ex);
+  } else {
+    // At most ceil(n_pairs / TT) + n_expert + 1 tiles; the blocks past the last return.
+    const int64_t n_tiles = (n_pairs + kTokTile - 1) / kTokTile + ex.n_expert + 1;
+    HEARTH_LAUNCH(static_cast<unsigned>(row_groups * n_tiles), kThreads, stream, matmul_kernel<T, kTokTile, true>)(
+        wp, w.stride, n_out, w.ne0, xp, x.stride, 1, x_vec, dp, dst.stride, n_tiles, ex);
   }
 }
 
@@ -225,6 +330,28 @@ bool weight_type_supported(DType type) {
 void launch_matmul(DType type, const DevRows& w, const DevRows& x, const DevRows& dst, cudaStream_t stream) {
   if (w.rows == 0 || x.rows == 0) return;
   dispatch_weight_type(type, [&]<DType T>() { matmul_t<T>(w, x, dst, stream); });
+}
+
+size_t matmul_experts_scratch_bytes(int64_t n_tok, int64_t k, int64_t n_expert) {
+  if (n_tok <= 1) return 0;
+  return static_cast<size_t>(2 * (n_expert + 2) + n_tok * k) * sizeof(uint32_t);
+}
+
+void launch_matmul_experts(DType type, const DevRows& w, const DevRows& x, const DevRows& ids, bool per_pair,
+                           void* scratch, const DevRows& dst, cudaStream_t stream) {
+  const int64_t n_pairs = ids.rows * ids.ne0;
+  if (n_pairs == 0 || dst.ne0 == 0) return;
+  ExpertIds ex;
+  ex.ids = static_cast<const uint8_t*>(ids.ptr);
+  ex.stride = ids.stride;
+  ex.k = ids.ne0;
+  ex.n_expert = w.rows / dst.ne0;
+  ex.per_pair = per_pair;
+  if (ids.rows > 1 && scratch != nullptr) {
+    ex.groups = static_cast<const uint32_t*>(scratch);
+    HEARTH_LAUNCH(1, 64, stream, group_pairs_kernel)(ex, n_pairs, kTokTile, static_cast<uint32_t*>(scratch));
+  }
+  dispatch_weight_type(type, [&]<DType T>() { matmul_experts_t<T>(w, x, ex, n_pairs, dst, stream); });
 }
 
 void launch_get_rows(DType type, const DevRows& table, const int32_t* ids, int64_t n_ids, float scale,

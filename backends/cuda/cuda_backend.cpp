@@ -219,7 +219,7 @@ class CudaBackend final : public Backend {
   bool tensor_cores_;  // MatMul by launch_matmul_mma
   cudaStream_t stream_ = nullptr;
   DeviceCaps caps_ = DeviceCaps::all();
-  Scratch ints_, attn_scratch_;
+  Scratch ints_, attn_scratch_, experts_scratch_;  // experts: MatMulExperts' pairs grouped by expert
   int32_t* pinned_ints_ = nullptr;
   size_t pinned_ints_count_ = 0;
   // Instantiated graphs by number of ops: a decode step and a prefill chunk of the same
@@ -261,16 +261,41 @@ AttentionArgs CudaBackend::attention_args(const Op& op, const Graph& graph) cons
   return a;
 }
 
+// True for the op kinds launch() has kernels for. A kind added to backend.h without a case
+// here is a build warning (an error in this target) and, until then, a refused graph.
+bool has_kernels(OpKind kind) {
+  switch (kind) {
+    case OpKind::GetRows:
+    case OpKind::RmsNorm:
+    case OpKind::MatMul:
+    case OpKind::Rope:
+    case OpKind::Add:
+    case OpKind::AddRow:
+    case OpKind::Scale:
+    case OpKind::GeluMul:
+    case OpKind::SiluMul:
+    case OpKind::Softcap:
+    case OpKind::StoreKv:
+    case OpKind::Attention:
+    case OpKind::CopyRows:
+    case OpKind::MoeRoute:
+    case OpKind::MatMulExperts:
+    case OpKind::MoeCombine:
+      return true;
+  }
+  return false;
+}
+
 Status CudaBackend::check_device_limits(const Graph& graph) const {
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     const Op& op = graph.ops[i];
+    if (!has_kernels(op.kind))
+      return make_error("cuda: op " + std::to_string(i) + " (" + op_name(op.kind) +
+                        ") is not supported by the CUDA backend");
     for (const Tensor* t : {&op.dst, &op.src0, &op.src1, &op.src2, &op.src3})
       if (t->valid() && dynamic_cast<const CudaBuffer*>(t->buffer) == nullptr)
         return make_error("cuda: op " + std::to_string(i) + " (" + op_name(op.kind) +
                           ") names a buffer of another backend");
-    if (op.kind == OpKind::MoeRoute || op.kind == OpKind::MatMulExperts || op.kind == OpKind::MoeCombine)
-      return make_error("cuda: op " + std::to_string(i) + " (" + op_name(op.kind) +
-                        ") is not implemented by the CUDA backend yet");
     if (op.kind == OpKind::Attention && !attention_supported(op.i2, op.src2.type))
       return make_error("cuda: op " + std::to_string(i) + " (Attention): head_dim " + std::to_string(op.i2) + " with " +
                         dtype_name(op.src2.type) + " KV is not supported by the CUDA kernels");
@@ -278,7 +303,7 @@ Status CudaBackend::check_device_limits(const Graph& graph) const {
   return {};
 }
 
-// Uploads the graph's ints and sizes attention's scratch: everything a pass needs before
+// Uploads the graph's ints and sizes attention's and MatMulExperts' scratch: everything a pass needs before
 // its first launch, so the launches themselves can be captured.
 Status CudaBackend::prepare(const Graph& graph) {
   const size_t n = graph.ints.size();
@@ -302,9 +327,13 @@ Status CudaBackend::prepare(const Graph& graph) {
         !st)
       return st;
   }
-  size_t scratch = 0;
-  for (const Op& op : graph.ops)
+  size_t scratch = 0, experts = 0;
+  for (const Op& op : graph.ops) {
     if (op.kind == OpKind::Attention) scratch = std::max(scratch, attention_scratch_bytes(attention_args(op, graph)));
+    if (op.kind == OpKind::MatMulExperts)
+      experts = std::max(experts, matmul_experts_scratch_bytes(op.src2.rows, op.src2.ne0, op.src0.rows / op.dst.ne0));
+  }
+  if (Status st = experts_scratch_.reserve(experts, "MatMulExperts' grouping scratch"); !st) return st;
   return attn_scratch_.reserve(scratch, "attention scratch");
 }
 
@@ -351,9 +380,17 @@ void CudaBackend::launch(const Op& op, const Graph& graph) {
     case OpKind::CopyRows:
       launch_copy_rows(rows(op.src0), ints(op.ia), op.ia.count, rows(op.dst), stream_);
       break;
-    case OpKind::MoeRoute:  // refused by check_device_limits
+    case OpKind::MoeRoute:
+      launch_moe_route(rows(op.src0), op.i0 != 0, op.f0, rows(op.src1), rows(op.dst), stream_);
+      break;
     case OpKind::MatMulExperts:
+      // The f32 kernel even when MatMul runs on tensor cores (an opt-in mode): there the
+      // experts' outputs are launch_matmul's floats, not launch_matmul_mma's.
+      launch_matmul_experts(op.src0.type, rows(op.src0), rows(op.src1), rows(op.src2), op.i1 != 0, experts_scratch_.ptr,
+                            rows(op.dst), stream_);
+      break;
     case OpKind::MoeCombine:
+      launch_moe_combine(rows(op.src0), rows(op.src1), rows(op.dst), stream_);
       break;
   }
 }

@@ -81,7 +81,7 @@ Result<OpPlanner::View> OpPlanner::view(const Tensor& t, int64_t r0, int64_t r1,
 }
 
 Status OpPlanner::plan(const Op& op, const Graph& /*graph*/, std::vector<Dispatch>* out) {
-  Status st;
+  Status st = make_error("not supported by the Vulkan backend");  // an op kind with no case below
   switch (op.kind) {
     case OpKind::GetRows:
       st = get_rows(op, out);
@@ -112,10 +112,14 @@ Status OpPlanner::plan(const Op& op, const Graph& /*graph*/, std::vector<Dispatc
     case OpKind::CopyRows:
       st = copy_rows(op, out);
       break;
-    case OpKind::MoeRoute:  // the mixture-of-experts ops: not on this backend yet
+    case OpKind::MoeRoute:
+      st = moe_route(op, out);
+      break;
     case OpKind::MatMulExperts:
+      st = matmul_experts(op, out);
+      break;
     case OpKind::MoeCombine:
-      st = make_error("not implemented by the Vulkan backend yet");
+      st = moe_combine(op, out);
       break;
   }
   if (!st) return make_error(std::string("vulkan: ") + op_name(op.kind) + ": " + st.error().message);
@@ -183,16 +187,11 @@ Status OpPlanner::rms_norm(const Op& op, std::vector<Dispatch>* out) {
   return {};
 }
 
-Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
-  const Tensor& w = op.src0;
-  const int64_t n_out = w.rows, n_tok = op.src1.rows;
-  if (n_out == 0 || n_tok == 0) return {};
-  // One token: the matrix-vector variant (TT = 1); batches: 8 tokens per weight read.
-  const uint32_t tile = n_tok == 1 ? 1 : kMatmulTokens;
-  // Lanes per output row: on a CPU device (lavapipe) every invocation costs the same
-  // whether it has work or not, so one lane takes a whole row; GPUs spread a row's chunks
-  // over up to 32 lanes (adjacent lanes read adjacent blocks).
-  const int64_t n_chunks = (w.ne0 + 31) / 32;
+// Lanes per output row: on a CPU device (lavapipe) every invocation costs the same
+// whether it has work or not, so one lane takes a whole row; GPUs spread a row's chunks
+// over up to 32 lanes (adjacent lanes read adjacent blocks).
+uint32_t OpPlanner::matmul_lanes(int64_t n_in) const {
+  const int64_t n_chunks = (n_in + 31) / 32;
   // HEARTH_VK_MATMUL_LANES (1..64, a power of two) overrides it, e.g. to test the GPU
   // layout on lavapipe.
   static const uint32_t forced_lanes = [] {
@@ -206,6 +205,16 @@ Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
   } else if (ctx_.props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) {
     while (lanes < 32 && lanes < n_chunks) lanes *= 2;
   }
+  return lanes;
+}
+
+Status OpPlanner::matmul(const Op& op, std::vector<Dispatch>* out) {
+  const Tensor& w = op.src0;
+  const int64_t n_out = w.rows, n_tok = op.src1.rows;
+  if (n_out == 0 || n_tok == 0) return {};
+  // One token: the matrix-vector variant (TT = 1); batches: 8 tokens per weight read.
+  const uint32_t tile = n_tok == 1 ? 1 : kMatmulTokens;
+  const uint32_t lanes = matmul_lanes(w.ne0);
   const uint32_t rows_per_group = kWg / lanes;
   Result<VkPipeline> pipe = pipelines_.get("matmul", static_cast<uint32_t>(w.type), false, tile, lanes);
   if (!pipe) return pipe.error();
@@ -384,18 +393,34 @@ size_t OpPlanner::split_scratch_bytes(const Op& op, uint32_t splits) {
          sizeof(float);
 }
 
+size_t OpPlanner::group_bytes(const Op& op) {
+  // HEARTH_VK_EXPERTS_GROUPED=0 runs batches a pair per workgroup row too (to compare).
+  static const bool off = [] {
+    const char* v = std::getenv("HEARTH_VK_EXPERTS_GROUPED");
+    return v != nullptr && *v == '0';
+  }();
+  const int64_t n_tok = op.src2.rows, k = op.src2.ne0, n_out = op.dst.ne0;
+  if (off || n_tok <= 1 || n_out <= 0) return 0;
+  const int64_t n_expert = op.src0.rows / n_out;
+  return static_cast<size_t>(2 * (n_expert + 2) + n_tok * k) * sizeof(uint32_t);
+}
+
 Status OpPlanner::prepare(const Graph& graph) {
-  size_t need = 0;
+  size_t need = 0, need_groups = 0;
   for (const Op& op : graph.ops) {
+    if (op.kind == OpKind::MatMulExperts) need_groups = std::max(need_groups, group_bytes(op));
     if (op.kind != OpKind::Attention || op.i0 <= 0 || op.i2 <= 0) continue;
     const uint32_t s = attention_splits(op);
     if (s > 1) need = std::max(need, split_scratch_bytes(op, s));
   }
-  if (need == 0 || (scratch_.buffer && scratch_.bytes >= need)) return {};
-  destroy_buffer(ctx_, &scratch_);  // the previous pass has completed
-  Result<DeviceBuffer> b = create_buffer(ctx_, need, false);
-  if (!b) return b.error();
-  scratch_ = *b;
+  // (The previous pass has completed: its buffers may go.)
+  for (auto [buf, bytes] : {std::pair{&scratch_, need}, std::pair{&groups_, need_groups}}) {
+    if (bytes == 0 || (buf->buffer && buf->bytes >= bytes)) continue;
+    destroy_buffer(ctx_, buf);
+    Result<DeviceBuffer> b = create_buffer(ctx_, bytes, false);
+    if (!b) return b.error();
+    *buf = *b;
+  }
   return {};
 }
 
@@ -493,6 +518,145 @@ Status OpPlanner::copy_rows(const Op& op, std::vector<Dispatch>* out) {
   d.groups[0] = div_up(op.dst.ne0, kWg);
   d.groups[1] = static_cast<uint32_t>(n);
   d.reads[0] = src.range;
+  d.writes[0] = dst.range;
+  out->push_back(d);
+  return {};
+}
+
+Status OpPlanner::moe_route(const Op& op, std::vector<Dispatch>* out) {
+  const int64_t n = op.src0.rows;
+  if (n == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("moe_route", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, n, 4));
+  HEARTH_TRY_VIEW(logits, view(op.src0, 0, n, 4));
+  HEARTH_TRY_VIEW(ids, view(op.src1, 0, n, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst);
+  bind(&d, 1, logits);
+  bind(&d, 2, ids);
+  d.pc.ne0 = static_cast<uint32_t>(op.src0.ne0);
+  d.pc.rows = static_cast<uint32_t>(n);
+  d.pc.i0 = op.i0;
+  d.pc.i1 = static_cast<int32_t>(op.dst.ne0);
+  d.pc.f0 = op.f0;
+  d.groups[0] = div_up(n, kWg);
+  d.reads[0] = logits.range;
+  d.writes[0] = dst.range;
+  d.writes[1] = ids.range;
+  out->push_back(d);
+  return {};
+}
+
+// MatMulExperts: matmul_experts.comp in MatMul's lanes per row, so each output is MatMul's
+// float. Decode (one token): a workgroup row per (token, rank) pair. Batches: moe_group.comp
+// first sorts the pairs by expert into groups_, then each workgroup row takes a tile of up
+// to 8 pairs of one expert, so an expert's rows are read once per 8 of its pairs. The
+// stacked weights are bound in windows of whole experts that fit the storage-buffer range,
+// one dispatch each (a pair whose expert lies in another window returns at once); tokens in
+// chunks whose rows fit too and whose pairs or tiles fit the grid.
+Status OpPlanner::matmul_experts(const Op& op, std::vector<Dispatch>* out) {
+  const Tensor& w = op.src0;
+  const int64_t n_tok = op.src2.rows, k = op.src2.ne0, n_out = op.dst.ne0;
+  const int64_t n_expert = w.rows / n_out;
+  if (n_tok == 0) return {};
+  const bool grouped = group_bytes(op) > 0;
+  const uint32_t tile = grouped ? kMatmulTokens : 1;
+  const uint32_t lanes = matmul_lanes(w.ne0);
+  const uint32_t rows_per_group = kWg / lanes;
+  Result<VkPipeline> pipe = pipelines_.get("matmul_experts", static_cast<uint32_t>(w.type), false, tile, lanes);
+  if (!pipe) return pipe.error();
+  Result<VkPipeline> group_pipe = VK_NULL_HANDLE;
+  if (grouped) {
+    group_pipe = pipelines_.get("moe_group", 0, false);
+    if (!group_pipe) return group_pipe.error();
+    if (!groups_.buffer || groups_.bytes < group_bytes(op)) return make_error("the grouping scratch was not prepared");
+  }
+  const auto& lim = ctx_.props.limits.maxComputeWorkGroupCount;
+  const int64_t experts_per_window = rows_per_window(w) / n_out;
+  if (experts_per_window == 0) return make_error("one expert's matrix exceeds the device's storage buffer range");
+  if (div_up(n_out, rows_per_group) > lim[0] || static_cast<int64_t>(lim[1]) <= n_expert + 1)
+    return make_error("too many output rows or experts for the device's grid");
+  const int64_t x_per_tok = op.i1 != 0 ? k : 1;
+  // Tiles of a chunk: at most ceil(pairs / 8) + n_expert + 1 <= pairs + n_expert + 1.
+  const int64_t grid_tokens = (static_cast<int64_t>(lim[1]) - (grouped ? n_expert + 1 : 0)) / k;
+  const int64_t tok_chunk =
+      std::max<int64_t>(1, std::min<int64_t>({rows_per_window(op.src1) / x_per_tok, rows_per_window(op.dst) / k,
+                                              rows_per_window(op.src2), grid_tokens}));
+  const VkDescriptorBufferInfo groups_info{groups_.buffer, 0, grouped ? group_bytes(op) : 0};
+  const ByteRange groups_range{groups_.buffer, 0, grouped ? group_bytes(op) : 0};
+  for (int64_t t0 = 0; t0 < n_tok; t0 += tok_chunk) {
+    const int64_t t1 = std::min(n_tok, t0 + tok_chunk), pairs = (t1 - t0) * k;
+    HEARTH_TRY_VIEW(x, view(op.src1, t0 * x_per_tok, t1 * x_per_tok, 4));
+    HEARTH_TRY_VIEW(y, view(op.dst, t0 * k, t1 * k, 4));
+    HEARTH_TRY_VIEW(ids, view(op.src2, t0, t1, 4));
+    if (grouped) {
+      Dispatch g;
+      g.pipeline = *group_pipe;
+      bind(&g, 0, groups_info);
+      bind(&g, 3, ids);
+      g.pc.rows = static_cast<uint32_t>(t1 - t0);
+      g.pc.i0 = static_cast<int32_t>(k);
+      g.pc.i1 = static_cast<int32_t>(n_expert);
+      g.pc.u0 = tile;
+      g.reads[0] = ids.range;
+      g.writes[0] = groups_range;
+      out->push_back(g);
+    }
+    for (int64_t e0 = 0; e0 < n_expert; e0 += experts_per_window) {
+      const int64_t e1 = std::min(n_expert, e0 + experts_per_window);
+      HEARTH_TRY_VIEW(wv, view(w, e0 * n_out, e1 * n_out, 1));
+      Dispatch d;
+      d.pipeline = *pipe;
+      bind(&d, 0, y);
+      bind(&d, 1, wv);
+      bind(&d, 2, x);
+      bind(&d, 3, ids);
+      d.pc.ne0 = static_cast<uint32_t>(w.ne0);
+      d.pc.rows = static_cast<uint32_t>(pairs);
+      d.pc.n_ia = static_cast<uint32_t>(n_out);
+      d.pc.i0 = static_cast<int32_t>(k);
+      d.pc.i1 = static_cast<int32_t>(n_expert);
+      d.pc.i2 = op.i1;
+      d.pc.u0 = static_cast<uint32_t>(e0);
+      d.pc.u1 = static_cast<uint32_t>(e1);
+      d.groups[0] = div_up(n_out, rows_per_group);
+      d.groups[1] = grouped ? div_up(pairs, tile) + static_cast<uint32_t>(n_expert + 1) : static_cast<uint32_t>(pairs);
+      d.reads[0] = wv.range;
+      d.reads[1] = x.range;
+      d.reads[2] = ids.range;
+      if (grouped) {
+        bind(&d, 4, groups_info);
+        d.reads[3] = groups_range;
+      }
+      d.writes[0] = y.range;
+      out->push_back(d);
+    }
+  }
+  return {};
+}
+
+Status OpPlanner::moe_combine(const Op& op, std::vector<Dispatch>* out) {
+  const int64_t n = op.src1.rows, k = op.src1.ne0;
+  if (n == 0 || op.dst.ne0 == 0) return {};
+  Result<VkPipeline> pipe = pipelines_.get("moe_combine", 0, false);
+  if (!pipe) return pipe.error();
+  HEARTH_TRY_VIEW(dst, view(op.dst, 0, n, 4));
+  HEARTH_TRY_VIEW(x, view(op.src0, 0, n * k, 4));
+  HEARTH_TRY_VIEW(wt, view(op.src1, 0, n, 4));
+  Dispatch d;
+  d.pipeline = *pipe;
+  bind(&d, 0, dst);
+  bind(&d, 1, x);
+  bind(&d, 2, wt);
+  d.pc.ne0 = static_cast<uint32_t>(op.dst.ne0);
+  d.pc.rows = static_cast<uint32_t>(n);
+  d.pc.i0 = static_cast<int32_t>(k);
+  d.groups[0] = div_up(op.dst.ne0, kWg);
+  d.groups[1] = static_cast<uint32_t>(n);
+  d.reads[0] = x.range;
+  d.reads[1] = wt.range;
   d.writes[0] = dst.range;
   out->push_back(d);
   return {};

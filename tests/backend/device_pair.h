@@ -177,6 +177,32 @@ class DevicePair {
     run(g);
   }
 
+  // Executes the graph (built with CPU tensors) on the device only: for ops the test
+  // checks against references of its own rather than the CPU backend.
+  Status try_run_dev(const Graph& g) {
+    Graph vg = g;
+    for (Op& op : vg.ops)
+      for (Tensor* t : {&op.dst, &op.src0, &op.src1, &op.src2, &op.src3})
+        if (t->valid()) t->buffer = twin(t->buffer);
+    return vk_->execute(vg);
+  }
+  void run_dev(const Op& op) {
+    Graph g;
+    g.ops.push_back(op);
+    Status v = try_run_dev(g);
+    INFO((v.ok() ? std::string() : v.error().message));
+    REQUIRE(v.ok());
+  }
+  // The rows of an I32 tensor as read back from the device, packed.
+  std::vector<int32_t> read_dev_i32(const Tensor& t) {
+    std::vector<int32_t> v(static_cast<size_t>(t.ne0 * t.rows));
+    for (int64_t r = 0; r < t.rows; ++r)
+      REQUIRE(vk_->read(*twin(t.buffer), t.offset + static_cast<size_t>(r) * t.row_stride,
+                        &v[static_cast<size_t>(r * t.ne0)], t.row_size())
+                  .ok());
+    return v;
+  }
+
   // Destroys the device side (buffers, then the device) and checks it reported no errors
   // during the test. Call last.
   void finish() {
