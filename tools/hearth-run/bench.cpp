@@ -20,6 +20,7 @@
 
 #include "common/probe/machine_probe.h"
 #include "common/probe/peak_report.h"
+#include "decode_ops.h"
 #include "engine/model/context.h"
 #include "engine/model/token_work.h"
 #include "run.h"
@@ -118,6 +119,8 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
     std::fprintf(stderr, "hearth-run: warning: this run went past a cached peak; measuring the peaks again\n");
     peaks = probe::machine_peaks(probe::default_probe_cache_dir(), o.threads, true);
   }
+  nlohmann::json ops;  // null unless --bench-ops
+  if (o.ops_steps > 0 && (ops = profile_decode_ops(l, o.tg, o.ops_steps, o.kv_type)).is_null()) return 1;
   if (o.json) {
     std::cout << nlohmann::json{{"model", c.name},
                                 {"backend", l.backend->info().name},
@@ -130,7 +133,8 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
                                   {"read_variant", peaks.read_variant},
                                   {"threads", peaks.threads},
                                   {"cpu", peaks.cpu},
-                                  {"cached", peaks.from_cache}}}}
+                                  {"cached", peaks.from_cache}}},
+                                {"decode_ops", ops}}
                      .dump()
               << std::endl;
     return 0;
@@ -149,6 +153,7 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
     std::printf("decode:  %s%s\n",
                 probe::against_peak(gb_s, peaks.read_gb_s, "GB/s", "memory read peak", again).c_str(),
                 bound(gb_s, peaks.read_gb_s, "memory-bound").c_str());
+  if (!ops.is_null()) print_decode_ops(ops, peaks.read_gb_s);
   return 0;
 }
 

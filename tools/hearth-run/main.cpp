@@ -87,6 +87,10 @@ void add_options(CLI::App& app, Args& a) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--tg", a.bo.tg, "bench: generated tokens")->check(CLI::Range(0, 1 << 20));
   app.add_option("--reps", a.bo.reps, "bench: repetitions")->check(CLI::Range(1, 1000));
+  app.add_option("--bench-ops", a.bo.ops_steps,
+                 "bench: also time this many decode steps op by op (at --tg tokens of context), against the bytes "
+                 "each op moves")
+      ->check(CLI::Range(0, 1000));
   app.add_flag("--reprobe", a.bo.reprobe,
                "bench: measure this machine's int8 and memory-read peaks again (they are kept in the cache folder)");
   app.add_option("--simd", a.simd, "force a SIMD level: scalar, avx2, avx512 (testing)");
