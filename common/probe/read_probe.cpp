@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -23,8 +24,26 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kChunk = 256;  // bytes one stream reads per loop step: 4 cache lines
 
+// Bytes of the mapping that holds `addr` that the kernel backs with transparent huge
+// pages (the AnonHugePages line of /proc/self/smaps); 0 when unknown.
+size_t huge_page_bytes(const void* addr) {
+  std::ifstream f("/proc/self/smaps");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  bool inside = false;
+  for (std::string line; std::getline(f, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+      inside = a >= lo && a < hi;
+    } else if (size_t kb = 0; inside && std::sscanf(line.c_str(), "AnonHugePages: %zu kB", &kb) == 1) {
+      return kb << 10;
+    }
+  }
+  return 0;
+}
+
 // The buffer: anonymous memory aligned to 2 MiB, asked for huge pages, every page written
-// once (so the runs read memory, not the zero page).
+// once (so the runs read memory, not the zero page). huge(): most of it (at least half)
+// got 2 MiB pages, as /proc/self/smaps says.
 class Buffer {
  public:
   explicit Buffer(size_t bytes) : bytes_((bytes + kHugePage - 1) / kHugePage * kHugePage) {
@@ -34,9 +53,10 @@ class Buffer {
     map_ = static_cast<char*>(m);
     data_ = map_ + (kHugePage - reinterpret_cast<uintptr_t>(map_) % kHugePage) % kHugePage;
 #if defined(MADV_HUGEPAGE)
-    huge_ = madvise(data_, bytes_, MADV_HUGEPAGE) == 0;
+    madvise(data_, bytes_, MADV_HUGEPAGE);  // a hint: where refused, the probe reads 4 KiB pages
 #endif
     for (size_t i = 0; i < bytes_; i += 4096) std::memset(data_ + i, static_cast<int>(i >> 12), 4096);
+    huge_ = huge_page_bytes(data_) >= bytes_ / 2;
   }
   ~Buffer() {
     if (map_) munmap(map_, map_bytes_);

@@ -41,7 +41,7 @@ struct ReadProbeResult {
   std::vector<ReadVariantResult> variants;  // every variant run, in run order
   size_t bytes = 0;                         // buffer size read per run
   int threads = 0;
-  bool huge_pages = false;  // the kernel accepted madvise(MADV_HUGEPAGE) for the buffer
+  bool huge_pages = false;  // at least half the buffer got 2 MiB pages (/proc/self/smaps)
 };
 
 // The default buffer: twice the last-level cache this CPU reports (sysfs), at least 512 MiB
