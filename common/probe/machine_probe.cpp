@@ -124,8 +124,8 @@ std::string cpu_name() {
 // The cache file: one line per (cpu, threads) pair,
 // "threads<TAB>int8_gops<TAB>read_gb_s<TAB>read_variant<TAB>cpu".
 // v2: the read probe gained its prefetched loop. v3: the read probe searches streams,
-// prefetch distances, load kinds and huge pages (common/probe/read_probe.h) and found
-// about twice v2's figure on a Sapphire Rapids guest; no v2 figure is reused.
+// prefetch distances, load kinds and huge pages (common/probe/read_probe.h) and read
+// 1.4-4x v2's figure on a Sapphire Rapids guest; no v2 figure is reused.
 std::string cache_file(const std::string& dir) {
   return dir + "/machine-peaks-v3.tsv";
 }
