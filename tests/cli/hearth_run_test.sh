@@ -44,6 +44,19 @@ else
   check "cuda-device 99 exits 2" test "$rc" -eq 2
   check "cuda-device 99 is named" grep -q -- "--cuda-device 99: no such CUDA device" "$tmp/err"
 fi
+# --read-probe: every way of reading memory the probe knows, each with a positive figure,
+# the fastest named; no model needed.
+"$run" --read-probe -t 1 --json >"$tmp/probe" 2>"$tmp/err"; rc=$?
+check "read-probe exits 0" test "$rc" -eq 0
+check "read-probe lists its variants and names the fastest" python3 - "$tmp/probe" <<'PY'
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+names = [v["variant"] for v in j["variants"]]
+assert j["threads"] == 1 and j["bytes"] >= 512 << 20, j
+assert "c++ sum" in names and len(set(names)) == len(names), names
+assert all(v["gb_s"] > 0 and math.isfinite(v["gb_s"]) for v in j["variants"]), j
+assert j["best"] in names and j["best_gb_s"] == max(v["gb_s"] for v in j["variants"]), j
+PY
 vulkan_usable=no
 if grep -q "^vulkan: not built in" "$tmp/devices"; then
   "$run" --backend vulkan -p hi >"$tmp/out" 2>"$tmp/err"; rc=$?

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "common/probe/machine_probe.h"
 #include "common/probe/peak_report.h"
@@ -155,6 +156,26 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
                 bound(gb_s, peaks.read_gb_s, "memory-bound").c_str());
   if (!ops.is_null()) print_decode_ops(ops, peaks.read_gb_s);
   return 0;
+}
+
+int run_read_probe(int threads, bool json) {
+  const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const probe::ReadProbeResult r = probe::probe_read_bandwidth(n);
+  if (json) {
+    nlohmann::json vs = nlohmann::json::array();
+    for (const probe::ReadVariantResult& v : r.variants) vs.push_back({{"variant", v.name}, {"gb_s", v.gb_s}});
+    std::cout << nlohmann::json{{"threads", r.threads}, {"bytes", r.bytes},         {"huge_pages", r.huge_pages},
+                                {"best", r.best},       {"best_gb_s", r.best_gb_s}, {"variants", vs}}
+                     .dump()
+              << std::endl;
+    return r.best_gb_s > 0 ? 0 : 1;
+  }
+  std::printf("memory read, %d threads, %zu MiB buffer, %s; best of 3 runs each:\n", r.threads, r.bytes >> 20,
+              r.huge_pages ? "2 MiB pages" : "4 KiB pages (no huge pages given)");
+  std::printf("| variant | GB/s |\n| --- | ---: |\n");
+  for (const probe::ReadVariantResult& v : r.variants) std::printf("| %s | %.2f |\n", v.name.c_str(), v.gb_s);
+  std::printf("fastest: %s, %.2f GB/s\n", r.best.c_str(), r.best_gb_s);
+  return r.best_gb_s > 0 ? 0 : 1;
 }
 
 }  // namespace hearth

@@ -32,4 +32,8 @@ struct BenchOptions {
 
 int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o);
 
+// hearth-run --read-probe: every variant of the memory read probe (common/probe/read_probe.h)
+// on `threads` threads (0: every CPU), as a table or JSON; nothing is cached.
+int run_read_probe(int threads, bool json);
+
 }  // namespace hearth
