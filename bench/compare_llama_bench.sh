@@ -7,10 +7,12 @@
 #   bench/compare_llama_bench.sh "llama.cpp=/opt/lcp/llama-bench" "ik-rtr=/opt/ik/llama-bench -rtr 1"
 # Environment: MODEL (default: Gemma 3 270M in the models folder), THREADS ("1 2"),
 # PP (prompt sizes, "512"), TG (generated tokens, 128), REPS (3).
-# Prints one markdown row per engine and test (tokens/s, mean ± std), then hearth's own
-# GOP/s and GB/s against this machine's peaks.
+# Prints the machine first (CPU model, the instruction-set flags that pick kernels, cores,
+# caches: results differ by machine kind, see docs/engine.md), then one markdown row per
+# engine and test (tokens/s, mean ± std), then hearth's own GOP/s and GB/s against this
+# machine's peaks.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,11p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
 model="${MODEL:-${HEARTH_MODELS:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth/models}/gemma-3-270m-q4_k_m.gguf}"
 threads="${THREADS:-1 2}"
 pp="${PP:-512}"
@@ -19,6 +21,21 @@ reps="${REPS:-3}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 hearth_run="${HEARTH_RUN:-$here/build/tools/hearth-run}"
 
+# The machine this ran on, from /proc/cpuinfo (lscpu adds caches where it exists).
+cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -1; }
+flags=" $(cpu_field flags) "
+kernel_flags=""
+for f in avx2 fma f16c avx_vnni avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_int8 \
+  amx_bf16; do
+  case "$flags" in *" $f "*) kernel_flags="$kernel_flags $f" ;; esac
+done
+echo "cpu: $(cpu_field 'model name') ($(cpu_field vendor_id), family $(cpu_field 'cpu family') model \
+$(cpu_field model)), $(nproc) CPUs online, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
+echo "cpu kernel flags:${kernel_flags:- (none of avx2, avx512, amx)}"
+if command -v lscpu >/dev/null; then
+  lscpu | grep -E "^(L2|L3) cache|^Hypervisor vendor" | sed 's/^/cpu /; s/  */ /g' || true
+fi
+echo "cpu flags (all):${flags% }"
 echo "model: $model"
 echo "| engine | threads | test | t/s |"
 echo "| --- | ---: | ---: | ---: |"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -109,48 +110,6 @@ double probe_int8(int threads) {
   return best_rate(threads, 2.0 * kReps * 16 * kK * threads, [&](int) { return int8_tile(a.data(), b.data(), kReps); });
 }
 
-// The sum of v[lo, hi) with a non-temporal prefetch 8 KiB ahead, as the decode kernels
-// stream their weights: on Zen 4 that reads about a fifth faster than leaving it to the
-// hardware prefetchers. Compiled for several x86 levels (the vectorised sum uses the
-// widest loads the CPU has).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=icelake-server", "avx2", "default")))
-#endif
-uint64_t
-sum_prefetched(const uint64_t* v, size_t lo, size_t hi) {
-  constexpr size_t kAhead = 8192 / sizeof(uint64_t), kLine = 64 / sizeof(uint64_t);
-  uint64_t s = 0;
-  size_t i = lo;
-  for (; i + kLine <= hi; i += kLine) {
-#if defined(__x86_64__)
-    asm volatile("prefetchnta %0" : : "m"(v[std::min(i + kAhead, hi - 1)]));  // never dropped
-#endif
-    for (size_t k = 0; k < kLine; ++k) s += v[i + k];
-  }
-  for (; i < hi; ++i) s += v[i];
-  return s;
-}
-
-// The larger of two ways to read 256 MiB (far past any cache this code will meet), each
-// thread its slice: a plain summing loop, and the same prefetched ahead.
-double probe_read(int threads) {
-  const size_t n = (size_t{256} << 20) / sizeof(uint64_t);
-  std::vector<uint64_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = i;  // touch every page
-  const double plain = best_rate(threads, static_cast<double>(n * sizeof(uint64_t)), [&](int t) {
-    const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = lo;
-    for (; i + 4 <= hi; i += 4) s0 += v[i], s1 += v[i + 1], s2 += v[i + 2], s3 += v[i + 3];
-    for (; i < hi; ++i) s0 += v[i];
-    return s0 + s1 + s2 + s3;
-  });
-  const double prefetched = best_rate(threads, static_cast<double>(n * sizeof(uint64_t)), [&](int t) {
-    return sum_prefetched(v.data(), n * t / threads, n * (t + 1) / threads);
-  });
-  return std::max(plain, prefetched);
-}
-
 std::string cpu_name() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -162,24 +121,48 @@ std::string cpu_name() {
   return "unknown";
 }
 
-// The cache file: one line per (cpu, threads) pair, "threads<TAB>int8_gops<TAB>read_gb_s<TAB>cpu".
-// v2: the read probe gained its prefetched loop, so peaks measured before are not reused.
+// The cache file: one line per (cpu, threads) pair,
+// "threads<TAB>int8_gops<TAB>read_gb_s<TAB>read_variant<TAB>cpu".
+// v2: the read probe gained its prefetched loop. v3: the read probe searches streams,
+// prefetch distances, load kinds and huge pages (common/probe/read_probe.h) and read
+// 1.4-4x v2's figure on a Sapphire Rapids guest; no v2 figure is reused.
 std::string cache_file(const std::string& dir) {
-  return dir + "/machine-peaks-v2.tsv";
+  return dir + "/machine-peaks-v3.tsv";
+}
+
+// Splits a cache line at tabs; false unless it has the 5 fields and positive figures.
+bool parse_line(const std::string& line, MachinePeaks& p) {
+  std::vector<std::string> f;
+  std::istringstream ls(line);
+  for (std::string field; std::getline(ls, field, '\t');) f.push_back(field);
+  if (f.size() != 5) return false;
+  char* end = nullptr;
+  p.threads = static_cast<int>(std::strtol(f[0].c_str(), &end, 10));
+  if (*end) return false;
+  p.int8_gops = std::strtod(f[1].c_str(), &end);
+  if (*end) return false;
+  p.read_gb_s = std::strtod(f[2].c_str(), &end);
+  if (*end) return false;
+  p.read_variant = f[3];
+  p.cpu = f[4];
+  return p.threads > 0 && p.int8_gops > 0 && p.read_gb_s > 0 && std::isfinite(p.int8_gops) &&
+         std::isfinite(p.read_gb_s);
 }
 
 }  // namespace
 
-MachinePeaks measure_peaks(int threads) {
+MachinePeaks measure_peaks(int threads, const ReadProbeOptions& read) {
   MachinePeaks p;
   p.threads = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
   p.cpu = cpu_name();
   p.int8_gops = std::max(probe_int8(p.threads), probe_vnni(p.threads));
-  p.read_gb_s = probe_read(p.threads);
+  const ReadProbeResult r = probe_read_bandwidth(p.threads, read);
+  p.read_gb_s = r.best_gb_s;
+  p.read_variant = r.best + (r.huge_pages ? ", 2 MiB pages" : "");
   return p;
 }
 
-MachinePeaks machine_peaks(const std::string& dir, int threads, bool reprobe) {
+MachinePeaks machine_peaks(const std::string& dir, int threads, bool reprobe, const ReadProbeOptions& read) {
   const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string cpu = cpu_name();
   std::vector<std::string> keep;
@@ -187,12 +170,9 @@ MachinePeaks machine_peaks(const std::string& dir, int threads, bool reprobe) {
     std::ifstream in(cache_file(dir));
     std::string line;
     while (std::getline(in, line)) {
-      std::istringstream ls(line);
       MachinePeaks p;
-      std::string tail;
-      if (!(ls >> p.threads >> p.int8_gops >> p.read_gb_s) || !std::getline(ls, tail)) continue;
-      p.cpu = tail.substr(tail.find_first_not_of(" \t") == std::string::npos ? 0 : tail.find_first_not_of(" \t"));
-      if (p.threads == n && p.cpu == cpu && p.int8_gops > 0 && p.read_gb_s > 0) {
+      if (!parse_line(line, p)) continue;  // a damaged line is dropped, and measured again if it is ours
+      if (p.threads == n && p.cpu == cpu) {
         if (!reprobe) {
           p.from_cache = true;
           return p;
@@ -202,14 +182,14 @@ MachinePeaks machine_peaks(const std::string& dir, int threads, bool reprobe) {
       keep.push_back(line);
     }
   }
-  MachinePeaks p = measure_peaks(n);
+  MachinePeaks p = measure_peaks(n, read);
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     const std::string tmp = cache_file(dir) + ".tmp";
     std::ofstream out(tmp);
     for (const std::string& l : keep) out << l << '\n';
-    out << p.threads << '\t' << p.int8_gops << '\t' << p.read_gb_s << '\t' << p.cpu << '\n';
+    out << p.threads << '\t' << p.int8_gops << '\t' << p.read_gb_s << '\t' << p.read_variant << '\t' << p.cpu << '\n';
     out.close();
     if (out) std::filesystem::rename(tmp, cache_file(dir), ec);
   }

@@ -44,6 +44,19 @@ else
   check "cuda-device 99 exits 2" test "$rc" -eq 2
   check "cuda-device 99 is named" grep -q -- "--cuda-device 99: no such CUDA device" "$tmp/err"
 fi
+# --read-probe: every way of reading memory the probe knows, each with a positive figure,
+# the fastest named; no model needed.
+"$run" --read-probe -t 1 --json >"$tmp/probe" 2>"$tmp/err"; rc=$?
+check "read-probe exits 0" test "$rc" -eq 0
+check "read-probe lists its variants and names the fastest" python3 - "$tmp/probe" <<'PY'
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+names = [v["variant"] for v in j["variants"]]
+assert j["threads"] == 1 and j["bytes"] >= 512 << 20, j
+assert "c++ sum" in names and len(set(names)) == len(names), names
+assert all(v["gb_s"] > 0 and math.isfinite(v["gb_s"]) for v in j["variants"]), j
+assert j["best"] in names and j["best_gb_s"] == max(v["gb_s"] for v in j["variants"]), j
+PY
 vulkan_usable=no
 if grep -q "^vulkan: not built in" "$tmp/devices"; then
   "$run" --backend vulkan -p hi >"$tmp/out" 2>"$tmp/err"; rc=$?
@@ -81,6 +94,22 @@ PY
   "$run" -m "$model" --bench --pp 16 --tg 4 --reps 1 -t 2 >"$tmp/bench" 2>"$tmp/err"; rc=$?
   check "bench exits 0" test "$rc" -eq 0
   check "bench prints pp and tg rows" grep -q "| pp16 |" "$tmp/bench"
+  # A cached read peak below what decode achieves (seeded: 0.001 GB/s for this CPU at 2
+  # threads): the bench warns, measures the peaks again and replaces the line; no figure
+  # anywhere is over 100% of a peak. --bench-ops adds the decode step op by op.
+  cpu="$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)"
+  if [ -n "$cpu" ]; then
+    mkdir -p "$tmp/cache/hearth"
+    printf '2\t1000000\t0.001\tseeded\t%s\n' "$cpu" >"$tmp/cache/hearth/machine-peaks-v3.tsv"
+    XDG_CACHE_HOME="$tmp/cache" "$run" -m "$model" --bench --pp 0 --tg 4 --reps 1 -t 2 --bench-ops 2 \
+      >"$tmp/bench_low" 2>"$tmp/err"; rc=$?
+    check "bench under a low cached peak exits 0" test "$rc" -eq 0
+    check "a low cached peak is measured again" grep -q "went past a cached peak; measuring the peaks again" "$tmp/err"
+    check "the seeded peak is replaced" sh -c "! grep -q seeded '$tmp/cache/hearth/machine-peaks-v3.tsv'"
+    check "no figure over 100% of a peak" sh -c "! grep -oE '[0-9]+%' '$tmp/bench_low' | tr -d % | awk '\$1 > 100 { f = 1 } END { exit !f }'"
+    check "decode is reported against the peak" grep -qE "^decode: .*(% of this machine's memory read peak|lower bound)" "$tmp/bench_low"
+    check "bench-ops prints the output projection" grep -q "^| MatMul Q8_0 262144x640 | 1 |" "$tmp/bench_low"
+  fi
   # The Vulkan backend (lavapipe in CI) starts the same greedy text as the cpu. (The
   # near-tie at token 12 above applies here too.)
   if [ "$vulkan_usable" = yes ]; then

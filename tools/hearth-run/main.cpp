@@ -36,7 +36,7 @@ struct Args {
   daemon::BackendChoice device;  // --backend, --threads, --vk-device, --cuda-device
   GenerateOptions gen;
   uint64_t seed = kRandomSeed;
-  bool chat = false, json = false, bench = false, version = false, list = false;
+  bool chat = false, json = false, bench = false, version = false, list = false, read_probe = false;
   BenchOptions bo;
 };
 
@@ -68,6 +68,8 @@ void add_options(CLI::App& app, Args& a) {
                  "CUDA device index from --list-devices (default: the usable one with the most memory)")
       ->check(CLI::Range(-1, 1 << 16));
   app.add_flag("--list-devices", a.list, "print the compute devices this build can use, then exit");
+  app.add_flag("--read-probe", a.read_probe,
+               "measure this machine's memory read every way the probe knows (on -t threads), print each, then exit");
   app.add_option("-c,--ctx", a.n_ctx, "context size in tokens (default: prompt + n-predict)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_flag("--chat", a.chat, "wrap the prompt in the model's chat template");
@@ -87,6 +89,10 @@ void add_options(CLI::App& app, Args& a) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--tg", a.bo.tg, "bench: generated tokens")->check(CLI::Range(0, 1 << 20));
   app.add_option("--reps", a.bo.reps, "bench: repetitions")->check(CLI::Range(1, 1000));
+  app.add_option("--bench-ops", a.bo.ops_steps,
+                 "bench: also time this many decode steps op by op (at --tg tokens of context), against the bytes "
+                 "each op moves")
+      ->check(CLI::Range(0, 1000));
   app.add_flag("--reprobe", a.bo.reprobe,
                "bench: measure this machine's int8 and memory-read peaks again (they are kept in the cache folder)");
   app.add_option("--simd", a.simd, "force a SIMD level: scalar, avx2, avx512 (testing)");
@@ -202,6 +208,7 @@ int main(int argc, char** argv) {
     std::fputs(daemon::list_devices(a.device.threads).c_str(), stdout);
     return 0;
   }
+  if (a.read_probe) return run_read_probe(a.device.threads, a.json);
   if (!a.simd.empty()) {
     cpu::SimdLevel l;
     if (!cpu::parse_simd_level(a.simd, &l)) return fail("unknown SIMD level '" + a.simd + "'");

@@ -26,9 +26,14 @@ struct BenchOptions {
   bool json = false;
   bool reprobe = false;  // measure this machine's peaks again (else the cached ones)
   int threads = 0;       // CPU threads the backend runs (0: every core), for the probes
+  int ops_steps = 0;     // decode steps timed op by op after the tests (0: none; decode_ops.h)
   DType kv_type = DType::F16;
 };
 
 int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o);
+
+// hearth-run --read-probe: every variant of the memory read probe (common/probe/read_probe.h)
+// on `threads` threads (0: every CPU), as a table or JSON; nothing is cached.
+int run_read_probe(int threads, bool json);
 
 }  // namespace hearth
