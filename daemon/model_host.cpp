@@ -150,6 +150,19 @@ DaemonModelHost::DaemonModelHost(DaemonConfig cfg, HostOptions options)
   reaper_ = std::thread([this] { reap(); });
 }
 
+std::string DaemonModelHost::add_installed(const std::string& path) {
+  auto slot = std::make_unique<Slot>();
+  slot->info = listing(inspect_model(path));  // reads the header: off the lock
+  std::string id = slot->info.id;
+  if (!options_.start_model.empty()) return id;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& s : slots_)
+    if (s->info.id == id || same_file(s->info.path, path)) return s->info.id;
+  slots_.push_back(std::move(slot));
+  if (default_id_.empty() && slots_.back()->info.available) default_id_ = id;
+  return id;
+}
+
 DaemonModelHost::~DaemonModelHost() {
   unload_all(kUnloadFlush);
 }

@@ -11,6 +11,7 @@
 // at a time (the .part is locked).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -41,6 +42,10 @@ struct PullOptions {
   std::string token;                               // "" = HF_TOKEN
   std::function<void(const PullEvent&)> on_event;  // may be empty; called on the caller's thread
   int timeout_s = 60;                              // connecting and each read
+  // Set from another thread to stop the pull (a client of /api/pull that left): seen between
+  // pieces of the body and between tries, so within one read (at most timeout_s on a server
+  // that sends nothing). The .part stays in the download area for the next pull to resume.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct PullResult {
@@ -51,6 +56,9 @@ struct PullResult {
   uint64_t bytes = 0;
   bool already_installed = false;  // the verified file was there
 };
+
+// The error message of a pull stopped by PullOptions::cancel.
+inline constexpr const char* kPullCancelled = "the pull was cancelled";
 
 // name: a hub name (hub.h) or a name of the Hub catalog (hub_catalog.h).
 Result<PullResult> pull_model(std::string_view name, const PullOptions& options);
