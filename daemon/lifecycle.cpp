@@ -251,7 +251,7 @@ int run_daemon(const DaemonConfig& cfg) {
   Status loaded = host->listing_status();
   if (loaded) {
     loaded = start ? host->load_at_start(*start)
-                   : make_error("no model to serve: " + resolve_model(cfg.model).error().message);
+                   : make_error("no model to serve: " + resolve_model_arg(cfg.model).error().message);
   }
   if (!loaded) {
     const std::string message = "cannot load the model: " + loaded.error().message;

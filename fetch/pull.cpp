@@ -22,6 +22,7 @@
 #include "fetch/http.h"
 #include "fetch/hub.h"
 #include "fetch/hub_catalog.h"
+#include "fetch/pulled.h"
 
 namespace hearth::fetch {
 
@@ -428,9 +429,12 @@ Result<PullResult> pull_model(std::string_view name_text, const PullOptions& o) 
   fs::create_directories(download_dir(o.models_dir), ec);
   if (ec) return make_error("cannot create " + download_dir(o.models_dir) + ": " + ec.message());
   Source src{*name, endpoint, token, o};
-  if (model->n_parts() > 1) return pull_split(src, *model);
   const HubFile& f = model->files.front();
-  return fetch_verified(src, f, o.models_dir + "/" + fs::path(f.path).filename().string(), true);
+  Result<PullResult> r = model->n_parts() > 1
+                             ? pull_split(src, *model)
+                             : fetch_verified(src, f, o.models_dir + "/" + fs::path(f.path).filename().string(), true);
+  if (r) record_pull(o.models_dir, name_text, r->file);  // hf.co/ORG/REPO:QUANT -> its file, offline
+  return r;
 }
 
 }  // namespace hearth::fetch

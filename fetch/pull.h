@@ -8,7 +8,8 @@
 // leaves the .part for the next pull to resume (after three tries in a row; a server error
 // too); a wrong checksum or a refused architecture deletes it. A split model's parts are each
 // verified in the download area, then joined into one file (gguf_join.h). One pull of a file
-// at a time (the .part is locked).
+// at a time (the .part is locked). A repo-and-quantization name is recorded with the file it
+// chose (pulled.h), so that it names the installed file without the network.
 #pragma once
 
 #include <atomic>

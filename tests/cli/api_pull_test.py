@@ -33,14 +33,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def daemon_command(hearthd, tmp, models, hub_port, *args):
+    env = dict(os.environ, HEARTH_MODELS=models, HF_ENDPOINT="http://127.0.0.1:%d" % hub_port)
+    env.pop("HF_TOKEN", None)
+    cmd = [hearthd, "--socket", os.path.join(tmp, "hearth.sock"), "--threads", "1", "--ctx", "256",
+           "--chat-template", "chatml", "--cache-dir", os.path.join(tmp, "cache"), *args]
+    return cmd, env
+
+
 class Daemon:
-    def __init__(self, hearthd, tmp, models, hub_port, ollama_port):
+    def __init__(self, hearthd, tmp, models, hub_port, *args):
         self.socket = os.path.join(tmp, "hearth.sock")
         self.log_path = os.path.join(tmp, "hearthd.log")
-        env = dict(os.environ, HEARTH_MODELS=models, HF_ENDPOINT="http://127.0.0.1:%d" % hub_port)
-        env.pop("HF_TOKEN", None)
-        cmd = [hearthd, "--socket", self.socket, "--threads", "1", "--ctx", "256", "--chat-template", "chatml",
-               "--cache-dir", os.path.join(tmp, "cache"), "--listen-ollama", "127.0.0.1:%d" % ollama_port]
+        cmd, env = daemon_command(hearthd, tmp, models, hub_port, *args)
         self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + HANG_GUARD_S
         while time.monotonic() < deadline:
@@ -166,6 +171,27 @@ def with_ollama_library(port, models):
         check("SHA-256" in str(e) and e.status_code == 500, "ollama library: a failed pull raises ResponseError (%s)" % e)
 
 
+def model_by_hub_name(hearthd, tmp, models, hub_port):
+    """hearthd --model takes the Hub names of pulled models, offline; one not pulled is an
+    error that says how to pull it."""
+    os.makedirs(tmp)
+    d = Daemon(hearthd, tmp, models, hub_port, "--model", "hf.co/org/good:Q4_K_M")
+    try:
+        status, body, _ = d.request("GET", "/v1/models")
+        ids = [m["id"] for m in json.loads(body)["data"]]
+        check(ids == ["model-Q4_K_M"], "--model hf.co/org/good:Q4_K_M serves the file its pull chose: %s" % ids)
+        status, _, _ = d.request("POST", "/api/show", {"model": "hf.co/org/good:Q4_K_M"})
+        check(status == 200, "and requests may name it so (/api/show %d)" % status)
+    finally:
+        d.stop()
+    for name in ("hf.co/org/never:Q4_K_M", "qwen3:8b"):
+        cmd, env = daemon_command(hearthd, tmp, models, hub_port, "--model", name)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+        out = p.stdout + p.stderr
+        check(p.returncode != 0 and "not installed" in out and "hearth pull " + name in out,
+              "--model %s, not pulled, names hearth pull %s (rc %d): %s" % (name, name, p.returncode, out[-300:]))
+
+
 def main():
     hearthd, make_synthetic = sys.argv[1:3]
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,7 +206,7 @@ def main():
         cdn = serve(make_handler(world, 0, False))
         hub = serve(make_handler(world, cdn.server_address[1], True))
         port = free_port()
-        d = Daemon(hearthd, tmp, models, hub.server_address[1], port)
+        d = Daemon(hearthd, tmp, models, hub.server_address[1], "--listen-ollama", "127.0.0.1:%d" % port)
         try:
             status, lines, ctype = d.pull_lines("hf.co/org/good:Q4_K_M")
             check(status == 200 and ctype == "application/x-ndjson", "a pull streams NDJSON (%d %s)" % (status, ctype))
@@ -188,8 +214,9 @@ def main():
             check(model_files(models) == ["model-Q4_K_M.gguf", "synthetic.gguf"], "the file is in the models folder")
             check(open(os.path.join(models, "model-Q4_K_M.gguf"), "rb").read() == good, "and equals the served one")
             check("model-Q4_K_M" in d.tags(), "the pulled model is listed at once")
-            status, body, _ = d.request("POST", "/api/show", {"model": "model-Q4_K_M"})
-            check(status == 200, "and served by name (/api/show %d)" % status)
+            for name in ("model-Q4_K_M", "hf.co/org/good:Q4_K_M"):
+                status, body, _ = d.request("POST", "/api/show", {"model": name})
+                check(status == 200, "and served by name: %s (/api/show %d)" % (name, status))
 
             status, body, _ = d.request("POST", "/api/pull", {"model": "hf.co/org/good/sub/model-Q8_0.gguf",
                                                               "stream": False})
@@ -216,6 +243,7 @@ def main():
             d.stop()
             if "Sanitizer" in d.log() or "runtime error:" in d.log():
                 sys.exit("FAIL: a sanitizer reported in hearthd:\n" + d.log())
+        model_by_hub_name(hearthd, os.path.join(tmp, "d2"), models, hub.server_address[1])
     print("all /api/pull checks passed")
 
 

@@ -302,6 +302,10 @@ def main():
         check(r.parts() == [], "a finished pull leaves no .part")
         p = r.run("pull", "hf.co/org/good:Q4_K_M")
         check(p.returncode == 0 and "already installed" in p.stdout, "pulling it again only verifies it", p)
+        p = r.run("show", "hf.co/org/good:Q4_K_M")
+        check(p.returncode == 0 and "llama" in p.stdout, "hearth show takes the name it was pulled by, offline", p)
+        p = r.run("show", "hf.co/org/good:Q8_0")
+        check(p.returncode != 0 and "hearth pull hf.co/org/good:Q8_0" in p.stderr, "a name not pulled says how to pull it", p)
 
         # The gated repo with the token.
         os.makedirs(os.path.join(tmp, "m2"))
