@@ -85,7 +85,8 @@ HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape 
 // The job for request on the call's model, in the caller's cache scope; the error when the
 // prompt cannot be built (build_generation). A request whose grammar holds the answer from
 // its first token (a response format, tool_choice required or named) is rendered with
-// enable_thinking false: a reasoning block could not be written.
+// enable_thinking false: a reasoning block could not be written. A thinking request's
+// reasoning_budget becomes the engine's bound on the block (ReasoningLimit).
 std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
                                                std::unique_ptr<ResponseWriter> writer, std::string log_id);
 
