@@ -66,7 +66,7 @@ TEST_CASE("an answer without a block, or without a budget, is never forced", "[r
   CHECK(run(nothing_to_write, {"<think>", "a", "b"}).empty());
 }
 
-TEST_CASE("a block the prompt opened counts from the first token; budget 0 closes at once", "[reasoning]") {
+TEST_CASE("a block the prompt opened counts from the first token, budget 0 closes at once", "[reasoning]") {
   ReasoningBudget inside(limit(2, true));
   CHECK(run(inside, {"a", "b"}) == std::vector<int32_t>{901, 902, 903});
   ReasoningBudget zero(limit(0, true));

@@ -55,7 +55,7 @@ TEST_CASE("a Hub name that is not installed says to pull it", "[fetch]") {
   CHECK_FALSE(*find_pulled(models, "hf.co/org/gone:Q8_0"));
 }
 
-TEST_CASE("names that name their file find it; other names are not the Hub's", "[fetch]") {
+TEST_CASE("names that name their file find it, other names are not the Hub's", "[fetch]") {
   test::TempDir dir;
   const std::string models = dir.path().string();
   touch(dir.path() / "Qwen3-8B-Q4_K_M.gguf");

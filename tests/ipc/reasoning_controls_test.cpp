@@ -77,7 +77,7 @@ bool prompt_thinks(const ThinkingEngine& e, const GenerationJob& j) {
 
 }  // namespace
 
-TEST_CASE("reasoning_effort none turns a Qwen3 template's thinking off; any other level leaves it on") {
+TEST_CASE("reasoning_effort none turns a Qwen3 template's thinking off, any other level leaves it on") {
   const ThinkingEngine e(ChatFamily::Qwen3);
   CHECK(prompt_thinks(e, job(e, "/v1/chat/completions", json::object())));
   CHECK_FALSE(prompt_thinks(e, job(e, "/v1/chat/completions", {{"reasoning_effort", "none"}})));
