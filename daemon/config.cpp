@@ -68,8 +68,8 @@ const std::vector<Spec>& specs() {
   // clang-format off
   static const std::vector<Spec> kSpecs = {
       {"model", Kind::String,
-       "a catalog name (qwen2.5-coder:0.5b, smollm2:135m, gemma3:270m), a file name in the models folder, "
-       "or a path; repeatable: the first is loaded at start, the others on their first request (default: every "
+       "a catalog name (qwen2.5-coder:0.5b, smollm2:135m, gemma3:270m), the name a model was pulled by "
+       "(qwen3:8b, hf.co/ORG/REPO:QUANT: hearth pull), a file name in the models folder, or a path; repeatable: the first is loaded at start, the others on their first request (default: every "
        "model in the models folder, qwen2.5-coder:0.5b loaded at start)",
        0, 0, {}, [](C& c, const Value& v) {
          // Repeated on the command line, the values come joined by newlines.

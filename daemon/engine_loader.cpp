@@ -9,6 +9,7 @@
 #include "engine/model/catalog.h"
 #include "engine/model/model_path.h"
 #include "engine/model/sampling_defaults.h"
+#include "fetch/pulled.h"
 
 namespace hearth::daemon {
 
@@ -31,6 +32,8 @@ ModelNames model_names(const std::string& path) {
       n.aliases.push_back(m.name);
     }
   }
+  for (std::string& hub : fetch::pulled_names(std::filesystem::path(path).parent_path().string(), file_name))
+    n.aliases.push_back(std::move(hub));
   const std::string stem = model_id_from_path(path);
   if (n.id.empty()) {
     n.id = stem;
@@ -40,9 +43,14 @@ ModelNames model_names(const std::string& path) {
   return n;
 }
 
+Result<std::string> resolve_model_arg(const std::string& arg) {
+  if (std::optional<Result<std::string>> pulled = fetch::find_pulled(models_dir(), arg)) return std::move(*pulled);
+  return resolve_model(arg);
+}
+
 Result<LoadedEngine> load_engine(const std::string& model_arg, const BackendChoice& backend_choice,
                                  const std::string& chat_template) {
-  Result<std::string> path = resolve_model(model_arg);
+  Result<std::string> path = resolve_model_arg(model_arg);
   if (!path) return path.error();
   LoadedEngine e;
   Result<std::unique_ptr<Backend>> backend = make_backend(backend_choice);

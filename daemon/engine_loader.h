@@ -26,7 +26,12 @@ struct LoadedEngine {
   ipc::ModelInfo info;  // n_ctx left 0: the caller decides the context
 };
 
-// model_arg: a catalog name, a file name or a path (engine/model/model_path.h);
+// The file a --model argument names: a Hub catalog name or a Hub name of a pulled model
+// (fetch/pulled.h: an error naming `hearth pull NAME` when it is not installed), else what
+// engine/model/model_path.h resolve_model() takes.
+Result<std::string> resolve_model_arg(const std::string& arg);
+
+// model_arg: as resolve_model_arg takes it;
 // backend: the backend and device (devices.h); chat_template: "" = the model's own
 // (an unrecognised one is an error naming the override), else chatml|gemma|llama3|qwen3.
 // Errors name the file and what failed.
@@ -39,7 +44,8 @@ std::string model_id_from_path(const std::string& path);
 // What clients send as "model" for a file: its id is the catalog's name where the file is a
 // catalog model's ("gemma3:270m", as `hearth models` and GET /api/models list it), else the
 // file name without ".gguf"; the other names it answers to (the file name without ".gguf"
-// for a catalog model) are aliases.
+// for a catalog model) are aliases, and so are the Hub names it was pulled by (the Hub
+// catalog's name of its file, hf.co/ORG/REPO:QUANT names recorded by fetch/pulled.h).
 struct ModelNames {
   std::string id;
   std::vector<std::string> aliases;

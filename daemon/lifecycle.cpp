@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "daemon/engine_loader.h"
 #include "daemon/model_host.h"
+#include "daemon/puller.h"
 #include "daemon/systemd.h"
 #include "engine/model/model_path.h"
 #include "engine/scheduler/kv_store.h"
@@ -250,7 +251,7 @@ int run_daemon(const DaemonConfig& cfg) {
   Status loaded = host->listing_status();
   if (loaded) {
     loaded = start ? host->load_at_start(*start)
-                   : make_error("no model to serve: " + resolve_model(cfg.model).error().message);
+                   : make_error("no model to serve: " + resolve_model_arg(cfg.model).error().message);
   }
   if (!loaded) {
     const std::string message = "cannot load the model: " + loaded.error().message;
@@ -261,6 +262,7 @@ int run_daemon(const DaemonConfig& cfg) {
   }
   liveness.set_source([h = host.get()] { return Liveness::Progress{h->in_flight(), h->steps_total()}; });
   server.set_host(host);
+  server.set_puller(std::make_shared<DaemonPuller>(ho.models_dir, host));
   const std::string backend = host->loaded(*start)->model.backend;  // not held: an idle model may go
   const std::string ready = "serving " + *start + " on " + backend +
                             (host->models().size() > 1 ? " (" + std::to_string(host->models().size()) +

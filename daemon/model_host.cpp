@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "daemon/engine_loader.h"
 #include "daemon/serving.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/architecture.h"
@@ -12,6 +13,7 @@
 #include "engine/model/installed.h"
 #include "engine/model/model_path.h"
 #include "engine/scheduler/scheduler.h"
+#include "fetch/hub.h"
 
 namespace hearth::daemon {
 
@@ -43,6 +45,13 @@ ipc::HostedModel listing(const InstalledModel& m) {
   h.available = m.usable;
   h.reason = m.error;
   return h;
+}
+
+// A Hub name the model was given by (--model hf.co/ORG/REPO:QUANT) names it in requests too,
+// even when no record of its pull says so (a file pulled before records).
+void add_hub_alias(ipc::HostedModel& h, const std::string& name) {
+  if (!fetch::is_hub_name(name) || h.id == name) return;
+  if (std::find(h.aliases.begin(), h.aliases.end(), name) == h.aliases.end()) h.aliases.push_back(name);
 }
 
 }  // namespace
@@ -111,24 +120,26 @@ DaemonModelHost::DaemonModelHost(DaemonConfig cfg, HostOptions options)
   }
   // The start model: --model, else the catalog's default when it is installed, else the
   // first model that can be served.
-  Result<std::string> start = resolve_model(options_.start_model);
+  Result<std::string> start = resolve_model_arg(options_.start_model);
   if (start) {
-    const Slot* same = nullptr;
+    Slot* same = nullptr;
     for (const auto& s : slots_)
       if (same_file(s->info.path, *start)) same = s.get();
     if (same == nullptr) {
       auto slot = std::make_unique<Slot>();
       slot->info = listing(inspect_model(*start));
       default_id_ = slot->info.id;
+      add_hub_alias(slot->info, options_.start_model);
       if (find(slot->info.id) == nullptr) slots_.push_back(std::move(slot));
     } else {
       default_id_ = same->info.id;
+      add_hub_alias(same->info, options_.start_model);
     }
   } else if (!options_.start_model.empty()) {
     LOG_WARN("--model " + options_.start_model + ": " + start.error().message);
   }
   for (const std::string& arg : options_.more_models) {
-    Result<std::string> path = resolve_model(arg);
+    Result<std::string> path = resolve_model_arg(arg);
     if (!path) {
       listing_error_ = "--model " + arg + ": " + path.error().message;
       continue;
@@ -148,6 +159,19 @@ DaemonModelHost::DaemonModelHost(DaemonConfig cfg, HostOptions options)
     }
   }
   reaper_ = std::thread([this] { reap(); });
+}
+
+std::string DaemonModelHost::add_installed(const std::string& path) {
+  auto slot = std::make_unique<Slot>();
+  slot->info = listing(inspect_model(path));  // reads the header: off the lock
+  std::string id = slot->info.id;
+  if (!options_.start_model.empty()) return id;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& s : slots_)
+    if (s->info.id == id || same_file(s->info.path, path)) return s->info.id;
+  slots_.push_back(std::move(slot));
+  if (default_id_.empty() && slots_.back()->info.available) default_id_ = id;
+  return id;
 }
 
 DaemonModelHost::~DaemonModelHost() {

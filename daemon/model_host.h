@@ -66,6 +66,10 @@ class DaemonModelHost final : public ipc::ModelHost {
   // An error when a model given by name (--model repeated) names no file.
   Status listing_status() const { return listing_error_.empty() ? Status{} : make_error(listing_error_); }
 
+  // A file just installed in the models folder (POST /api/pull): listed and servable by name
+  // when the host serves the folder (no --model); else it waits for the next start. Its id.
+  std::string add_installed(const std::string& path);
+
   // For the daemon's lifecycle, over every loaded model.
   int64_t in_flight() const;
   uint64_t steps_total() const;

@@ -30,7 +30,7 @@ namespace {
 
 constexpr int kMaxRedirects = 10;
 constexpr size_t kChunkBytes = 256 * 1024;
-const char* const kUserAgent = "hearth/0.4 (+pull)";
+const char* const kUserAgent = "hearth/0.5 (+pull)";
 
 std::string lower(std::string_view s) {
   std::string out(s);

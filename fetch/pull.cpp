@@ -22,6 +22,7 @@
 #include "fetch/http.h"
 #include "fetch/hub.h"
 #include "fetch/hub_catalog.h"
+#include "fetch/pulled.h"
 
 namespace hearth::fetch {
 
@@ -59,6 +60,10 @@ class Sha256 {
  private:
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
 };
+
+bool cancelled(const PullOptions& o) {
+  return o.cancel != nullptr && o.cancel->load();
+}
 
 void emit(const PullOptions& o, PullEvent e) {
   if (o.on_event) o.on_event(e);
@@ -206,6 +211,7 @@ Status fetch_rest(Download& d, const std::string& repo) {
   Status body_error;  // an error of ours (the answer, disk, header) rather than the connection's
   auto on_headers = [&](const HttpResponse& r) { return body_error = accept_answer(d, r, repo); };
   auto on_body = [&](const char* data, size_t n) -> Status {
+    if (cancelled(d.options)) return body_error = make_error(kPullCancelled);
     if (d.have + n > d.hub.bytes)
       return body_error = make_error(d.file + ": the server sent more than the listing's " +
                                      std::to_string(d.hub.bytes) + " bytes");
@@ -253,9 +259,11 @@ Result<PullResult> download_file(Download& d, const std::string& repo) {
     emit(d.options, {PullEvent::Kind::kMessage, d.file, "", d.have, d.hub.bytes,
                      "resuming " + d.file + " from byte " + std::to_string(d.have)});
   for (int attempt = 1; d.have < d.hub.bytes; ++attempt) {
+    if (cancelled(d.options)) return make_error(kPullCancelled);
     Status s = fetch_rest(d, repo);
     if (s) break;
-    if (d.worthless) {  // a refused architecture or a damaged header
+    if (cancelled(d.options)) return make_error(kPullCancelled);  // the part stays for the next pull
+    if (d.worthless) {                                            // a refused architecture or a damaged header
       ::unlink(d.part.c_str());
       return s.error();
     }
@@ -307,6 +315,7 @@ Result<std::vector<HubFile>> list_repo(const std::string& endpoint, const HubNam
   std::vector<HubFile> all;
   std::string url = tree_url(endpoint, name);
   for (int page = 0; !url.empty() && page < 100; ++page) {
+    if (cancelled(o)) return make_error(kPullCancelled);
     Result<TextResponse> r = http_get_text({url, token, 0, o.timeout_s}, kListingMaxBytes);
     if (!r) return make_error("cannot list " + name.repo + ": " + r.error().message);
     if (r->response.status != 200) return make_error(refused(r->response, "the file list of " + name.repo, name.repo));
@@ -420,9 +429,12 @@ Result<PullResult> pull_model(std::string_view name_text, const PullOptions& o) 
   fs::create_directories(download_dir(o.models_dir), ec);
   if (ec) return make_error("cannot create " + download_dir(o.models_dir) + ": " + ec.message());
   Source src{*name, endpoint, token, o};
-  if (model->n_parts() > 1) return pull_split(src, *model);
   const HubFile& f = model->files.front();
-  return fetch_verified(src, f, o.models_dir + "/" + fs::path(f.path).filename().string(), true);
+  Result<PullResult> r = model->n_parts() > 1
+                             ? pull_split(src, *model)
+                             : fetch_verified(src, f, o.models_dir + "/" + fs::path(f.path).filename().string(), true);
+  if (r) record_pull(o.models_dir, name_text, r->file);  // hf.co/ORG/REPO:QUANT -> its file, offline
+  return r;
 }
 
 }  // namespace hearth::fetch

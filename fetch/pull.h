@@ -8,9 +8,11 @@
 // leaves the .part for the next pull to resume (after three tries in a row; a server error
 // too); a wrong checksum or a refused architecture deletes it. A split model's parts are each
 // verified in the download area, then joined into one file (gguf_join.h). One pull of a file
-// at a time (the .part is locked).
+// at a time (the .part is locked). A repo-and-quantization name is recorded with the file it
+// chose (pulled.h), so that it names the installed file without the network.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -41,6 +43,10 @@ struct PullOptions {
   std::string token;                               // "" = HF_TOKEN
   std::function<void(const PullEvent&)> on_event;  // may be empty; called on the caller's thread
   int timeout_s = 60;                              // connecting and each read
+  // Set from another thread to stop the pull (a client of /api/pull that left): seen between
+  // pieces of the body and between tries, so within one read (at most timeout_s on a server
+  // that sends nothing). The .part stays in the download area for the next pull to resume.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct PullResult {
@@ -51,6 +57,9 @@ struct PullResult {
   uint64_t bytes = 0;
   bool already_installed = false;  // the verified file was there
 };
+
+// The error message of a pull stopped by PullOptions::cancel.
+inline constexpr const char* kPullCancelled = "the pull was cancelled";
 
 // name: a hub name (hub.h) or a name of the Hub catalog (hub_catalog.h).
 Result<PullResult> pull_model(std::string_view name, const PullOptions& options);

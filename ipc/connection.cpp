@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -13,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
@@ -194,6 +196,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         if (!co_await write_response(*response, version, keep_alive) || !keep_alive) break;
       } else if (auto* call = std::get_if<EngineCall>(&result)) {
         if (!co_await run_engine_call(std::move(*call), version, keep_alive)) break;
+      } else if (auto* stream_call = std::get_if<StreamCall>(&result)) {
+        if (!co_await run_stream_call(std::move(*stream_call), version, keep_alive)) break;
       } else {
         if (!co_await run_generation(std::get<GenerationJob>(std::move(result)), version, keep_alive)) break;
       }
@@ -343,6 +347,73 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     co_return co_await write_response(*response, version, keep_alive) && keep_alive;
   }
 
+  // What a StreamCall's thread and this connection share.
+  struct StreamShared {
+    std::mutex mutex;
+    std::string pending;                 // emitted, not yet written
+    std::optional<HttpResponse> result;  // what run returned, once it has
+    std::atomic<bool> cancelled{false};
+  };
+
+  // Runs a StreamCall's run on the call thread, writing what it emits as it comes (streamed)
+  // or what it returns. The client's hang-up (watched as during a generation), a failed write
+  // or stop() sets its cancelled flag; the coroutine still waits for run to return, without
+  // blocking the io thread, so no thread outlives the connection's request.
+  net::awaitable<bool> run_stream_call(StreamCall call, unsigned version, bool keep_alive) {
+    auto shared = std::make_shared<StreamShared>();
+    std::function<void()> wake = arm_waker();
+    call_thread_ = std::thread([run = std::move(call.run), shared, wake] {
+      set_thread_name("hearth-stream");
+      const StreamCall::Emit emit = [&shared, &wake](std::string piece) {
+        {
+          std::lock_guard<std::mutex> lock(shared->mutex);
+          shared->pending += piece;
+        }
+        wake();
+      };
+      HttpResponse r;
+      try {
+        r = run(emit, shared->cancelled);
+      } catch (const std::exception& e) {
+        r = error_response(internal_error(e.what()), ErrorShape::Ollama);
+      }
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->result = std::move(r);
+      }
+      wake();
+    });
+    stream_cancel_ = shared;
+    start_watch();
+    const bool chunked = version >= 11;  // HTTP/1.0: streamed raw to the close
+    if (call.stream && !chunked) keep_alive = false;
+    bool ok = !call.stream || co_await write_stream_head(call.content_type, version, keep_alive, chunked);
+    std::optional<HttpResponse> result;
+    for (;;) {
+      std::string out;
+      {
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        out.swap(shared->pending);
+        result = std::move(shared->result);
+      }
+      if (call.stream && ok && !out.empty()) ok = co_await write_stream_data(out, chunked);
+      if (result) break;
+      if (!ok || client_gone_ || closing_) shared->cancelled = true;
+      // As in run_generation: a wake-up posted after the take lands while we wait.
+      beast::error_code ec;
+      wake_.expires_at(net::steady_timer::time_point::max());
+      co_await wake_.async_wait(redirect(ec));
+    }
+    stop_watch();
+    call_thread_.join();
+    disarm_waker();
+    stream_cancel_.reset();
+    if (!ok || client_gone_ || closing_) co_return false;
+    if (!call.stream) co_return co_await write_response(*result, version, keep_alive) && keep_alive;
+    if (!result->body.empty() && !co_await write_stream_data(result->body, chunked)) co_return false;
+    co_return (!chunked || co_await write_last_chunk()) && keep_alive;
+  }
+
   RouteContext route_context() const {
     const ServerOptions& opt = state_.options;
     RouteContext ctx;
@@ -355,6 +426,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     ctx.counters = &state_.responses;
     ctx.open_connections = state_.open_connections.load();
     ctx.models_dir = &opt.models_dir;
+    ctx.puller = state_.puller();
     return ctx;
   }
 
@@ -518,6 +590,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     watching_ = false;
     client_gone_ = true;
     if (handle_) handle_->cancel();
+    if (stream_cancel_) stream_cancel_->cancelled = true;
     wake_.cancel();
   }
 
@@ -553,11 +626,12 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   HeaderList cors_;    // CORS headers for the current request
   const std::chrono::steady_clock::time_point accepted_;
   uint64_t id_ = 0;
-  std::shared_ptr<RequestHandle> handle_;  // the generation running now, if any
-  std::shared_ptr<Waker> waker_;           // its wake-up path, disarmed when it ends
-  std::thread call_thread_;                // runs an EngineCall; joined before the next request
-  bool closing_ = false;                   // stop() closed us
-  bool head_only_ = false;                 // the request being answered is a HEAD
+  std::shared_ptr<RequestHandle> handle_;        // the generation running now, if any
+  std::shared_ptr<Waker> waker_;                 // its wake-up path, disarmed when it ends
+  std::shared_ptr<StreamShared> stream_cancel_;  // the StreamCall running now, if any
+  std::thread call_thread_;                      // runs an EngineCall; joined before the next request
+  bool closing_ = false;                         // stop() closed us
+  bool head_only_ = false;                       // the request being answered is a HEAD
   bool watching_ = false;
   bool client_gone_ = false;
   uint64_t watch_epoch_ = 0;

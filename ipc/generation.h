@@ -53,7 +53,11 @@ struct ApiRequest {
   bool chat = true;                   // messages, rendered with the model's template; else prompt
   std::vector<ChatMessage> messages;  // chat
   ChatOptions chat_options;           // chat: what the template takes besides the messages
-  std::string prompt;                 // not chat: the text as given (BOS added)
+  // Tokens the reasoning block may take before the engine closes it (Anthropic's
+  // thinking.budget_tokens, llama-server's thinking_budget_tokens); < 0: no bound. Only for
+  // a template that thinks, with enable_thinking (engine/scheduler/reasoning_budget.h).
+  int32_t reasoning_budget = -1;
+  std::string prompt;  // not chat: the text as given (BOS added)
   // Not chat: special-token text in the prompt becomes its token ("<|im_start|>"), as when the
   // client wrote the template itself (Ollama's raw mode); else it is plain text.
   bool parse_special = false;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "ipc/constraints.h"
 #include "ipc/json_fields.h"
 
@@ -18,6 +19,19 @@ bool constrained_from_start(const ApiRequest& request) {
   if (calls_tools(request))
     return request.tool_choice == ToolChoice::Required || request.tool_choice == ToolChoice::Named;
   return request.response_format.kind != ResponseFormat::Kind::Text;
+}
+
+// The bound on a thinking answer's reasoning block: past budget tokens the engine writes the
+// block's end as the template writes it after a turn's reasoning ("\n</think>\n\n" in
+// Qwen3's, "</think>" its special token) and the answer goes on. Unbounded (the default)
+// when the request gives no budget, the template does not think, or thinking is off.
+ReasoningLimit reasoning_limit(const ApiRequest& request, bool thinks, const ChatTemplate& tmpl,
+                               const Tokenizer& tokenizer) {
+  ReasoningLimit limit;
+  if (request.reasoning_budget < 0 || !thinks || !request.chat || !chat_family_thinks(tmpl.family)) return limit;
+  limit.max_tokens = request.reasoning_budget;
+  limit.close_tokens = tokenizer.encode("\n</think>\n\n", false, true);
+  return limit;
 }
 
 }  // namespace
@@ -44,6 +58,7 @@ std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiReques
   job.request.sampling = with_model_defaults(request.sampling, request.sampling_given, defaults);
   job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, request.cache_salt);
   job.request.top_logprobs = request.top_logprobs;
+  job.request.reasoning = reasoning_limit(request, thinks, engine.model.chat_template, *engine.tokenizer);
   job.prepare = grammar_step(request, engine.model.chat_template, engine.grammars);
   job.events = event_stream(request, engine.model.chat_template);
   job.writer = std::move(writer);

@@ -3,6 +3,7 @@
 // response, a generation to submit and relay, or an engine call to run off the io thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "ipc/http_types.h"
 #include "ipc/identity.h"
 #include "ipc/model_host.h"
+#include "ipc/model_puller.h"
 #include "ipc/options.h"
 
 namespace hearth {
@@ -41,6 +43,7 @@ struct RouteContext {
   const ResponseCounters* counters = nullptr;
   int64_t open_connections = 0;
   const std::string* models_dir = nullptr;  // GET /api/models lists its files; null: none
+  std::shared_ptr<ModelPuller> puller;      // POST /api/pull downloads through it; null: it cannot
 };
 
 // One request as its handler sees it, its model already resolved and loaded.
@@ -61,7 +64,19 @@ struct EngineCall {
   std::function<HttpResponse()> run;
 };
 
-using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall>;
+// Work that takes minutes and tells how it goes (a model download): the connection runs `run`
+// on a thread of its own. Streamed: a 200 with content_type goes out at once, then each piece
+// run hands to emit as it comes, then the body of what run returns (its status is not sent);
+// else only what run returns is sent. cancelled turns true when the client hangs up, a write
+// fails or the server stops; the connection waits for run to return either way.
+struct StreamCall {
+  using Emit = std::function<void(std::string piece)>;  // any thread; never blocks on the client
+  bool stream = true;
+  std::string content_type = "application/x-ndjson";
+  std::function<HttpResponse(const Emit& emit, const std::atomic<bool>& cancelled)> run;
+};
+
+using RouteResult = std::variant<HttpResponse, GenerationJob, EngineCall, StreamCall>;
 using Handler = RouteResult (*)(const Call& call);
 
 // The response for a submit() that was not Accepted: 429, 503 or 400, in the API's error shape.
@@ -70,7 +85,8 @@ HttpResponse submit_error_response(const Submitted& submitted, ErrorShape shape 
 // The job for request on the call's model, in the caller's cache scope; the error when the
 // prompt cannot be built (build_generation). A request whose grammar holds the answer from
 // its first token (a response format, tool_choice required or named) is rendered with
-// enable_thinking false: a reasoning block could not be written.
+// enable_thinking false: a reasoning block could not be written. A thinking request's
+// reasoning_budget becomes the engine's bound on the block (ReasoningLimit).
 std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiRequest& request,
                                                std::unique_ptr<ResponseWriter> writer, std::string log_id);
 

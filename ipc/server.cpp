@@ -144,6 +144,7 @@ class Server::Impl {
   }
 
   void set_host(std::shared_ptr<ModelHost> host) { state_.set_host(std::move(host)); }
+  void set_puller(std::shared_ptr<ModelPuller> puller) { state_.set_puller(std::move(puller)); }
 
   void run() {
     std::vector<std::thread> threads;
@@ -314,6 +315,9 @@ Status Server::listen_tcp(const std::string& host_port, bool allow_remote) {
 }
 void Server::set_host(std::shared_ptr<ModelHost> host) {
   impl_->set_host(std::move(host));
+}
+void Server::set_puller(std::shared_ptr<ModelPuller> puller) {
+  impl_->set_puller(std::move(puller));
 }
 void Server::run() {
   impl_->run();

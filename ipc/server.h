@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "ipc/model_host.h"
+#include "ipc/model_puller.h"
 #include "ipc/options.h"
 
 namespace hearth::ipc {
@@ -39,6 +40,8 @@ class Server {
   // route that needs a model answer 503 ("loading"); from then on /health answers 200 while
   // the host can serve a model.
   void set_host(std::shared_ptr<ModelHost> host);
+  // Downloads models for POST /api/pull (ipc/model_puller.h); without one it answers 501.
+  void set_puller(std::shared_ptr<ModelPuller> puller);
 
   // Serves on io_threads threads until stop(). Returns when they have all finished.
   void run();

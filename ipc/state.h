@@ -14,6 +14,7 @@
 
 #include "ipc/metrics.h"
 #include "ipc/model_host.h"
+#include "ipc/model_puller.h"
 #include "ipc/options.h"
 
 namespace hearth::ipc {
@@ -43,6 +44,14 @@ class ServerState {
   void set_host(std::shared_ptr<ModelHost> host) {
     std::lock_guard<std::mutex> lock(mutex_);
     host_ = std::move(host);
+  }
+  std::shared_ptr<ModelPuller> puller() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return puller_;
+  }
+  void set_puller(std::shared_ptr<ModelPuller> puller) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    puller_ = std::move(puller);
   }
 
   // A connection opens: counted, and close (any thread; it must only post) is kept for
@@ -118,6 +127,7 @@ class ServerState {
  private:
   mutable std::mutex mutex_;
   std::shared_ptr<ModelHost> host_;
+  std::shared_ptr<ModelPuller> puller_;
   std::map<uint64_t, std::function<void()>> closers_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> idle_since_;  // connections waiting for a request
   uint64_t next_id_ = 0;

@@ -19,6 +19,7 @@
 #include "engine/model/model_path.h"
 #include "engine/tokenizer/chat_template.h"
 #include "fetch/hub_catalog.h"
+#include "fetch/pulled.h"
 
 namespace hearth::cli {
 
@@ -135,13 +136,10 @@ int run_list() {
   return kExitOk;
 }
 
-// The installed file a name means: a pulled catalog model's file, or what --model accepts.
+// The installed file a name means: a pulled model's file by its Hub name (a catalog name,
+// hf.co/ORG/REPO:QUANT; fetch/pulled.h), or what --model accepts.
 Result<std::string> installed_path(const std::string& name, const std::string& dir) {
-  if (const fetch::HubCatalogModel* m = fetch::find_hub_catalog_model(name)) {
-    const std::string p = dir + "/" + m->file;
-    if (fs::is_regular_file(p)) return p;
-    return make_error(name + " is not installed (" + p + "); get it with: hearth pull " + name);
-  }
+  if (std::optional<Result<std::string>> pulled = fetch::find_pulled(dir, name)) return std::move(*pulled);
   for (const std::string& p : {dir + "/" + name, dir + "/" + name + ".gguf"})
     if (fs::is_regular_file(p)) return p;
   return resolve_model(name);

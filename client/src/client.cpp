@@ -62,11 +62,12 @@ class BodySink : public ResponseSink {
 // to the callback at once) or, for non-streamed requests and error statuses, a JSON body.
 class GenerationSink : public ResponseSink {
  public:
-  GenerationSink(wire::Route route, bool stream, hearth_text_callback on_text, void* user_data, bool keep_text,
-                 hearth_stats* stats)
+  GenerationSink(wire::Route route, bool stream, hearth_text_callback on_text, hearth_text_callback on_reasoning,
+                 void* user_data, bool keep_text, hearth_stats* stats)
       : route_(route),
         stream_(stream),
         on_text_(on_text),
+        on_reasoning_(on_reasoning),
         user_data_(user_data),
         keep_text_(keep_text),
         stats_(stats),
@@ -96,8 +97,10 @@ class GenerationSink : public ResponseSink {
       case Mode::kError:
         return wire::error_from_response(status_, body_);
       case Mode::kWhole: {
-        std::string text;
-        if (Outcome o = wire::parse_response(body_, route_, &text, &calls_, stats_); !o.ok()) return o;
+        std::string text, reasoning;
+        wire::Answer whole{&text, &calls_, on_reasoning_ != nullptr ? &reasoning : nullptr};
+        if (Outcome o = wire::parse_response(body_, route_, &whole, stats_); !o.ok()) return o;
+        if (Outcome o = deliver_reasoning(reasoning); !o.ok()) return o;
         return deliver(text);
       }
       case Mode::kEvents:
@@ -122,8 +125,20 @@ class GenerationSink : public ResponseSink {
       return Outcome::success();
     }
     piece_.clear();
-    if (Outcome o = wire::parse_chunk(data, route_, &piece_, &calls_, stats_); !o.ok()) return o;
+    reasoning_.clear();
+    wire::Answer piece{&piece_, &calls_, on_reasoning_ != nullptr ? &reasoning_ : nullptr};
+    if (Outcome o = wire::parse_chunk(data, route_, &piece, stats_); !o.ok()) return o;
+    if (Outcome o = deliver_reasoning(reasoning_); !o.ok()) return o;
     return deliver(piece_);
+  }
+
+  // Reasoning goes to its own callback, never into the answer's text.
+  Outcome deliver_reasoning(const std::string& piece) {
+    if (piece.empty() || on_reasoning_ == nullptr) return Outcome::success();
+    if (on_reasoning_(piece.data(), piece.size(), user_data_) != 0) {
+      return Outcome::failure(HEARTH_ERR_CANCELLED, "cancelled by the reasoning callback");
+    }
+    return Outcome::success();
   }
 
   Outcome deliver(const std::string& piece) {
@@ -138,6 +153,7 @@ class GenerationSink : public ResponseSink {
   wire::Route route_;
   bool stream_;
   hearth_text_callback on_text_;
+  hearth_text_callback on_reasoning_;
   void* user_data_;
   bool keep_text_;
   hearth_stats* stats_;
@@ -147,6 +163,7 @@ class GenerationSink : public ResponseSink {
   bool done_ = false;
   std::string body_;
   std::string piece_;
+  std::string reasoning_;
   std::string text_;
   std::vector<wire::ToolCall> calls_;  // as far as the answer has told them
 };
@@ -198,10 +215,11 @@ struct AnswerOut {
 
 // Shared by chat and completion: one POST, streamed when on_text is set.
 Outcome generate(hearth_client* client, wire::Route route, const std::string& body, bool stream,
-                 hearth_text_callback on_text, void* user_data, const AnswerOut& out) {
+                 hearth_text_callback on_text, hearth_text_callback on_reasoning, void* user_data,
+                 const AnswerOut& out) {
   hearth_stats stats;
   hearth_stats_init(&stats);
-  GenerationSink sink(route, stream, on_text, user_data, out.text != nullptr, &stats);
+  GenerationSink sink(route, stream, on_text, on_reasoning, user_data, out.text != nullptr, &stats);
   HttpRequest request;
   request.method = "POST";
   request.target = route == wire::Route::kChat ? "/v1/chat/completions" : "/v1/completions";
@@ -256,7 +274,8 @@ int generation_call(hearth_client* client, wire::Route route, const hearth_reque
     const bool stream = on_text != nullptr;
     std::string body;
     if (Outcome r = build_body(o, stream, &body); !r.ok()) return r;
-    return generate(client, route, body, stream, on_text, user_data, out);
+    return generate(client, route, body, stream, on_text, route == wire::Route::kChat ? o.on_reasoning : nullptr,
+                    user_data, out);
   });
 }
 

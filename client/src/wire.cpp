@@ -261,9 +261,10 @@ Outcome read_call_pieces(const Json& list, std::vector<ToolCall>* calls) {
 }
 
 // The choice's text: delta.content (chat stream), message.content (chat response) or text;
-// and a chat's tool calls.
-Outcome read_choice(const Json& object, Route route, bool stream, std::string* text, std::vector<ToolCall>* calls,
-                    hearth_stats* stats) {
+// a chat's reasoning (reasoning_content beside content) and tool calls.
+Outcome read_choice(const Json& object, Route route, bool stream, Answer* answer, hearth_stats* stats) {
+  std::string* text = answer->text;
+  std::vector<ToolCall>* calls = answer->calls;
   const Json* choices = member(object, "choices");
   if (choices == nullptr || !choices->is_array()) {
     return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's answer has no choices array");
@@ -275,6 +276,10 @@ Outcome read_choice(const Json& object, Route route, bool stream, std::string* t
     content = member(choice, "text");
   } else if (const Json* m = member(choice, stream ? "delta" : "message")) {
     content = member(*m, "content");
+    if (const Json* r = member(*m, "reasoning_content")) {
+      if (!r->is_string()) return Outcome::failure(HEARTH_ERR_PROTOCOL, "the daemon's reasoning is not a string");
+      if (answer->reasoning != nullptr) answer->reasoning->append(r->get_ref<const std::string&>());
+    }
     if (const Json* list = member(*m, "tool_calls")) {
       Outcome o = stream ? read_call_pieces(*list, calls) : read_whole_calls(*list, calls);
       if (!o.ok()) return o;
@@ -380,9 +385,35 @@ Outcome chat_message_list(const hearth_chat_message* messages, size_t n_messages
   return Outcome::success();
 }
 
+// thinking and thinking_budget_tokens (chats only): OpenAI's reasoning_effort "none" turns
+// thinking off, llama-server's chat_template_kwargs turns it on (a level would mean nothing
+// to a template that only has enable_thinking), thinking_budget_tokens bounds it.
+Outcome add_thinking(const hearth_request_options& o, Json& body) {
+  switch (o.thinking) {
+    case HEARTH_THINKING_DEFAULT:
+      break;
+    case HEARTH_THINKING_OFF:
+      body["reasoning_effort"] = "none";
+      break;
+    case HEARTH_THINKING_ON:
+      body["chat_template_kwargs"] = {{"enable_thinking", true}};
+      break;
+    default:
+      return Outcome::failure(
+          HEARTH_ERR_INVALID_ARGUMENT,
+          "options.thinking must be an enum hearth_thinking value, got " + std::to_string(o.thinking));
+  }
+  if (o.thinking_budget_tokens < 0) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "options.thinking_budget_tokens must be >= 0 (0: not sent)");
+  }
+  if (o.thinking_budget_tokens > 0) body["thinking_budget_tokens"] = o.thinking_budget_tokens;
+  return Outcome::success();
+}
+
 Outcome chat_request(Json list, const hearth_request_options& options, bool stream, std::string* out) {
   Json body = {{"messages", std::move(list)}};
   if (Outcome o = add_sampling(options, stream, body); !o.ok()) return o;
+  if (Outcome o = add_thinking(options, body); !o.ok()) return o;
   if (Outcome o = add_format(options, Route::kChat, body); !o.ok()) return o;
   return dump(body, out);
 }
@@ -405,6 +436,10 @@ Outcome chat_v2_body(const hearth_chat_message* messages, size_t n_messages, con
 
 Outcome completion_body(const char* prompt, const hearth_request_options& options, bool stream, std::string* out) {
   if (prompt == nullptr) return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT, "prompt is NULL");
+  if (options.thinking != HEARTH_THINKING_DEFAULT || options.thinking_budget_tokens != 0) {
+    return Outcome::failure(HEARTH_ERR_INVALID_ARGUMENT,
+                            "options: thinking and thinking_budget_tokens are for chats, not completions");
+  }
   Json body = {{"prompt", prompt}};
   if (Outcome o = add_sampling(options, stream, body); !o.ok()) return o;
   if (Outcome o = add_format(options, Route::kCompletion, body); !o.ok()) return o;
@@ -414,26 +449,23 @@ Outcome completion_body(const char* prompt, const hearth_request_options& option
 namespace {
 
 // A stream chunk or a whole response: an error object, else the choice and the stats.
-Outcome parse_answer(std::string_view data, Route route, bool stream, std::string* text, std::vector<ToolCall>* calls,
-                     hearth_stats* stats) {
+Outcome parse_answer(std::string_view data, Route route, bool stream, Answer* answer, hearth_stats* stats) {
   Json j;
   if (Outcome o = parse_json(data, &j); !o.ok()) return o;
   if (std::string m = error_message(j); !m.empty()) return Outcome::failure(HEARTH_ERR_SERVER, m);
-  if (Outcome o = read_choice(j, route, stream, text, calls, stats); !o.ok()) return o;
+  if (Outcome o = read_choice(j, route, stream, answer, stats); !o.ok()) return o;
   read_stats(j, stats);
   return Outcome::success();
 }
 
 }  // namespace
 
-Outcome parse_chunk(std::string_view data, Route route, std::string* piece, std::vector<ToolCall>* calls,
-                    hearth_stats* stats) {
-  return parse_answer(data, route, /*stream=*/true, piece, calls, stats);
+Outcome parse_chunk(std::string_view data, Route route, Answer* piece, hearth_stats* stats) {
+  return parse_answer(data, route, /*stream=*/true, piece, stats);
 }
 
-Outcome parse_response(std::string_view body, Route route, std::string* text, std::vector<ToolCall>* calls,
-                       hearth_stats* stats) {
-  return parse_answer(body, route, /*stream=*/false, text, calls, stats);
+Outcome parse_response(std::string_view body, Route route, Answer* whole, hearth_stats* stats) {
+  return parse_answer(body, route, /*stream=*/false, whole, stats);
 }
 
 Outcome error_from_response(int status, std::string_view body) {

@@ -38,19 +38,24 @@ struct ToolCall {
   std::string arguments;  // JSON text; a stream's pieces appended
 };
 
-// One stream chunk (the data of one server-sent event, not "[DONE]"): appends its text to
-// *piece, adds its delta.tool_calls to *calls (a call's first piece, with "index", "id" and
-// the name, opens it; later pieces with the same index append to its arguments), and records
-// finish_reason, usage and timings in *stats. An {"error": ...} chunk gives
-// HEARTH_ERR_SERVER with the daemon's message; bad JSON, or a call piece whose index opens
-// no call in order, gives HEARTH_ERR_PROTOCOL.
-Outcome parse_chunk(std::string_view data, Route route, std::string* piece, std::vector<ToolCall>* calls,
-                    hearth_stats* stats);
+// Where a chunk's or a response's parts go: text is appended to, calls added to; reasoning
+// (a chat's reasoning_content) appended to, or dropped when NULL.
+struct Answer {
+  std::string* text;
+  std::vector<ToolCall>* calls;
+  std::string* reasoning = nullptr;
+};
+
+// One stream chunk (the data of one server-sent event, not "[DONE]"): appends its text (and
+// delta.reasoning_content) to *piece, adds its delta.tool_calls to its calls (a call's first piece, with "index", "id"
+// and the name, opens it; later pieces with the same index append to its arguments), and records finish_reason, usage
+// and timings in *stats. An {"error": ...} chunk gives HEARTH_ERR_SERVER with the daemon's message; bad JSON, or a call
+// piece whose index opens no call in order, gives HEARTH_ERR_PROTOCOL.
+Outcome parse_chunk(std::string_view data, Route route, Answer* piece, hearth_stats* stats);
 
 // A whole (non-streamed) response body: the text and the message.tool_calls of choices[0],
 // usage and timings.
-Outcome parse_response(std::string_view body, Route route, std::string* text, std::vector<ToolCall>* calls,
-                       hearth_stats* stats);
+Outcome parse_response(std::string_view body, Route route, Answer* whole, hearth_stats* stats);
 
 // The Outcome for a response with a non-2xx status: the code for the status (429 BUSY,
 // 503 UNAVAILABLE, 400/404/413/422 BAD_REQUEST, 500 SERVER, others HTTP) and the message of

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/sampling/params.h"
+#include "engine/scheduler/reasoning_budget.h"
 
 namespace hearth {
 
@@ -62,6 +63,8 @@ struct GenerationRequest {
   int32_t top_logprobs = -1;
   // The grammar the generated tokens must follow (a JSON Schema, tool calls); null: free.
   std::shared_ptr<const CompiledGrammar> grammar;
+  // A thinking model's reasoning, bounded (reasoning_budget.h); default: not bounded.
+  ReasoningLimit reasoning;
 };
 
 struct RequestUsage {

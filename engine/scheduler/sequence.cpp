@@ -29,7 +29,7 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
       n_prompt_(static_cast<int32_t>(tokens_.size())),
       warm_(request.warm),
       loop_(request.sampling, std::move(request.stop), tokenizer, tokens_, request.max_tokens, n_ctx - n_prompt_,
-            std::move(request.grammar), request.top_logprobs),
+            std::move(request.grammar), request.top_logprobs, std::move(request.reasoning)),
       submitted_(submitted),
       work_(work) {
   cache_.scope_key = std::move(request.scope.key);

@@ -27,11 +27,12 @@ std::shared_ptr<GrammarCompiler> grammar_compiler_for(const Tokenizer& tokenizer
 
 TokenLoop::TokenLoop(const SamplingParams& sampling, std::vector<std::string> stop, const Tokenizer& tokenizer,
                      std::span<const int32_t> prompt, int32_t max_tokens, int32_t room,
-                     std::shared_ptr<const CompiledGrammar> grammar, int32_t top_logprobs)
+                     std::shared_ptr<const CompiledGrammar> grammar, int32_t top_logprobs, ReasoningLimit reasoning)
     : tokenizer_(tokenizer),
       sampler_(sampling),
       top_logprobs_(top_logprobs),
       stop_(std::move(stop), tokenizer.eog_ids()),
+      reasoning_(std::move(reasoning)),
       max_tokens_(max_tokens < 0 ? room : std::min(max_tokens, room)) {
   if (grammar) grammar_.emplace(std::move(grammar));
   for (int32_t t : prompt) sampler_.accept(t);
@@ -50,12 +51,15 @@ TokenLoop::Token TokenLoop::next(float* logits, int32_t n_vocab, Clock::time_poi
   Token out;
   sampler_.apply_penalties(logits, n_vocab);
   if (grammar_) grammar_->mask(logits, n_vocab);
-  out.id = sampler_.pick(logits, n_vocab);
+  // Past the reasoning budget, the block's closing tokens are written instead of sampled.
+  const std::optional<int32_t> forced = reasoning_.forced();
+  out.id = forced ? *forced : sampler_.pick(logits, n_vocab);
   if (top_logprobs_ >= 0) out.logprob = logprob_of(logits, n_vocab, out.id);
   // The mask allowed the token, so the grammar takes it; should it not (a row with no token
   // allowed), the answer ends here rather than leave the grammar.
   const bool grammar_refused = grammar_ && !grammar_->accept(out.id);
   sampler_.accept(out.id);
+  reasoning_.taken(tokenizer_.token_bytes(out.id));
   if (n_generated_ == 0)
     first_token_ = now;
   else

@@ -21,6 +21,7 @@
 #include "engine/sampling/params.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
+#include "engine/scheduler/reasoning_budget.h"
 #include "engine/scheduler/request.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -50,10 +51,12 @@ class TokenLoop {
   // server does). max_tokens: generated tokens at most, < 0 for no limit but the room;
   // room: context slots left after the prompt (the generated tokens fill them). grammar:
   // the tokens must follow it (null: free). top_logprobs >= 0: each token reports its
-  // log-probability and that many alternatives.
+  // log-probability and that many alternatives. reasoning: a bound on the reasoning block,
+  // whose closing tokens are then forced instead of sampled (reasoning_budget.h).
   TokenLoop(const SamplingParams& sampling, std::vector<std::string> stop, const Tokenizer& tokenizer,
             std::span<const int32_t> prompt, int32_t max_tokens, int32_t room,
-            std::shared_ptr<const CompiledGrammar> grammar = nullptr, int32_t top_logprobs = -1);
+            std::shared_ptr<const CompiledGrammar> grammar = nullptr, int32_t top_logprobs = -1,
+            ReasoningLimit reasoning = {});
 
   struct Token {
     int32_t id = 0;
@@ -73,6 +76,7 @@ class TokenLoop {
   const std::string& stop_sequence() const { return stop_.matched(); }
 
   int32_t n_generated() const { return n_generated_; }
+  const ReasoningBudget& reasoning() const { return reasoning_; }
   // The generated tokens at most: max_tokens capped by the room.
   int32_t max_tokens() const { return max_tokens_; }
   Clock::time_point first_token() const { return first_token_; }
@@ -89,6 +93,7 @@ class TokenLoop {
   int32_t top_logprobs_ = -1;
   std::vector<TokenScore> top_;  // scratch
   StopMatcher stop_;
+  ReasoningBudget reasoning_;
   int32_t max_tokens_ = 0;
   int32_t n_generated_ = 0;
   Clock::time_point first_token_, last_token_;

@@ -376,10 +376,12 @@ bool read_stop_sequences(FieldReader& r, std::vector<std::string>* out) {
 }
 
 // thinking: as Anthropic's models, a model thinks only when asked (enabled or adaptive:
-// the template's enable_thinking; budget_tokens is not enforced); absent or disabled, it
-// answers at once. Whether the model can think at all is the route's to check.
-bool read_thinking(FieldReader& r, ChatOptions* out) {
-  out->enable_thinking = false;
+// the template's enable_thinking); absent or disabled, it answers at once. enabled requires
+// budget_tokens, the reasoning's bound in tokens, which the engine enforces (as llama-server
+// does, any positive count: Anthropic's own floor of 1024 is a price rule, not a format one).
+// Whether the model can think at all is the route's to check.
+bool read_thinking(FieldReader& r, ApiRequest* out) {
+  out->chat_options.enable_thinking = false;
   const json* thinking = r.get("thinking");
   if (thinking == nullptr) return true;
   if (!thinking->is_object()) return r.fail_type("thinking", "an object", *thinking);
@@ -387,7 +389,16 @@ bool read_thinking(FieldReader& r, ChatOptions* out) {
   if (!block_string(r, *thinking, "type", "thinking", &type)) return false;
   if (type == "disabled") return true;
   if (type == "enabled" || type == "adaptive") {
-    out->enable_thinking = true;
+    out->chat_options.enable_thinking = true;
+    const auto budget = thinking->find("budget_tokens");
+    if (budget == thinking->end() || budget->is_null()) {
+      if (type == "adaptive") return true;
+      return r.fail(bad_request("'thinking.budget_tokens' is required when thinking is enabled",
+                                "thinking.budget_tokens", "missing_required_parameter"));
+    }
+    if (!budget->is_number_integer() || budget->get<int64_t>() < 1 || budget->get<int64_t>() > kMaxInt32)
+      return r.fail(bad_request("'thinking.budget_tokens' must be a positive integer", "thinking.budget_tokens"));
+    out->reasoning_budget = static_cast<int32_t>(budget->get<int64_t>());
     return true;
   }
   return r.fail(
@@ -454,7 +465,7 @@ std::variant<ApiRequest, ApiError> parse_anthropic_request(const json& body, Ant
   Conversation conversation;
   if (read_system(r, &conversation)) read_messages(r, &conversation);
   req.messages = conversation.take();
-  read_thinking(r, &req.chat_options);
+  read_thinking(r, &req);
   if (purpose == AnthropicPurpose::Message) {
     int64_t v = 0;
     if (r.get("max_tokens") == nullptr) {

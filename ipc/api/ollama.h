@@ -3,8 +3,8 @@
 //   ollama.cpp         POST /api/chat, /api/generate: the body parsed into the internal request
 //                      (ollama_request.h), answered by an Ollama writer (ollama_response.h)
 //   ollama_models.cpp  GET /api/tags, POST /api/show, GET /api/ps, GET /api/version, POST
-//                      /api/pull, DELETE /api/delete, POST /api/copy, GET (and HEAD) /, and 501
-//                      for the routes hearth does not have
+//                      /api/pull (streamed by ollama_pull.h), DELETE /api/delete, POST
+//                      /api/copy, GET (and HEAD) /, and 501 for the routes hearth does not have
 #pragma once
 
 #include "engine/tokenizer/chat_template.h"

@@ -18,6 +18,7 @@
 #include "engine/model/installed.h"
 #include "ipc/api/hearth.h"
 #include "ipc/api/ollama.h"
+#include "ipc/api/ollama_pull.h"
 #include "ipc/api/ollama_response.h"
 #include "ipc/json_fields.h"
 
@@ -325,11 +326,14 @@ RouteResult ollama_pull(const Call& call) {
   std::variant<std::string, ApiError> name = body_model(call.body);
   if (auto* e = std::get_if<ApiError>(&name)) return fail(*e);
   const std::string& n = std::get<std::string>(name);
+  bool stream = true;
+  if (const auto it = call.body.find("stream"); it != call.body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return fail(bad_request("'stream' must be a boolean", "stream", "invalid_type"));
+    stream = it->get<bool>();
+  }
   if (call.ctx.host->resolve(n)) {
     // Installed already: nothing to download, as Ollama answers a pull that finds the model
     // current. A stream (the default) is one NDJSON line.
-    bool stream = true;
-    if (const auto it = call.body.find("stream"); it != call.body.end() && it->is_boolean()) stream = it->get<bool>();
     HttpResponse r = json_response(200, json{{"status", "success"}});
     if (stream) {
       r.content_type = "application/x-ndjson";
@@ -337,11 +341,12 @@ RouteResult ollama_pull(const Call& call) {
     }
     return r;
   }
-  // The downloader (hearth_fetch) runs in the CLI; the daemon does not stream a pull yet.
+  if (call.ctx.puller) return ollama_pull_call(call.ctx.puller, n, stream);
+  // A server without a downloader (hearthd always has one).
   std::string how = "download it on the daemon's machine with: hearth pull " + n +
                     " (a catalog name, hf.co/ORG/REPO:QUANT or a Hub URL; hearth pull --list shows the catalog)";
   if (find_catalog_model(n) != nullptr) how = "install it with: hearth-fetch-model " + n;
-  return fail(status_error(501, "hearthd does not download models over its socket; " + how, "not_implemented"));
+  return fail(status_error(501, "this server does not download models; " + how, "not_implemented"));
 }
 
 RouteResult ollama_copy(const Call&) {

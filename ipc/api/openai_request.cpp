@@ -99,6 +99,37 @@ void read_template_kwargs(FieldReader& r, ChatOptions* out) {
   }
 }
 
+// OpenAI's reasoning_effort, as llama-server reads it for a template with only
+// enable_thinking: "none" turns thinking off, any other level on (the template has no levels
+// to give it); an unknown level is a 400, and so is one that contradicts
+// chat_template_kwargs.enable_thinking. llama-server's thinking_budget_tokens bounds the
+// reasoning in tokens (-1: no bound). Both only matter to a template that thinks.
+void read_reasoning(FieldReader& r, ApiRequest* out) {
+  static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+  std::string effort;
+  if (r.get("reasoning_effort") != nullptr && r.string("reasoning_effort", &effort)) {
+    if (std::find_if(std::begin(kEfforts), std::end(kEfforts), [&](const char* e) { return effort == e; }) ==
+        std::end(kEfforts)) {
+      r.fail(bad_request("'reasoning_effort' must be none, minimal, low, medium, high or xhigh, got '" + effort + "'",
+                         "reasoning_effort"));
+      return;
+    }
+    const bool thinks = effort != "none";
+    const json* kwargs = r.get("chat_template_kwargs");
+    if (kwargs != nullptr && kwargs->is_object()) {
+      const auto t = kwargs->find("enable_thinking");
+      if (t != kwargs->end() && t->is_boolean() && t->get<bool>() != thinks) {
+        r.fail(bad_request("'reasoning_effort' \"" + effort + "\" contradicts chat_template_kwargs.enable_thinking",
+                           "reasoning_effort"));
+        return;
+      }
+    }
+    out->chat_options.enable_thinking = thinks;
+  }
+  int64_t budget = -1;
+  if (r.integer("thinking_budget_tokens", -1, kMaxInt32, &budget)) out->reasoning_budget = static_cast<int32_t>(budget);
+}
+
 bool read_messages(FieldReader& r, std::vector<ChatMessage>* out) {
   const json* messages = r.get("messages");
   if (messages == nullptr)
@@ -319,6 +350,7 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, co
   if (endpoint == Endpoint::Chat) {
     read_tools(r, &req) && read_messages(r, &req.messages) && check_tool_messages(r, req.messages);
     read_template_kwargs(r, &req.chat_options);
+    read_reasoning(r, &req);
   } else {
     read_prompt(r, &req.prompt);
   }

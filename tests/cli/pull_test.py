@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 HANG_GUARD_S = 60
 TOKEN = "secret-token"
@@ -78,6 +79,8 @@ class World:
         self.ranges = []  # Range headers the CDN received
         self.cdn_auth = []  # Authorization headers the CDN received
         self.alien_sent_whole = False
+        self.slow_sent = {}  # repo -> bytes a "slow" repo's answers sent, summed
+        self.slow_ended = []  # repos whose slow answer ended: ("whole" | "broken", repo)
         for repo in ("org/good", "org/resume", "org/norange", "org/flaky", "org/badsum", "gated/secret"):
             self.files[(repo, "model-Q4_K_M.gguf")] = good
         self.files[("org/good", "sub/model-Q8_0.gguf")] = good[:-7] + b"\x01" * 7
@@ -174,6 +177,8 @@ def make_handler(world, cdn_port, is_hub):
             self.end_headers()
             body = data[start:]
             try:
+                if "slow" in mode:  # 100 pieces, 50 ms apart: a download that takes 5 s
+                    return self.send_slowly(world, repo, body)
                 if drop:  # half of what is left, then the connection breaks
                     self.wfile.write(body[: len(body) // 2])
                     self.wfile.flush()
@@ -185,6 +190,20 @@ def make_handler(world, cdn_port, is_hub):
                     world.alien_sent_whole = True
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
+        def send_slowly(self, world, repo, body):
+            step = max(1, len(body) // 100)
+            try:
+                for i in range(0, len(body), step):
+                    self.wfile.write(body[i:i + step])
+                    self.wfile.flush()
+                    with world.lock:
+                        world.slow_sent[repo] = world.slow_sent.get(repo, 0) + len(body[i:i + step])
+                    time.sleep(0.05)
+                world.slow_ended.append(("whole", repo))
+            except (BrokenPipeError, ConnectionResetError):
+                world.slow_ended.append(("broken", repo))
+                self.close_connection = True
 
     return Handler
 
@@ -283,6 +302,10 @@ def main():
         check(r.parts() == [], "a finished pull leaves no .part")
         p = r.run("pull", "hf.co/org/good:Q4_K_M")
         check(p.returncode == 0 and "already installed" in p.stdout, "pulling it again only verifies it", p)
+        p = r.run("show", "hf.co/org/good:Q4_K_M")
+        check(p.returncode == 0 and "llama" in p.stdout, "hearth show takes the name it was pulled by, offline", p)
+        p = r.run("show", "hf.co/org/good:Q8_0")
+        check(p.returncode != 0 and "hearth pull hf.co/org/good:Q8_0" in p.stderr, "a name not pulled says how to pull it", p)
 
         # The gated repo with the token.
         os.makedirs(os.path.join(tmp, "m2"))

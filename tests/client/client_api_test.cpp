@@ -326,6 +326,7 @@ TEST_CASE("the header compiles and works as C99", "[client]") {
   CHECK(hearth_test_c99_cache_defaults_ok() == 1);
   CHECK(hearth_test_c99_cache_no_daemon(dir.file("none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
   CHECK(hearth_test_c99_tools_defaults_ok() == 1);
+  CHECK(hearth_test_c99_reasoning_defaults_ok() == 1);
   CHECK(hearth_test_c99_tools_no_daemon(dir.file("none.sock").c_str()) == HEARTH_ERR_NO_DAEMON);
 }
 

@@ -123,3 +123,22 @@ int hearth_test_c99_tools_no_daemon(const char* socket_path) {
   hearth_client_close(client);
   return rc;
 }
+
+static int c99_reasoning_piece(const char* piece, size_t len, void* user_data) {
+  (void)piece;
+  *(size_t*)user_data += len;
+  return 0;
+}
+
+int hearth_test_c99_reasoning_defaults_ok(void) {
+  hearth_request_options options;
+  size_t seen = 0;
+  int defaults;
+  hearth_request_options_init(&options);
+  defaults = options.on_reasoning == NULL && options.thinking == HEARTH_THINKING_DEFAULT &&
+             options.thinking_budget_tokens == 0 && HEARTH_THINKING_OFF == 1 && HEARTH_THINKING_ON == 2;
+  options.on_reasoning = c99_reasoning_piece;
+  options.thinking = HEARTH_THINKING_ON;
+  options.thinking_budget_tokens = 128;
+  return defaults && options.on_reasoning("abc", 3, &seen) == 0 && seen == 3;
+}

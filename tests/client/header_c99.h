@@ -22,6 +22,9 @@ int hearth_test_c99_tools_defaults_ok(void);
 /* Opens socket_path and sends a chat with tools through hearth_client_chat_v2; returns the
  * status. */
 int hearth_test_c99_tools_no_daemon(const char* socket_path);
+/* 1 when the 0.5 members of hearth_request_options (on_reasoning, thinking,
+ * thinking_budget_tokens) have their defaults and take a C callback. */
+int hearth_test_c99_reasoning_defaults_ok(void);
 #ifdef __cplusplus
 }
 #endif

@@ -603,6 +603,8 @@ void run_connection(const Config& c, std::string_view bytes, size_t chunk) {
       const bool clear = request.method == "DELETE" && is_path(request, "/api/cache") && call->engine;
       const bool load = request.method == "POST" && is_path(request, "/api/load");
       require((clear || load) && call->run, "an engine call that is not DELETE /api/cache or POST /api/load");
+    } else if (std::holds_alternative<StreamCall>(result)) {
+      require(false, "a stream call (POST /api/pull) from a context without a puller");
     } else {
       const GenerationJob& job = std::get<GenerationJob>(result);
       check_job(job, request, c);

@@ -166,6 +166,11 @@ HEARTH_CLIENT_API int hearth_client_set_connect_retry(hearth_client* client, int
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
+/* Receives generated text as it streams: piece is len bytes of UTF-8 (not NUL-terminated,
+ * valid only during the call). Return 0 to go on; non-zero aborts the request, which then
+ * returns HEARTH_ERR_CANCELLED. Called on the thread that made the request. */
+typedef int (*hearth_text_callback)(const char* piece, size_t len, void* user_data);
+
 /* Sampling and request options. Members left at the value hearth_request_options_init sets
  * are not sent, so the daemon's defaults apply. */
 typedef struct hearth_request_options {
@@ -197,6 +202,17 @@ typedef struct hearth_request_options {
   int response_format;     /* enum hearth_response_format; HEARTH_FORMAT_TEXT (the default): not sent */
   const char* json_schema; /* HEARTH_FORMAT_JSON_SCHEMA: the JSON Schema the answer fits, as JSON text */
   int json_schema_strict;  /* HEARTH_FORMAT_JSON_SCHEMA: non-zero sends OpenAI's "strict": true */
+  /* Added in 0.5: a thinking model's reasoning (Qwen3's <think> block), which the daemon keeps
+   * out of the answer's text. Chats only. */
+  hearth_text_callback on_reasoning; /* the reasoning as it streams (the daemon's reasoning_content),
+                                        a distinct kind from on_text: each piece of it, with the
+                                        request's user_data, before the answer's text; non-zero
+                                        aborts. Not streamed (on_text NULL): the whole reasoning
+                                        once, before the call returns. NULL (the default): the
+                                        reasoning is dropped */
+  int thinking;                      /* enum hearth_thinking; HEARTH_THINKING_DEFAULT: not sent (the model's own) */
+  int32_t thinking_budget_tokens;    /* > 0: the reasoning's bound in tokens, after which the daemon closes
+                                        the block and the answer follows; 0 (the default): not sent */
 } hearth_request_options;
 
 /* Sets struct_size and every member to its "not sent" default. A macro since 0.4: the
@@ -210,6 +226,13 @@ HEARTH_CLIENT_API void hearth_request_options_init_sized(hearth_request_options*
 HEARTH_CLIENT_API void hearth_request_options_init(hearth_request_options* options);
 #define hearth_request_options_init(options) \
   hearth_request_options_init_sized((options), sizeof(hearth_request_options))
+
+/* Added in 0.5. Whether a thinking model thinks (hearth_request_options.thinking). */
+enum hearth_thinking {
+  HEARTH_THINKING_DEFAULT = 0, /* not sent: the model's own (Qwen3 thinks) */
+  HEARTH_THINKING_OFF = 1,     /* sent as OpenAI's "reasoning_effort": "none": it answers at once */
+  HEARTH_THINKING_ON = 2       /* sent as "chat_template_kwargs": {"enable_thinking": true} */
+};
 
 /* Added in 0.4. What the answer must be (hearth_request_options.response_format). */
 enum hearth_response_format {
@@ -262,11 +285,6 @@ typedef struct hearth_stats {
 
 /* Sets struct_size and zeroes every other member. */
 HEARTH_CLIENT_API void hearth_stats_init(hearth_stats* stats);
-
-/* Receives generated text as it streams: piece is len bytes of UTF-8 (not NUL-terminated,
- * valid only during the call). Return 0 to go on; non-zero aborts the request, which then
- * returns HEARTH_ERR_CANCELLED. Called on the thread that made the request. */
-typedef int (*hearth_text_callback)(const char* piece, size_t len, void* user_data);
 
 /* One chat message. role: "system", "user" or "assistant"; content: UTF-8 text. */
 typedef struct hearth_message {
