@@ -128,7 +128,9 @@ def check_errors(client):
         assert time.monotonic() < deadline, "hang guard: smollm2 stayed loaded after keep_alive 0"
         time.sleep(0.05)
     expect_error(400, client.generate, model=MODEL, prompt="x", options={"temperature": "hot"})
-    expect_error(501, client.pull, "llama3.2")
+    # A name neither installed nor in the catalog: refused before any network, naming the list
+    # (Ollama too answers a pull of an unknown name with 500).
+    assert "hearth pull --list" in expect_error(500, client.pull, "llama3.2")
     # Deleting needs the Unix socket: the TCP listener cannot tell who asks.
     expect_error(403, client.delete, "smollm2:135m")
 
