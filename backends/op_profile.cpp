@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backends/graph_check.h"
+
 namespace hearth {
 namespace {
 
@@ -26,38 +28,6 @@ double attention_kv_bytes(const Op& op, const Graph& g) {
 
 }  // namespace
 
-const char* op_kind_name(OpKind k) {
-  switch (k) {
-    case OpKind::GetRows:
-      return "GetRows";
-    case OpKind::RmsNorm:
-      return "RmsNorm";
-    case OpKind::MatMul:
-      return "MatMul";
-    case OpKind::Rope:
-      return "Rope";
-    case OpKind::Add:
-      return "Add";
-    case OpKind::AddRow:
-      return "AddRow";
-    case OpKind::Scale:
-      return "Scale";
-    case OpKind::GeluMul:
-      return "GeluMul";
-    case OpKind::SiluMul:
-      return "SiluMul";
-    case OpKind::Softcap:
-      return "Softcap";
-    case OpKind::StoreKv:
-      return "StoreKv";
-    case OpKind::Attention:
-      return "Attention";
-    case OpKind::CopyRows:
-      return "CopyRows";
-  }
-  return "?";
-}
-
 double op_bytes(const Op& op, const Graph& g) {
   const double dst = tensor_bytes(op.dst);
   switch (op.kind) {
@@ -70,13 +40,20 @@ double op_bytes(const Op& op, const Graph& g) {
              static_cast<double>(op.ia.count) * static_cast<double>(op.src2.row_size() + op.src3.row_size());
     case OpKind::Attention:
       return tensor_bytes(op.src0) + attention_kv_bytes(op, g) + dst;
+    case OpKind::MatMulExperts: {  // the chosen experts' matrices: k of them for one token,
+      // at most every expert for a batch (an upper bound: the ids are on the device)
+      const int64_t n_out = op.dst.ne0, n_expert = n_out > 0 ? op.src0.rows / n_out : 0;
+      const int64_t chosen = std::min(n_expert, op.src2.rows * op.src2.ne0);
+      return static_cast<double>(chosen * n_out) * static_cast<double>(op.src0.row_size()) + tensor_bytes(op.src1) +
+             tensor_bytes(op.src2) + dst;
+    }
     default:  // MatMul (the whole weight matrix), norms, RoPE (in place: dst), elementwise
       return tensor_bytes(op.src0) + tensor_bytes(op.src1) + dst;
   }
 }
 
 std::string op_group(const Op& op) {
-  std::string s = op_kind_name(op.kind);
+  std::string s = op_name(op.kind);
   if (op.kind == OpKind::MatMul || op.kind == OpKind::GetRows)
     s += std::string(" ") + dtype_name(op.src0.type) + " " + std::to_string(op.src0.rows) + "x" +
          std::to_string(op.src0.ne0);

@@ -29,8 +29,6 @@ double op_bytes(const Op& op, const Graph& g);
 // The row an op is counted in: "MatMul q8_0 262144x640", "Attention", "RmsNorm", ...
 std::string op_group(const Op& op);
 
-const char* op_kind_name(OpKind k);
-
 struct OpProfileRow {
   std::string group;
   int64_t ops = 0;     // ops counted, over every recorded graph
