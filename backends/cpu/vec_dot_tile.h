@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "backends/cpu/vec_dot_kernels.h"
@@ -27,13 +29,33 @@
 
 namespace hearth::cpu::detail {
 
-// A non-temporal prefetch of the line at p (prefetchnta on x86) that is always emitted:
-// GCC 12 silently dropped every __builtin_prefetch of the Q4_K and Q6_K repacked decode
-// loops (objdump showed none; why was not pinned down), which left
+// Which hint the weight-stream prefetches below use, chosen once per process. The
+// non-temporal one (prefetchnta) was the faster on AMD Zen 5 (8 KB ahead, Qwen2.5-0.5B
+// decode); on an Intel Xeon (Sapphire Rapids family, KVM guest) prefetchnta reads at a
+// third of plain loads' rate and made decode half as fast as prefetcht0 (Gemma 3 270M tg128,
+// 2.0-2.1x at 1 and 2 threads; docs/engine.md). HEARTH_PREFETCH=nta|t0 overrides, to
+// measure another machine.
+inline const bool kPrefetchT0 = [] {
+  if (const char* env = std::getenv("HEARTH_PREFETCH"); env != nullptr && *env != '\0')
+    return std::strcmp(env, "t0") == 0;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel") != 0;
+#else
+  return false;
+#endif
+}();
+
+// A prefetch of the line at p (prefetchnta or prefetcht0 on x86, kPrefetchT0) that is
+// always emitted: GCC 12 silently dropped every __builtin_prefetch of the Q4_K and Q6_K
+// repacked decode loops (objdump showed none; why was not pinned down), which left
 // Q6_K decode at 9.5 GB/s against 22 GB/s with the prefetches in (bench_quants, 1 thread).
 HEARTH_INLINE void prefetch_nta(const void* p) {
 #if defined(__x86_64__)
-  asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p)));
+  if (kPrefetchT0)
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+  else
+    asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p)));
 #else
   __builtin_prefetch(p, 0, 0);
 #endif
