@@ -50,7 +50,7 @@ inline const bool kPrefetchT0 = [] {
 // always emitted: GCC 12 silently dropped every __builtin_prefetch of the Q4_K and Q6_K
 // repacked decode loops (objdump showed none; why was not pinned down), which left
 // Q6_K decode at 9.5 GB/s against 22 GB/s with the prefetches in (bench_quants, 1 thread).
-HEARTH_INLINE void prefetch_nta(const void* p) {
+HEARTH_INLINE void prefetch_weights(const void* p) {
 #if defined(__x86_64__)
   if (kPrefetchT0)
     asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
@@ -83,7 +83,7 @@ HEARTH_INLINE void run_tile(const GemmArgs& g, int64_t r, int64_t t) {
   for (int64_t b = 0; b < nb; ++b) {
     if constexpr (kPrefetch) {
       for (size_t off = 0; off < R * K::kWBlockBytes; off += 64)
-        prefetch_nta(ahead + b * R * static_cast<int64_t>(K::kWBlockBytes) + off);
+        prefetch_weights(ahead + b * R * static_cast<int64_t>(K::kWBlockBytes) + off);
     }
     typename K::W w[R];
     typename K::A a[T];
