@@ -162,6 +162,22 @@ class Builder {
   gguf::Writer w_;
 };
 
+// The tokenizer keys of a "llama" (SentencePiece-style) vocabulary, in the order the tiny
+// models' fixture hashes pin: the tokens, their scores and types, the special ids, BOS on and
+// EOS off.
+void write_llama_vocab(gguf::Writer& w, const Vocab& v) {
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
+  if (v.pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+}
+
 bool is_k_quant(DType t) {
   return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
@@ -206,17 +222,7 @@ Result<std::vector<uint8_t>> make_tiny(const SyntheticOptions& o) {
     w.set_u32(a + "vocab_size", s.n_vocab);
   }
 
-  const Vocab v = make_vocab(o.arch, s.n_vocab);
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
-  w.set_f32_array("tokenizer.ggml.scores", v.scores);
-  w.set_i32_array("tokenizer.ggml.token_type", v.types);
-  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
-  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
-  w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
-  if (v.pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
-  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  write_llama_vocab(w, make_vocab(o.arch, s.n_vocab));
   // Gemma's converters write the key (false); llama files usually omit it (llama.cpp: true).
   if (gemma) w.set_bool("tokenizer.ggml.add_space_prefix", false);
   if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
@@ -427,15 +433,7 @@ Result<std::vector<uint8_t>> make_qwen3_30b_a3b(const SyntheticOptions& o) {
   w.set_u32(a + "attention.value_length", s.head_dim);
   w.set_u32(a + "expert_count", s.n_expert);
   w.set_u32(a + "expert_feed_forward_length", s.n_ff_exp);
-  const Vocab v = make_vocab("qwen3moe", s.n_vocab);
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
-  w.set_f32_array("tokenizer.ggml.scores", v.scores);
-  w.set_i32_array("tokenizer.ggml.token_type", v.types);
-  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
-  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
-  w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  write_llama_vocab(w, make_vocab("qwen3moe", s.n_vocab));
   w.set_u32("general.quantization_version", 2);
   w.set_u32("general.file_type", file_type_of(o.type));
 
