@@ -87,6 +87,22 @@ void check_batched_equals_alone(const Model& model, Backend& backend, const std:
 
 }  // namespace
 
+// Two sequences of a synthetic Q8_0 model of `arch` on the CPU, alone and batched in any
+// slots (check_batched_equals_alone); the model's configuration, for the caller's checks.
+ModelConfig check_synthetic_batched_equals_alone(const std::string& arch) {
+  test::SyntheticOptions o;
+  o.arch = arch;
+  o.type = DType::Q8_0;
+  const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
+  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
+  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+  auto model = Model::load(file, *backend);
+  REQUIRE(model.ok());
+  check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
+                             {1, 250, 33, 61, 62, 63, 19}, 99, 123);
+  return (*model)->config();
+}
+
 TEST_CASE("a sequence's logits are bitwise the same alone and batched with another, in any slots") {
   const std::string path = test::gemma_model_path();
   if (path.empty()) {
@@ -103,30 +119,12 @@ TEST_CASE("a sequence's logits are bitwise the same alone and batched with anoth
 
 TEST_CASE("a qwen2 sequence's logits are bitwise the same alone and batched with another, in any slots") {
   // A synthetic qwen2 model: the Q/K/V biases are added row by row like everything else.
-  test::SyntheticOptions o;
-  o.arch = "qwen2";
-  o.type = DType::Q8_0;
-  const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
-  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
-  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-  auto model = Model::load(file, *backend);
-  REQUIRE(model.ok());
-  check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
-                             {1, 250, 33, 61, 62, 63, 19}, 99, 123);
+  check_synthetic_batched_equals_alone("qwen2");
 }
 
 TEST_CASE("a qwen3 sequence's logits are bitwise the same alone and batched with another, in any slots") {
   // A synthetic qwen3 model: the per-head Q/K norms reduce within a row, like everything else.
-  test::SyntheticOptions o;
-  o.arch = "qwen3";
-  o.type = DType::Q8_0;
-  const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
-  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
-  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-  auto model = Model::load(file, *backend);
-  REQUIRE(model.ok());
-  check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
-                             {1, 250, 33, 61, 62, 63, 19}, 99, 123);
+  check_synthetic_batched_equals_alone("qwen3");
 }
 
 TEST_CASE("a qwen3moe sequence's logits are bitwise the same alone and batched with another, in any slots") {
@@ -134,15 +132,5 @@ TEST_CASE("a qwen3moe sequence's logits are bitwise the same alone and batched w
   // in the batched pass, and each expert's weights are read once for all the tokens that
   // chose it, yet every token's expert choice and sum are those it gets alone. Q8_0: the
   // expert stacks are repacked where the CPU has the kernels (AVX-512).
-  test::SyntheticOptions o;
-  o.arch = "qwen3moe";
-  o.type = DType::Q8_0;
-  const std::vector<uint8_t> bytes = std::move(*test::make_synthetic_model(o));
-  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::from_memory(bytes.data(), bytes.size()));
-  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-  auto model = Model::load(file, *backend);
-  REQUIRE(model.ok());
-  REQUIRE((*model)->config().n_expert == 8);
-  check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
-                             {1, 250, 33, 61, 62, 63, 19}, 99, 123);
+  REQUIRE(check_synthetic_batched_equals_alone("qwen3moe").n_expert == 8);
 }
