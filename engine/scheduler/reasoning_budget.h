@@ -5,10 +5,10 @@
 // forced tokens are ordinary generated tokens: they run through the model, the penalties see
 // them, they count in max_tokens and usage, and their text is the model's answer.
 //
-// The block is found in the answer's text as the splitter (engine/tokenizer/reasoning.h)
-// finds it: at the start, after optional whitespace, unless the prompt opened it already
-// (`inside`). The tokens that write the opening tag are not reasoning; every token after it,
-// until the close, is. A model that closes the block itself ends the count.
+// The block is the one the splitter (engine/tokenizer/reasoning.h) finds in the answer's text:
+// at the start, after optional whitespace, unless the prompt opened it already (`inside`).
+// The tokens that write the opening tag are not reasoning; every token after it, until the
+// close, is. A model that closes the block itself ends the count.
 //
 // Not thread-safe; one per sequence (its TokenLoop's).
 #pragma once
@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/tokenizer/reasoning.h"
 
 namespace hearth {
 
@@ -42,13 +44,12 @@ class ReasoningBudget {
   bool closed_by_budget() const { return closed_by_budget_; }
 
  private:
-  enum class State { Start, Inside, Closing, Done };
-  void enter_inside(std::string_view after_open);
-  void scan_inside(std::string_view bytes);
+  enum class State { Watching, Closing, Done };  // Watching: following the splitter
+  void check_budget();
 
   ReasoningLimit limit_;
+  ReasoningSplitter splitter_;  // where the answer's text is: before, in or after the block
   State state_;
-  std::string buf_;  // Start: the text so far; Inside: the tail that may begin the close tag
   int32_t n_reasoning_ = 0;
   size_t n_forced_ = 0;  // Closing: close tokens written
   bool closed_by_budget_ = false;

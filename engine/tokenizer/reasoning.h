@@ -35,6 +35,10 @@ class ReasoningSplitter {
   };
   std::vector<Piece> feed(std::string_view text);
   std::vector<Piece> finish();
+  // Inside the block now: it was opened (or `inside`) and its close has not come.
+  bool in_reasoning() const { return state_ == State::Reasoning; }
+  // The start is decided: a block was opened, or the answer is content.
+  bool past_start() const { return state_ != State::Start; }
 
  private:
   enum class State { Start, Reasoning, AfterClose, Content };
