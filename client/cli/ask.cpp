@@ -65,49 +65,6 @@ std::string schema_problem(const OrderedJson& schema) {
   return schema.is_object() || schema.is_boolean() ? "" : "must hold a JSON Schema (an object)";
 }
 
-// user_data: a size_t counting the bytes written.
-// What ask writes while the answer streams. A thinking model's reasoning comes first, shown
-// as Ollama's CLI shows it: "Thinking...", the reasoning, "...done thinking." and a blank
-// line, then the answer; on a terminal the reasoning is dimmed. --hide-thinking leaves it
-// out (Ollama's --hidethinking); --json puts it in its own "reasoning" field.
-struct AskOutput {
-  size_t written = 0;  // bytes of the answer's text
-  bool dim = false;    // stdout is a terminal
-  bool collect = false;
-  bool in_reasoning = false;  // "Thinking..." is out, "...done thinking." not yet
-  std::string reasoning;      // collect: the whole reasoning
-};
-
-void end_reasoning(AskOutput* o) {
-  if (!o->in_reasoning) return;
-  std::fputs(o->dim ? "\x1b[0m\n...done thinking.\n\n" : "\n...done thinking.\n\n", stdout);
-  o->in_reasoning = false;
-}
-
-int write_reasoning(const char* piece, size_t len, void* user_data) {
-  auto* o = static_cast<AskOutput*>(user_data);
-  if (o->collect) {
-    o->reasoning.append(piece, len);
-    return 0;
-  }
-  if (!o->in_reasoning) {
-    std::fputs(o->dim ? "Thinking...\n\x1b[2m" : "Thinking...\n", stdout);
-    o->in_reasoning = true;
-  }
-  std::fwrite(piece, 1, len, stdout);
-  std::fflush(stdout);
-  return 0;
-}
-
-int write_piece(const char* piece, size_t len, void* user_data) {
-  auto* o = static_cast<AskOutput*>(user_data);
-  end_reasoning(o);
-  o->written += len;
-  std::fwrite(piece, 1, len, stdout);
-  std::fflush(stdout);
-  return 0;
-}
-
 std::string join(const std::vector<std::string>& words) {
   std::string text;
   for (const std::string& w : words) {
@@ -186,15 +143,6 @@ void add_ask_command(CLI::App* app, AskOptions* options, CLI::App** command) {
                   "the answer is JSON that fits the JSON Schema in FILE (decoded under a grammar)")
       ->type_name("FILE");
   ask->add_flag("--json-object", options->json_object, "the answer is a JSON object");
-  ask->add_flag("--hide-thinking,--hidethinking", options->hide_thinking,
-                "leave a thinking model's reasoning out (shown by default before the answer, between "
-                "\"Thinking...\" and \"...done thinking.\", dimmed on a terminal)");
-  ask->add_flag("--think", options->think, "let a thinking model think (default: the model's own)")
-      ->excludes(ask->add_flag("--no-think", options->no_think, "a thinking model answers at once, without reasoning"));
-  ask->add_option("--think-budget", options->think_budget,
-                  "tokens the reasoning may take; then the daemon closes it and the answer follows")
-      ->check(CLI::PositiveNumber)
-      ->type_name("N");
 }
 
 int run_ask(const GlobalOptions& global, AskOptions& options) {
@@ -251,14 +199,13 @@ int run_ask(const GlobalOptions& global, AskOptions& options) {
     request.response_format = HEARTH_FORMAT_JSON_SCHEMA;
     request.json_schema = schema_json.c_str();
   }
-  AskOutput output;
+  StreamOutput output;
   output.dim = isatty(STDOUT_FILENO) != 0 && !options.json;
   output.collect = options.json;
+  const GenerationOptions& g = options.generation;
   if (!options.raw) {
-    if (!options.hide_thinking) request.on_reasoning = write_reasoning;
-    if (options.think || options.no_think) request.thinking = options.think ? HEARTH_THINKING_ON : HEARTH_THINKING_OFF;
-    request.thinking_budget_tokens = options.think_budget;
-  } else if (options.think || options.no_think || options.think_budget > 0) {
+    if (!g.hide_thinking) request.on_reasoning = stream_reasoning;
+  } else if (g.think || g.no_think || g.think_budget > 0) {
     std::fprintf(stderr, "hearth: --think, --no-think and --think-budget need the chat template; not with --raw\n");
     return kExitError;
   }
@@ -271,7 +218,7 @@ int run_ask(const GlobalOptions& global, AskOptions& options) {
   hearth_tool_call* calls = nullptr;
   size_t n_calls = 0;
   int rc;
-  const hearth_text_callback on_text = options.json ? nullptr : write_piece;
+  const hearth_text_callback on_text = options.json ? nullptr : stream_text;
   char** out_text = options.json ? &text : nullptr;
   if (options.raw) {
     rc = hearth_client_complete(client.get(), question.c_str(), &request, on_text, &output, out_text, &stats);

@@ -2,7 +2,9 @@
 // (the daemon's prompt cache makes that cheap) and saved (chat_log.h), so that
 // `hearth chat --continue` can go on with it later. On a terminal, lines are read with
 // libedit (editing, history); Ctrl-C cancels the answer being generated, or clears the line
-// at the prompt. Without a terminal (a pipe), lines are read plainly.
+// at the prompt. Without a terminal (a pipe), lines are read plainly. A thinking model's
+// reasoning is shown as `hearth ask` shows it and is not kept in the history: the
+// templates of thinking models drop it from earlier turns.
 #include <editline/readline.h>
 #include <signal.h>
 #include <unistd.h>
@@ -53,12 +55,6 @@ bool read_line(std::string* line) {
     std::free(text);
     return true;
   }
-}
-
-int write_piece(const char* piece, size_t len, void*) {
-  std::fwrite(piece, 1, len, stdout);
-  std::fflush(stdout);
-  return 0;
 }
 
 // The saved conversation to go on with (--continue) into *history; false (message printed)
@@ -119,6 +115,7 @@ int run_chat(const GlobalOptions& global, ChatOptions& chat_options) {
   while (n_fixed < history.size() && history[n_fixed].role == "system") ++n_fixed;
   size_t saved = log.path().empty() ? 0 : history.size();
   hearth_request_options request = to_request_options(options);
+  if (!options.hide_thinking) request.on_reasoning = stream_reasoning;
   hearth_stats last_stats;
   hearth_stats_init(&last_stats);
   bool have_stats = false;
@@ -158,10 +155,13 @@ int run_chat(const GlobalOptions& global, ChatOptions& chat_options) {
     hearth_stats stats;
     hearth_stats_init(&stats);
     char* answer = nullptr;
+    StreamOutput output;
+    output.dim = isatty(STDOUT_FILENO) != 0;
     set_generating(true);
-    int rc = hearth_client_chat(client.get(), messages.data(), messages.size(), &request, write_piece, nullptr, &answer,
+    int rc = hearth_client_chat(client.get(), messages.data(), messages.size(), &request, stream_text, &output, &answer,
                                 &stats);
     set_generating(false);
+    end_reasoning(&output);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (rc == HEARTH_OK) {

@@ -22,6 +22,10 @@ struct GenerationOptions {
   std::vector<std::string> stop;       // --stop (repeatable): stop strings
   float repeat_penalty = 1.0f;         // --repeat-penalty; 1: not sent
   double timeout_s = 0;                // --timeout: read timeout in seconds; 0: none
+  bool hide_thinking = false;          // --hide-thinking: a thinking model's reasoning is not printed
+  bool think = false;                  // --think: a thinking model thinks (default: the model's own)
+  bool no_think = false;               // --no-think: it answers at once
+  int32_t think_budget = 0;            // --think-budget N: the reasoning's bound in tokens; 0: none
   std::vector<const char*> stop_ptrs;  // filled by to_request_options; the request points into it
 };
 void add_generation_options(CLI::App* command, GenerationOptions* options);
@@ -39,10 +43,6 @@ struct AskOptions {
   std::string tool_choice;       // --tool-choice: auto, required, none or a tool's name
   std::string json_schema_file;  // --json-schema: a JSON file holding the schema the answer fits
   bool json_object = false;      // --json-object: the answer is a JSON object
-  bool hide_thinking = false;    // --hide-thinking: a thinking model's reasoning is not printed
-  bool think = false;            // --think: a thinking model thinks (default: the model's own)
-  bool no_think = false;         // --no-think: it answers at once
-  int32_t think_budget = 0;      // --think-budget N: the reasoning's bound in tokens; 0: none
 };
 void add_ask_command(CLI::App* app, AskOptions* options, CLI::App** command);
 int run_ask(const GlobalOptions& global, AskOptions& options);

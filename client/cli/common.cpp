@@ -121,4 +121,34 @@ void set_generating(bool generating) {
   g_generating.store(generating);
 }
 
+void end_reasoning(StreamOutput* o) {
+  if (!o->in_reasoning) return;
+  std::fputs(o->dim ? "\x1b[0m\n...done thinking.\n\n" : "\n...done thinking.\n\n", stdout);
+  o->in_reasoning = false;
+}
+
+int stream_reasoning(const char* piece, size_t len, void* user_data) {
+  auto* o = static_cast<StreamOutput*>(user_data);
+  if (o->collect) {
+    o->reasoning.append(piece, len);
+    return 0;
+  }
+  if (!o->in_reasoning) {
+    std::fputs(o->dim ? "Thinking...\n\x1b[2m" : "Thinking...\n", stdout);
+    o->in_reasoning = true;
+  }
+  std::fwrite(piece, 1, len, stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+int stream_text(const char* piece, size_t len, void* user_data) {
+  auto* o = static_cast<StreamOutput*>(user_data);
+  end_reasoning(o);
+  o->written += len;
+  std::fwrite(piece, 1, len, stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace hearth::cli

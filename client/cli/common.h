@@ -60,4 +60,21 @@ probe::MachinePeaks machine_peaks(bool reprobe);
 void install_interrupt_handler(hearth_client* client, void (*on_idle_interrupt)());
 void set_generating(bool generating);
 
+// What ask and chat write while an answer streams. A thinking model's reasoning comes first,
+// shown as Ollama's CLI shows it: "Thinking...", the reasoning, "...done thinking." and a
+// blank line, then the answer; on a terminal the reasoning is dimmed. With collect, the
+// reasoning is kept (for ask --json) instead of printed.
+struct StreamOutput {
+  size_t written = 0;  // bytes of the answer's text
+  bool dim = false;    // stdout is a terminal
+  bool collect = false;
+  bool in_reasoning = false;  // "Thinking..." is out, "...done thinking." not yet
+  std::string reasoning;      // collect: the whole reasoning
+};
+// hearth_text_callbacks; user_data: a StreamOutput.
+int stream_reasoning(const char* piece, size_t len, void* user_data);
+int stream_text(const char* piece, size_t len, void* user_data);
+// Closes the reasoning if it is open (an answer that was all reasoning ends with it).
+void end_reasoning(StreamOutput* o);
+
 }  // namespace hearth::cli

@@ -32,6 +32,17 @@ void add_generation_options(CLI::App* command, GenerationOptions* options) {
                    "pieces of it (an answer printed whole, as with --json, must be complete within it); "
                    "default 0: no limit")
       ->check(CLI::Range(0.0, 86400.0));
+  command->add_flag("--hide-thinking,--hidethinking", options->hide_thinking,
+                    "leave a thinking model's reasoning out (shown by default before the answer, between "
+                    "\"Thinking...\" and \"...done thinking.\", dimmed on a terminal)");
+  command->add_flag("--think", options->think, "let a thinking model think (default: the model's own)")
+      ->excludes(
+          command->add_flag("--no-think", options->no_think, "a thinking model answers at once, without reasoning"));
+  command
+      ->add_option("--think-budget", options->think_budget,
+                   "tokens the reasoning may take; then the daemon closes it and the answer follows")
+      ->check(CLI::PositiveNumber)
+      ->type_name("N");
 }
 
 int timeout_ms(const GenerationOptions& options) {
@@ -50,6 +61,8 @@ hearth_request_options to_request_options(GenerationOptions& options) {
   for (const std::string& s : options.stop) options.stop_ptrs.push_back(s.c_str());
   request.stop = options.stop_ptrs.empty() ? nullptr : options.stop_ptrs.data();
   request.n_stop = options.stop_ptrs.size();
+  if (options.think || options.no_think) request.thinking = options.think ? HEARTH_THINKING_ON : HEARTH_THINKING_OFF;
+  request.thinking_budget_tokens = options.think_budget;
   if (options.seed >= 0) {
     request.has_seed = 1;
     request.seed = static_cast<uint64_t>(options.seed);

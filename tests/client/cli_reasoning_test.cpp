@@ -1,7 +1,8 @@
 // hearth ask and a thinking model's reasoning, against the fake daemon: shown before the
 // answer between "Thinking..." and "...done thinking." (as Ollama's CLI shows it; no colour
 // when stdout is not a terminal), left out with --hide-thinking, its own field with --json;
-// --think, --no-think and --think-budget sent as the daemon reads them.
+// --think, --no-think and --think-budget sent as the daemon reads them. hearth chat shows it
+// the same way and keeps it out of the history it sends back.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -34,6 +35,16 @@ void thinking_daemon(const FakeDaemon::Request& request, int fd) {
   write_all(fd, http_response(200, "application/json",
                               R"({"choices":[{"index":0,"message":{"role":"assistant","content":"Hi!",)"
                               R"("reasoning_content":"The user greets."},"finish_reason":"stop"}]})"));
+}
+
+// thinking_daemon, and /health as hearth chat asks it first.
+void thinking_chat_daemon(const FakeDaemon::Request& request, int fd) {
+  using namespace hearth::test;
+  if (request.head.rfind("GET /health", 0) == 0) {
+    write_all(fd, http_response(200, "application/json", R"({"status":"ok"})"));
+    return;
+  }
+  thinking_daemon(request, fd);
 }
 
 hearth::test::CommandResult ask(const FakeDaemon& daemon, const std::string& args) {
@@ -83,4 +94,30 @@ TEST_CASE("hearth ask --think, --no-think and --think-budget reach the request",
   CHECK(ask(daemon, "--raw --no-think hello").exit_code != 0);
   CHECK(ask(daemon, "--think-budget 0 hello").exit_code != 0);
   CHECK(daemon.requests().size() == 3);
+}
+
+TEST_CASE("hearth chat shows the reasoning, keeps it out of the history, and takes the thinking flags", "[client]") {
+  FakeDaemon daemon(thinking_chat_daemon);
+  hearth::test::TempDir state;
+  const std::string cli = "env XDG_STATE_HOME=" + shell_quote(state.path().string()) + " " +
+                          shell_quote(HEARTH_CLI_PATH) + " --socket " + shell_quote(daemon.path()) + " chat ";
+  auto shown = run_command(cli + "--think-budget 32", "hello\nagain\n");
+  REQUIRE(shown.exit_code == 0);
+  const std::string turn = "Thinking...\nThe user greets.\n...done thinking.\n\nHi!\n";
+  CHECK(shown.out == turn + turn);
+  std::vector<Json> chats;
+  for (const auto& r : daemon.requests())
+    if (r.head.rfind("POST /v1/chat/completions", 0) == 0) chats.push_back(Json::parse(r.body));
+  REQUIRE(chats.size() == 2);
+  CHECK(chats[0]["thinking_budget_tokens"] == 32);
+  const Json& second = chats[1]["messages"];
+  REQUIRE(second.size() == 3);
+  CHECK(second[1]["role"] == "assistant");
+  CHECK(second[1]["content"] == "Hi!");
+  CHECK_FALSE(second[1].contains("reasoning_content"));
+
+  auto hidden = run_command(cli + "--hide-thinking --no-think --no-history", "hello\n");
+  REQUIRE(hidden.exit_code == 0);
+  CHECK(hidden.out == "Hi!\n");
+  CHECK(Json::parse(daemon.requests().back().body)["reasoning_effort"] == "none");
 }
