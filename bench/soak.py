@@ -884,6 +884,10 @@ def main():
     elif args.socket:
         target = Target(unix_path=args.socket)
         pid = args.pid or target.server_pid()
+        served = [m["id"] for m in json.loads(request(target, "GET", "/v1/models")[1])["data"]]
+        if args.tools_model not in served:
+            print("tool calls: not sent (the daemon does not serve %s)" % args.tools_model)
+            args.tools_model = None
         args.target_desc = "hearthd at " + args.socket
     else:
         u = urllib.parse.urlparse(args.url)
