@@ -293,7 +293,8 @@ class Soak:
         self.cases = greedy_cases(args.greedy_max_tokens)
         # The kinds of soak_kinds.py (tools, schemas, Ollama, Anthropic), hearth only, at the
         # largest greedy length: each one's solo answer costs a request before the load.
-        self.kind_cases = kind_cases(args.model, args.tools_model, args.greedy_max_tokens[-1:]) if hearth else []
+        self.kind_cases = kind_cases(args.model, args.tools_model, args.greedy_max_tokens[-1:],
+                                     args.schema_tokens) if hearth else []
         self.lock = threading.Lock()
         self.outcomes = collections.Counter()  # (action, outcome) -> n
         self.errors = collections.Counter()  # kind -> n
@@ -853,6 +854,9 @@ def main():
     ap.add_argument("--only", type=lambda v: v.split(","), help="only these actions, comma-separated (greedy, "
                     "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled): to find which "
                     "one a problem needs")
+    ap.add_argument("--schema-tokens", type=int, default=32,
+                    help="max_tokens of the schema-constrained requests (default 32: whole objects, validated; "
+                    "fewer: cut ones, compared only)")
     ap.add_argument("--tools-model", default="qwen2.5-coder:0.5b",
                     help="a second model, with tool-call syntax, loaded beside --model for the tool-call requests "
                     "(default qwen2.5-coder:0.5b; 'none': no tool calls, one model); skipped when not installed")

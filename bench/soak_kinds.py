@@ -275,13 +275,15 @@ class KindCase:
         return json.dumps([text, calls, finish])
 
 
-def kind_cases(model, tools_model, max_tokens, temperature=0, seed=None):
-    """The new kinds' cases at each max_tokens (tools ones only with a tools_model)."""
+def kind_cases(model, tools_model, max_tokens, schema_tokens=32, temperature=0, seed=None):
+    """The new kinds' cases at each max_tokens (tools ones only with a tools_model); the schema
+    ones get at least schema_tokens, room for a whole object (a length-cut one is compared,
+    never validated)."""
     cases = []
     for mt in max_tokens:
         for i, (q, schema) in enumerate(SCHEMA_QUESTIONS):
             msgs = [{"role": "user", "content": q}]
-            n = max(mt, 32)  # room for a whole object: a length-cut one is compared, never validated
+            n = max(mt, schema_tokens)
             b = chat_body("openai", model, msgs, n, temperature, seed)
             b["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
             cases.append(KindCase("schema%d" % i, "openai", b, schema=schema))
