@@ -32,6 +32,8 @@ summary says so.
 Invariants (exit 1 when one breaks):
   * every request the client completed is a 200 with a complete body: a whole answer parses
     and has a finish_reason, a stream ends with data: [DONE] after a finish_reason;
+  * the other kinds' answers are valid (soak_kinds.py: tool calls parse and fit their tool,
+    JSON fits its schema, each surface's stream ends as it should);
   * greedy answers equal their solo answers (unless --greedy report);
   * GET /health answers 200 within 1 s, every time;
   * after the load (once the daemon has had --settle-s to finish cancelled work): no sequence
