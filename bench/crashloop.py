@@ -38,6 +38,13 @@ memory, is reused (the response's timings must say 0 cached tokens). Then each r
      chunk file, a chunk file truncated, or the index's WAL truncated at a random length
      (integrity_check again after that: a torn WAL loses its last transactions, nothing more).
 
+Beside that (bench/crashloop_pull.py, --pull-bytes): each round downloads a model through
+POST /api/pull from a local imitation of the Hugging Face Hub, cut by the kill: after the
+restart the model is whole in the models folder or absent and unlisted (never served in part),
+its .part a prefix of the file that the next pull resumes from its end; and GET /api/cache
+(root) equals the index: the directory's entries and bytes and each owner's bytes, the figures
+the fair shares and --cache-user-max-bytes (one round in three) evict by.
+
 Counted: wrong answers, inconsistent indexes (integrity_check not ok, the index and the files
 disagreeing after a start, or a start that had to rebuild an index no one damaged), failed
 starts, daemon errors (5xx answers, "error:" lines, sanitizer reports) and kills per phase.
@@ -60,6 +67,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 from hearthd_process import (SKIP, CacheDaemon, cache_dir_problems, cached, chunk_files,  # noqa: E402
                              gemma_model_or_skip, long_prompt, model_or_skip, sse_events, text_of)
+from crashloop_pull import Pulls  # noqa: E402
 
 # Syscall numbers by machine: the ones that say what a daemon thread is doing to the cache.
 # write: the chunk write's fsync (file, directory) and rename; unlink: eviction, DELETE,
@@ -257,6 +265,10 @@ class Loop:
             "verify_with_disk_hit": 0, "start_s": [], "round_s": [], "problems": [], "warnings": {},
         }
         self.damaged_last = None  # what the previous round damaged, if anything
+        self.quota = None  # the round's --cache-user-max-bytes, if any
+        # A download cut by each kill, and the cache's accounting checked at each start.
+        self.models_dir = tempfile.mkdtemp(prefix="hearth-crashloop-models-")
+        self.pulls = Pulls(self.models_dir, args.pull_bytes, random.Random(args.seed + 1)) if args.pull_bytes else None
 
     # -- the reference ------------------------------------------------------------------
 
@@ -296,9 +308,13 @@ class Loop:
         """Starts hearthd; with aim_start, kills it during its start instead (returns None).
         A start that fails is counted and retried once."""
         budget = self.rng.randint(self.args.budget_min, self.args.budget_max)
+        # One round in three with a per-user quota under the budget: the start evicts to it.
+        self.quota = self.rng.randint(budget // 3, budget) if self.rng.random() < 1 / 3 else None
+        quota_args = ["--cache-user-max-bytes", str(self.quota)] if self.quota else []
         for attempt in range(2):
             t0 = time.monotonic()
-            d = CacheDaemon(self.args.hearthd, self.model, self.cache_dir, *self.daemon_args(budget), wait=False)
+            d = CacheDaemon(self.args.hearthd, self.model, self.cache_dir, *self.daemon_args(budget), *quota_args,
+                            wait=False)
             if aim_start:
                 self.kill_during_start(d)
                 return None
@@ -525,6 +541,9 @@ class Loop:
                 break
             t0 = time.monotonic()
             self.check_start(d, round_no)
+            if self.pulls:
+                self.pulls.check_accounting(d, self.cache_dir, self.quota, round_no, self.problem)
+                self.pulls.after_start(d, round_no, self.problem)
             name = last_prompt if last_prompt and self.rng.random() < 0.7 else self.rng.choice(self.prompts)[0]
             self.verify(d, round_no, name)
             aim = self.rng.choices(PHASES, AIM_WEIGHTS)[0]
@@ -537,6 +556,8 @@ class Loop:
                 self.start(True)
             else:
                 last_prompt = self.work_and_kill(d, aim)
+            if self.pulls:
+                self.pulls.after_kill()
             self.integrity_check(round_no, "after the kill")
             self.damaged_last = self.damage(round_no) if round_no % 10 == 9 else None
             d = self.start(False)
@@ -546,7 +567,12 @@ class Loop:
             if round_no % self.args.report_every == 0 or round_no == self.args.rounds:
                 self.progress()
         self.check_start(d, round_no)
+        if self.pulls:
+            self.pulls.check_accounting(d, self.cache_dir, self.quota, round_no, self.problem)
+            self.pulls.after_start(d, round_no, self.problem)
         self.scan_log(d.kill())
+        if self.pulls:
+            self.pulls.after_kill()
         return self.summary()
 
     def progress(self):
@@ -580,13 +606,20 @@ class Loop:
         print("starts: median %.2f s, max %.2f s" % (starts[len(starts) // 2], starts[-1]))
         print("wrong answers %d, inconsistent indexes %d, failed starts %d, daemon errors %d" %
               (s["wrong_answers"], s["inconsistent_indexes"], s["failed_starts"], s["daemon_errors"]))
+        if self.pulls:
+            self.pulls.summary()
+            s["pull"] = self.pulls.stats
         if self.args.json:
             with open(self.args.json, "w") as f:
                 json.dump(s, f, indent=1)
         failed = s["wrong_answers"] or s["inconsistent_indexes"] or s["failed_starts"] or s["daemon_errors"]
+        failed = failed or (self.pulls and self.pulls.failed())
         return 1 if failed else 0
 
     def close(self):
+        if self.pulls:
+            self.pulls.close()
+        shutil.rmtree(self.models_dir, ignore_errors=True)
         shutil.rmtree(self.cache_dir, ignore_errors=True)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -607,6 +640,8 @@ def main():
     ap.add_argument("--aim-seconds", type=float, default=6.0,
                     help="how long to wait for the aimed phase (at least three prefills of the longest prompt)")
     ap.add_argument("--report-every", type=int, default=10)
+    ap.add_argument("--pull-bytes", type=int, default=16 << 20,
+                    help="size of the model file a pull downloads each round, cut by the kill (0: no pulls)")
     ap.add_argument("--keep-failures", help="copy the cache directory here when a round fails")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()

@@ -14,7 +14,11 @@ long ones that share a ~700-token prefix so they hit the prompt cache), sampled 
 with a random max_tokens, streams it drops after a few events, whole requests it abandons
 before the answer (cancels, often while still queued), half-open connections (part of a
 header, or headers and part of a body, then gone), /api/cache/warm of the long prefix and
-DELETE /api/cache. A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
+DELETE /api/cache, and what users send now (bench/soak_kinds.py; hearth only): tool calls
+(`tools`, on --tools-model, a second model loaded beside --model), schema-constrained answers
+(OpenAI response_format json_schema, Ollama format), and the Ollama (/api/chat) and Anthropic
+(/v1/messages) surfaces, streamed and whole, greedy (equal to their answers alone) and sampled
+(valid: calls parse and fit their tool, JSON fits its schema, streams end as their surface says). A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
 open descriptors (/proc/PID) and its gauges (/metrics) every --sample-s seconds.
 
 Before the load, every greedy request is sent once alone (one at a time, empty cache); during
@@ -28,6 +32,8 @@ summary says so.
 Invariants (exit 1 when one breaks):
   * every request the client completed is a 200 with a complete body: a whole answer parses
     and has a finish_reason, a stream ends with data: [DONE] after a finish_reason;
+  * the other kinds' answers are valid (soak_kinds.py: tool calls parse and fit their tool,
+    JSON fits its schema, each surface's stream ends as it should);
   * greedy answers equal their solo answers (unless --greedy report);
   * GET /health answers 200 within 1 s, every time;
   * after the load (once the daemon has had --settle-s to finish cancelled work): no sequence
@@ -60,6 +66,7 @@ Standard library only.
 """
 import argparse
 import collections
+import copy
 import http.client
 import json
 import os
@@ -72,7 +79,8 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from hearthd_process import Hearthd, UnixHTTPConnection, model_or_skip  # noqa: E402
+from hearthd_process import Hearthd, UnixHTTPConnection, model_or_skip, models_dir  # noqa: E402
+from soak_kinds import Invalid, KindCase, kind_cases  # noqa: E402
 
 HEALTH_LIMIT_S = 1.0
 RSS_TOL_FRACTION, RSS_TOL_MIB = 0.02, 4.0
@@ -285,6 +293,10 @@ class Soak:
     def __init__(self, args, target, pid, hearth):
         self.args, self.target, self.pid, self.hearth = args, target, pid, hearth
         self.cases = greedy_cases(args.greedy_max_tokens)
+        # The kinds of soak_kinds.py (tools, schemas, Ollama, Anthropic), hearth only, at the
+        # largest greedy length: each one's solo answer costs a request before the load.
+        self.kind_cases = kind_cases(args.model, args.tools_model, args.greedy_max_tokens[-1:],
+                                     args.schema_tokens) if hearth else []
         self.lock = threading.Lock()
         self.outcomes = collections.Counter()  # (action, outcome) -> n
         self.errors = collections.Counter()  # kind -> n
@@ -316,9 +328,17 @@ class Soak:
         t = time.monotonic()
         for c in self.cases:
             c.solo = whole(self.target, c.endpoint, c.body, self.args.timeout)
-        print("solo answers: %d greedy requests, one at a time, in %.1f s" % (len(self.cases), time.monotonic() - t))
+        for c in self.kind_cases:
+            try:
+                c.solo = c.run(self.target.connection, False, self.args.timeout)
+            except Invalid as e:
+                raise Failure(e.kind, "%s alone: %s" % (c.label, e))
+        print("solo answers: %d greedy requests and %d of the other kinds, one at a time, in %.1f s" % (
+            len(self.cases), len(self.kind_cases), time.monotonic() - t))
         if self.hearth and not self.args.no_rss:
             self.fill_pool()
+            if self.args.tools_model:
+                self.fill_pool_of(self.args.tools_model)
             # The load starts with an empty prompt cache, like the solo answers.
             request(self.target, "DELETE", "/api/cache", timeout=self.args.timeout)
 
@@ -366,6 +386,24 @@ class Soak:
                 break
             time.sleep(0.5)
 
+    def fill_pool_of(self, model):
+        """fill_pool() for a second model, whose pool /metrics does not count: distinct warms of
+        about 2/3 of the context until they add up to the pool's tokens (--parallel x n_ctx) and
+        one context more (free blocks are taken before cached ones are evicted)."""
+        t = time.monotonic()
+        status, data = request(self.target, "GET", "/v1/models", None, self.args.timeout)
+        n_ctx = [m for m in json.loads(data)["data"] if m["id"] == model][0]["meta"]["n_ctx"]
+        tokens, i = 0, 0
+        while tokens < (self.args.parallel + 1) * n_ctx:
+            words = " ".join("Note %d.%d: w%d w%d." % (i, j, (i * 7919 + j) % 997, j % 13) for j in range(n_ctx // 20))  # ~2/3 of n_ctx tokens
+            status, data = request(self.target, "POST", "/api/cache/warm", {"model": model, "prompt": words},
+                                   self.args.timeout)
+            if status != 200:
+                raise Failure("status_%d" % status, "filling %s's KV pool: %s" % (model, data[:300]))
+            tokens, i = tokens + json.loads(data)["tokens"], i + 1
+        print("KV pool of %s: %d warmed tokens in %.1f s" % (model, tokens, time.monotonic() - t))
+        request(self.target, "DELETE", "/api/cache", timeout=self.args.timeout)
+
     # --- the actions ---
     def act_greedy(self, rng):
         c = rng.choice(self.cases)
@@ -380,6 +418,31 @@ class Soak:
                 c.label, c.body["max_tokens"], text, c.solo))
             return None
         return name
+
+    def act_kind(self, rng):
+        """A greedy request of another kind: valid (soak_kinds.py), and equal to its answer alone."""
+        c = rng.choice(self.kind_cases)
+        stream = rng.random() < 0.5
+        answer = c.run(self.target.connection, stream, self.args.timeout)
+        if answer != c.solo:
+            raise Failure("greedy_mismatch", "%s %s max_tokens %d: %s, alone %s" % (
+                "stream" if stream else "whole", c.label, c.max_tokens(), answer[:300], c.solo[:300]))
+        return "%s_%s" % (c.label.rstrip("0123456789"), "stream" if stream else "whole")
+
+    def act_kind_sampled(self, rng):
+        """A sampled request of another kind (temperature 1, a random seed): valid, whatever it says."""
+        c = rng.choice(self.kind_cases)
+        body = copy.deepcopy(c.body)
+        seed = rng.randrange(1 << 30)
+        if c.surface == "ollama":
+            body["options"].update(temperature=1.0, seed=seed)
+        elif c.surface == "openai":
+            body.update(temperature=1.0, seed=seed)
+        else:
+            body.update(temperature=1.0)
+        stream = rng.random() < 0.5
+        KindCase(c.label, c.surface, body, c.schema, c.tools).run(self.target.connection, stream, self.args.timeout)
+        return "%s_sampled_%s" % (c.label.rstrip("0123456789"), "stream" if stream else "whole")
 
     def sampled_body(self, rng):
         p = rng.choice(SHORT_PROMPTS + LONG_QUESTIONS)
@@ -477,6 +540,8 @@ class Soak:
              (8, self.act_half_open), (3, self.act_info)]
         if self.hearth:
             a += [(3, self.act_warm), (1, self.act_clear)]
+        if self.kind_cases:
+            a += [(14, self.act_kind), (6, self.act_kind_sampled)]
         if self.args.only:
             a = [(w, f) for w, f in a if f.__name__[4:] in self.args.only]
         return a
@@ -501,7 +566,7 @@ class Soak:
                 outcome = f(rng)
                 if outcome:
                     self.count(name, outcome)
-            except Failure as e:
+            except (Failure, Invalid) as e:
                 self.error(name, e.kind, str(e))
             except socket.timeout as e:
                 self.error(name, "timeout", "no answer within %d s (%r)" % (self.args.timeout, e))
@@ -789,7 +854,14 @@ def main():
                     help="the max_tokens of the greedy requests, comma-separated (default 1,6,24; each value "
                     "adds 14 solo requests before the load)")
     ap.add_argument("--only", type=lambda v: v.split(","), help="only these actions, comma-separated (greedy, "
-                    "sampled, disconnect, cancel, half_open, info, warm, clear): to find which one a problem needs")
+                    "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled): to find which "
+                    "one a problem needs")
+    ap.add_argument("--schema-tokens", type=int, default=32,
+                    help="max_tokens of the schema-constrained requests (default 32: whole objects, validated; "
+                    "fewer: cut ones, compared only)")
+    ap.add_argument("--tools-model", default="qwen2.5-coder:0.5b",
+                    help="a second model, with tool-call syntax, loaded beside --model for the tool-call requests "
+                    "(default qwen2.5-coder:0.5b; 'none': no tool calls, one model); skipped when not installed")
     ap.add_argument("--no-rss", action="store_true",
                     help="report RSS but do not judge it, and do not fill the KV pool first: for a daemon built "
                     "with AddressSanitizer, whose quarantine keeps freed memory (256 MiB by default) and so grows "
@@ -798,18 +870,30 @@ def main():
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # progress lines show up in a log as they happen
     args.greedy = args.greedy or ("report" if args.url else "strict")
+    if args.tools_model == "none" or args.url:
+        args.tools_model = None
 
     d = None
     if args.hearthd:
         extra = ["--parallel", str(args.parallel), "--queue-max", str(args.queue_max or 2 * args.clients),
                  *(["--ctx", str(args.ctx)] if args.ctx else []), *args.hearthd_arg]
         model = model_or_skip(args.model, MODEL_FILES[args.model]) if args.model in MODEL_FILES else args.model
+        tools_file = os.path.join(models_dir(), MODEL_FILES.get(args.tools_model or "", "-"))
+        if args.tools_model and not os.path.exists(tools_file):
+            print("tool calls: not sent (%s is not installed: %s)" % (args.tools_model, tools_file))
+        args.tools_model = args.tools_model if os.path.exists(tools_file) else None
+        if args.tools_model:
+            extra += ["--model", tools_file]
         d = Hearthd(args.hearthd, model, *extra, threads=args.threads)
         target, pid = Target(unix_path=d.socket), d.proc.pid
         args.target_desc = "hearthd %s --threads %d %s" % (args.model, args.threads, " ".join(extra))
     elif args.socket:
         target = Target(unix_path=args.socket)
         pid = args.pid or target.server_pid()
+        served = [m["id"] for m in json.loads(request(target, "GET", "/v1/models")[1])["data"]]
+        if args.tools_model not in served:
+            print("tool calls: not sent (the daemon does not serve %s)" % args.tools_model)
+            args.tools_model = None
         args.target_desc = "hearthd at " + args.socket
     else:
         u = urllib.parse.urlparse(args.url)

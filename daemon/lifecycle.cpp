@@ -33,7 +33,8 @@ using namespace std::chrono_literals;
 constexpr auto kDrain = 5000ms;
 // The watchdog stops pinging when shutdown runs this long past the grace period.
 constexpr auto kShutdownHangMargin = 10s;
-// At exit the prompt cache's writer gets this long for the chunks still queued.
+// At exit the prompt cache's writer writes every chunk still queued (the answers that made
+// them are sent already); it gives up on the rest only after this long without finishing one.
 constexpr auto kCacheFlush = 5000ms;
 // With requests in flight and no forward pass finishing for this long, the engine counts
 // as stuck (a step of a large prompt on a slow CPU can take many seconds).
@@ -274,7 +275,7 @@ int run_daemon(const DaemonConfig& cfg) {
   drain(cfg, wait_for_stop(signals), signals, server, *host, liveness);
   liveness.set_source(nullptr);
   stop_server();
-  // Chunks still queued for the disk tier are written now, within a bounded time.
+  // Chunks still queued for the disk tier are written now (dropped only if the disk hangs).
   const size_t unwritten = host->unload_all(kCacheFlush);
   if (unwritten > 0)
     LOG_WARN("prompt cache: " + std::to_string(unwritten) + " chunks were not written in time and are dropped");

@@ -21,7 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// At an unload the prompt cache's writer gets this long for the chunks still queued.
+// At an unload the prompt cache's writer writes the chunks still queued, giving up on the
+// rest only after this long without finishing one.
 constexpr auto kUnloadFlush = 5000ms;
 // A load that needs room held by models serving requests waits this long for one of them to
 // go idle, then answers 503.

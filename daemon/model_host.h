@@ -75,8 +75,8 @@ class DaemonModelHost final : public ipc::ModelHost {
   uint64_t steps_total() const;
   void stop_accepting();
   void cancel_all();
-  // Unloads every model: cache writes still queued get `flush` each; returns how many chunks
-  // were dropped. Loading is refused from then on.
+  // Unloads every model: cache writes still queued are written, each store giving up only
+  // after `flush` without progress; returns how many chunks were dropped. Loading is refused from then on.
   size_t unload_all(std::chrono::milliseconds flush);
 
  private:

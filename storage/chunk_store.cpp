@@ -312,7 +312,14 @@ size_t ChunkStore::close(std::chrono::milliseconds timeout) {
   std::unique_lock lk(m.mu);
   if (m.closed || m.stop) return 0;
   m.closing = true;
-  m.idle.wait_for(lk, timeout, [&] { return m.queue.empty() && !m.in_flight; });
+  // However long the queue takes, as long as the writer gets through it: a deadline on the
+  // whole drain dropped chunks of answers already sent whenever the disk was slow (a 2,000
+  // token prompt is 125 chunks, two fsyncs each). Only a writer stuck for `timeout` loses them.
+  auto drained = [&] { return m.queue.empty() && !m.in_flight; };
+  while (!drained()) {
+    const uint64_t steps = m.steps;
+    if (!m.idle.wait_for(lk, timeout, [&] { return drained() || m.steps != steps; })) break;
+  }
   const size_t left = m.queue.size();
   for (const ChunkWrite& c : m.queue) m.queued.erase(c.hash);
   m.queue.clear();

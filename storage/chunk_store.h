@@ -163,8 +163,11 @@ class ChunkStore {
   // device's parallelism instead of one file at a time. Unknown hashes are skipped.
   // Advisory: never fails.
   void prefetch(std::span<const PrefetchItem> items);
-  // Writes what is queued, waiting at most `timeout`; returns the chunks left unwritten.
-  // Then stops the writer. Later enqueue() calls are refused.
+  // Writes everything queued, however long that takes while the writer makes progress; gives
+  // up on the rest only when the writer has finished no step for `timeout` (a hung disk).
+  // Returns the chunks left unwritten, then stops the writer. Later enqueue() calls are refused.
+  // (An answer's chunks are only queued when it is sent: this is what makes them durable
+  // across a clean stop.)
   size_t close(std::chrono::milliseconds timeout);
   // Deletes every chunk of this store's model and format, or of every model; with `owner`,
   // only the chunks that uid's requests wrote.

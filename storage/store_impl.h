@@ -77,6 +77,7 @@ class ChunkStore::Impl {
   bool closing = false;  // enqueue() refused from now on
   bool stop = false;     // the writer exits when idle
   bool closed = false;
+  uint64_t steps = 0;  // writer steps done (close() waits while this moves)
   // Writing stopped for a full disk: the writer probes for space again at next_space_check.
   bool stopped_full = false;
   std::chrono::steady_clock::time_point next_space_check;

@@ -85,6 +85,7 @@ void ChunkStore::Impl::writer_loop() {
       std::lock_guard lk(mu);
       if (item) queued.erase(item->hash);
       in_flight = false;
+      ++steps;
     }
     idle.notify_all();
   }

@@ -166,8 +166,8 @@ class Scheduler {
   // chunks that owner's requests named. Runs on the engine thread between steps; returns
   // once done.
   Status clear_cache(bool all_models, std::optional<uint32_t> owner = std::nullopt);
-  // Shutdown: writes the chunks still queued for the disk tier, waiting at most `timeout`,
-  // and stops writing. Returns the chunks left unwritten.
+  // Shutdown: writes the chunks still queued for the disk tier, giving up only when the
+  // writer finishes nothing for `timeout`, and stops writing. Returns the chunks left unwritten.
   size_t close_cache(std::chrono::milliseconds timeout);
 
   class Impl;

@@ -36,9 +36,12 @@ def check_restart_and_disk_hit(args, model, cache_dir):
     mem = d.complete(prompt)
     assert text_of(mem) == text_of(cold), (text_of(mem), text_of(cold))
     assert cached(mem) == (n - 1, 0, 1), cached(mem)
-    d.stop()
+    # Stopped right after the answer, most of its ~130 chunks still queued: SIGTERM writes
+    # them all. (Until the writer's drain had a 5 s deadline, a slow disk lost the rest here:
+    # the one failure of this test that left no log.)
+    log = d.stop()
     n_chunks = check_consistency(cache_dir)
-    assert n_chunks >= n // CHUNK_TOKENS, n_chunks
+    assert n_chunks >= n // CHUNK_TOKENS and "not written" not in log, (n_chunks, log[-3000:])
 
     d = Daemon(args.hearthd, model, cache_dir)
     disk = d.complete(prompt)

@@ -140,8 +140,9 @@ class Hearthd:
                 out[key] = float(value)
         return out
 
-    def close(self, grace_s=HANG_GUARD_S):
-        """SIGTERM; returns hearthd's exit code. grace_s is a hang guard."""
+    def close(self, grace_s=HANG_GUARD_S, keep_dir=False):
+        """SIGTERM; returns hearthd's exit code. grace_s is a hang guard; keep_dir leaves the
+        log for the caller to read (and remove)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -152,7 +153,8 @@ class Hearthd:
                 raise AssertionError("hang guard: hearthd did not exit within %d s of SIGTERM:\n%s" %
                                      (grace_s, self.log_text()))
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
         return self.proc.returncode
 
 
@@ -190,8 +192,11 @@ class CacheDaemon(Hearthd):
         return text
 
     def stop(self):
+        """SIGTERM; returns everything hearthd logged, its shutdown included."""
+        self.log.flush()
+        rc = self.close(keep_dir=True)
         log = self.log_text()
-        rc = self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
         assert rc == 0, "hearthd exited with %d:\n%s" % (rc, log)
         return log
 
