@@ -111,7 +111,9 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
     t.ttft_ms = ms(submitted_, loop_.first_token());
     t.decode_ms = ms(loop_.first_token(), loop_.last_token());
     t.decode_tok_s = t.decode_ms > 0 ? (n_generated - 1) * 1000.0 / t.decode_ms : 0;
-    t.decode_gb_s = t.decode_tok_s * work_.decode_bytes / 1e9;
+    // The weights are read once a pass; a kept draft needed no pass of its own.
+    const double passes = static_cast<double>(n_generated - 1 - spec_.accepted_total());
+    t.decode_gb_s = t.decode_ms > 0 ? passes * 1000.0 / t.decode_ms * work_.decode_bytes / 1e9 : 0;
   }
   t.draft_tokens = spec_.drafted_total();
   t.accepted_tokens = spec_.accepted_total();

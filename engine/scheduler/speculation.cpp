@@ -52,7 +52,7 @@ void Speculator::verified(int32_t drafted, int32_t accepted, int32_t generated) 
   // Each verification's weight decays by 0.8: the last ~5 count most.
   recent_drafted_ = 0.8 * recent_drafted_ + drafted;
   recent_accepted_ = 0.8 * recent_accepted_ + accepted;
-  if (recent_drafted_ < 4) return;  // too few drafts to judge yet (k = 1 settles at 5)
+  if (++n_judged_ < kJudgeAfter) return;  // too few verifications to judge yet
   if (recent_accepted_ >= kRowCost * recent_drafted_) {
     pause_ = 16;
     return;
@@ -61,6 +61,7 @@ void Speculator::verified(int32_t drafted, int32_t accepted, int32_t generated) 
   paused_until_ = generated + pause_;
   pause_ = std::min(2 * pause_, 1024);
   recent_drafted_ = recent_accepted_ = 0;
+  n_judged_ = 0;
   k_ = 1;
 }
 

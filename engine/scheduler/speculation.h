@@ -44,6 +44,8 @@ class Speculator {
   // One draft row costs about this share of a one-row step (same figures: 6 ms for 3 extra
   // rows against 9 ms); drafting whose accepted tokens do not pay for the rows is a loss.
   static constexpr double kRowCost = 0.25;
+  // Verifications seen before drafting is judged a loss (one miss proves little).
+  static constexpr int32_t kJudgeAfter = 4;
 
   explicit Speculator(bool enabled = false) : enabled_(enabled) {}
 
@@ -65,13 +67,14 @@ class Speculator {
 
  private:
   bool enabled_;
-  int32_t k_ = 4;                 // drafts asked for: doubles after a full acceptance, else accepted + 1
-  int32_t n_min_ = kMinMatch;     // shortest match used: longer after a draft wholly rejected
-  double recent_drafted_ = 0;     // decayed sums over the recent verifications
+  int32_t k_ = 4;              // drafts asked for: doubles after a full acceptance, else accepted + 1
+  int32_t n_min_ = kMinMatch;  // shortest match used: longer after a draft wholly rejected
+  double recent_drafted_ = 0;  // decayed sums over the recent verifications
   double recent_accepted_ = 0;
-  int32_t generated_ = 0;         // the answer's tokens at the last verification
+  int32_t n_judged_ = 0;   // verifications since drafting (re)started
+  int32_t generated_ = 0;  // the answer's tokens at the last verification
   int32_t paused_until_ = 0;
-  int32_t pause_ = 16;            // the next pause's length (tokens), doubling while drafting loses
+  int32_t pause_ = 16;  // the next pause's length (tokens), doubling while drafting loses
   int64_t drafted_total_ = 0, accepted_total_ = 0;
 };
 

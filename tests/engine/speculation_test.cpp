@@ -3,12 +3,13 @@
 // an answer with drafts is the answer without them — the same token ids and the same
 // logprob bits, greedy or seeded, alone or beside others, after a prompt-cache hit — while
 // the block pool and the prompt cache (memory and disk) end exactly as they do without.
+#include "engine/scheduler/speculation.h"
+
 #include <bit>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <mutex>
 
-#include "engine/scheduler/speculation.h"
 #include "tests/engine/scheduler_fixture.h"
 
 using namespace hearth;
@@ -280,12 +281,11 @@ TEST_CASE("on the default model, an answer that copies its prompt keeps drafts a
   const std::string text =
       "def area(width, height):\n    return width * height\n\n"
       "def perimeter(width, height):\n    return 2 * (width + height)\n\n";
-  std::vector<GenerationRequest> reqs{
-      request(tok->encode("<start_of_turn>user\nCopy this code exactly:\n" + text +
-                              "<end_of_turn>\n<start_of_turn>model\n",
-                          true, true),
-              48),
-      request(tok->encode("The capital of France is", true, false), 12)};
+  std::vector<GenerationRequest> reqs{request(tok->encode("<start_of_turn>user\nCopy this code exactly:\n" + text +
+                                                              "<end_of_turn>\n<start_of_turn>model\n",
+                                                          true, true),
+                                              48),
+                                      request(tok->encode("The capital of France is", true, false), 12)};
   auto make = [&](Spec spec) {
     SchedulerOptions so = options();
     so.speculative = spec;
