@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "engine/sampling/grammar.h"
+#include "engine/scheduler/token_loop.h"
 #include "tests/engine/scheduler_fixture.h"
 
 using namespace hearth;
@@ -298,4 +300,23 @@ TEST_CASE("on the default model, an answer that copies its prompt keeps drafts a
   CHECK(alone.timings.accepted_tokens > 10);
   // Beside a request whose answer is free text (few drafts, if any).
   CHECK(run_all(*on, reqs)[0] == expected);
+}
+
+TEST_CASE("a grammar-constrained answer with drafts is the answer without them") {
+  Fixture f("llama");
+  std::shared_ptr<GrammarCompiler> compiler = grammar_compiler_for(*f.tok);
+  Result<std::shared_ptr<const CompiledGrammar>> g =
+      compiler->json_schema(R"({"type":"array","items":{"enum":["abc 1","the 2","xyz 3"]},"maxItems":12})");
+  REQUIRE(g.ok());
+  auto off = scheduler(f, Spec::Off);
+  auto on = scheduler(f, Spec::Ngram);
+  for (uint32_t seed : {41u, 42u}) {
+    GenerationRequest r = request(repetitive(seed), 64);
+    r.grammar = *g;
+    INFO("seed " << seed);
+    const Answer expected = run(*off, r);
+    CHECK(expected.text.rfind("[", 0) == 0);  // the grammar holds
+    CHECK(run(*on, r) == expected);
+  }
+  CHECK(on->stats().draft_tokens_total > 0);
 }
