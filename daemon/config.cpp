@@ -111,6 +111,10 @@ const std::vector<Spec>& specs() {
        "target duration of a step that carries streams' tokens: the prompt tokens read beside them are sized "
        "to fit, from costs measured while running (default 100; 0 = always --prefill-chunk tokens)",
        0, 60000, {}, [](C& c, const Value& v) { c.step_budget_ms = i32(v); }},
+      {"speculative", Kind::Choice,
+       "speculative decoding: streams carry drafts copied from their own prompt and answer (n-gram lookup), "
+       "verified in one pass; the answers are the same bits either way (default ngram; off = one token a step)",
+       0, 0, {"ngram", "off"}, [](C& c, const Value& v) { c.speculative = str(v); }},
       {"queue-max", Kind::Int, "requests waiting for a free sequence; more get 429 (default 64)",
        0, 1 << 20, {}, [](C& c, const Value& v) { c.queue_max = i32(v); }},
       {"cache-dir", Kind::String,

@@ -46,6 +46,7 @@ struct DaemonConfig {
   int32_t prefill_chunk = 128;           // prompt tokens per step at most; 0 = a whole prompt per step
   int32_t step_budget_ms = 100;          // target step duration next to decoding streams; 0 = off
   int32_t queue_max = 64;                // requests waiting for a free sequence
+  std::string speculative = "ngram";     // speculative decoding: "ngram" or "off"
   std::string cache_dir;                 // "" = default_cache_dir()
   int64_t cache_max_bytes = 0;           // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
   int64_t cache_user_max_bytes = 0;      // of those, one user's at most; 0 = fair shares only

@@ -88,6 +88,7 @@ SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& m
   }
   o.prefill_chunk = cfg.prefill_chunk;
   o.step_budget_ms = cfg.step_budget_ms;
+  o.speculative = cfg.speculative == "off" ? SchedulerOptions::Speculative::Off : SchedulerOptions::Speculative::Ngram;
   o.queue_max = cfg.queue_max;
   o.kv_type = cfg.kv_type;
   return o;

@@ -194,7 +194,9 @@ json timings_object(const ApiEvent& done) {
       {"decode_gb_s", t.decode_gb_s},
       {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
       {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
-      {"prefilled_tokens", u.prefilled_tokens}};
+      {"prefilled_tokens", u.prefilled_tokens},
+      {"draft_tokens", t.draft_tokens},
+      {"accepted_tokens", t.accepted_tokens}};
 }
 
 std::string random_id(const std::string& prefix) {

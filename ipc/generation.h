@@ -80,6 +80,9 @@ struct ApiRequest {
   // Log-probabilities of each generated token, with this many most likely alternatives
   // (0..20); -1: none.
   int32_t top_logprobs = -1;
+  // false: no speculative decoding for this request (hearth's `speculative`, Ollama's
+  // options.speculative). The answer is the same either way; only its speed changes.
+  bool speculative = true;
 };
 
 // One thing the answer says, in order. Exactly one Done or Error ends the stream. A tool call

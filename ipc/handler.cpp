@@ -58,6 +58,7 @@ std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiReques
   job.request.sampling = with_model_defaults(request.sampling, request.sampling_given, defaults);
   job.request.scope = cache_scope(call.ctx.peer, call.ctx.scope_mode, request.cache_salt);
   job.request.top_logprobs = request.top_logprobs;
+  job.request.speculative = request.speculative;
   job.request.reasoning = reasoning_limit(request, thinks, engine.model.chat_template, *engine.tokenizer);
   job.prepare = grammar_step(request, engine.model.chat_template, engine.grammars);
   job.events = event_stream(request, engine.model.chat_template);

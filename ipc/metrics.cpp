@@ -241,6 +241,11 @@ std::string render_metrics(const ResponseCounters& responses, const SchedulerSta
   sample(out, "hearth_cancelled_total", "counter", "Requests ended by cancellation (client disconnects included).",
          s.cancelled_total);
   sample(out, "hearth_steps_total", "counter", "Forward passes run by the engine.", s.steps_total);
+  sample(out, "hearth_draft_tokens_total", "counter",
+         "Speculative decoding: tokens drafted and verified in a forward pass.", s.draft_tokens_total);
+  sample(out, "hearth_accepted_tokens_total", "counter",
+         "Speculative decoding: drafted tokens kept (each needed no forward pass of its own).",
+         s.accepted_tokens_total);
   sample(out, "hearth_queue_depth", "gauge", "Requests waiting for a free sequence.", s.queue_depth);
   sample(out, "hearth_running_sequences", "gauge", "Sequences admitted (prefilling or decoding).", s.running);
   sample(out, "hearth_kv_blocks_used", "gauge", "KV cache blocks in use.", s.kv_blocks_used);

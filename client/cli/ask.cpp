@@ -94,6 +94,8 @@ nlohmann::json stats_json(const hearth_stats& s) {
         {"cache_restore_bytes", s.cache_restore_bytes},
         {"cached_tokens", {{"memory", s.cached_memory_tokens}, {"disk", s.cached_disk_tokens}}},
         {"prefilled_tokens", s.prefilled_tokens},
+        {"draft_tokens", s.draft_tokens},
+        {"accepted_tokens", s.accepted_tokens},
         {"total_ms", s.total_ms}}},
   };
 }

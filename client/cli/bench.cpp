@@ -150,7 +150,8 @@ Json row(const hearth_stats& s) {
           {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s},
           {"itl_mean_ms", s.itl_mean_ms},     {"itl_p50_ms", s.itl_p50_ms},
           {"itl_max_ms", s.itl_max_ms},       {"total_ms", s.total_ms},
-          {"prefill_gops", s.prefill_gops},   {"decode_gb_s", s.decode_gb_s}};
+          {"prefill_gops", s.prefill_gops},   {"decode_gb_s", s.decode_gb_s},
+          {"draft_tokens", s.draft_tokens},   {"accepted_tokens", s.accepted_tokens}};
 }
 
 void print_tables(const Json& j) {

@@ -100,7 +100,12 @@ void print_stats(const hearth_stats& s) {
   if (s.decode_gb_s > 0)
     std::fprintf(stderr, ", %s",
                  probe::against_peak(s.decode_gb_s, peaks.read_gb_s, "GB/s", "memory read peak", again, 2).c_str());
-  std::fprintf(stderr, "\ntotal          %.1f ms (client side)\n", s.total_ms);
+  std::fprintf(stderr, "\n");
+  if (s.draft_tokens > 0)
+    std::fprintf(stderr, "speculative    %lld of %lld drafted tokens accepted (%.0f%%)\n",
+                 static_cast<long long>(s.accepted_tokens), static_cast<long long>(s.draft_tokens),
+                 100.0 * static_cast<double>(s.accepted_tokens) / static_cast<double>(s.draft_tokens));
+  std::fprintf(stderr, "total          %.1f ms (client side)\n", s.total_ms);
 }
 
 probe::MachinePeaks machine_peaks(bool reprobe) {

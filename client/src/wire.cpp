@@ -169,6 +169,8 @@ void read_stats(const Json& object, hearth_stats* stats) {
     read_number(*t, "cache_restore_ms", &stats->cache_restore_ms);
     read_count(*t, "cache_restore_bytes", &stats->cache_restore_bytes);
     read_count(*t, "prefilled_tokens", &stats->prefilled_tokens);
+    read_count(*t, "draft_tokens", &stats->draft_tokens);
+    read_count(*t, "accepted_tokens", &stats->accepted_tokens);
     if (const Json* cached = member(*t, "cached_tokens")) {
       read_count(*cached, "memory", &stats->cached_memory_tokens);
       read_count(*cached, "disk", &stats->cached_disk_tokens);

@@ -52,6 +52,10 @@ class BlockPool {
   int32_t n_free() const { return static_cast<int32_t>(free_.size() + lru_.size()); }
   int32_t n_used() const { return n_total() - n_free(); }
   int32_t n_cached() const { return static_cast<int32_t>(lru_.size()); }
+  // Free blocks that hold nothing (never used, or freed unnamed): taking one evicts no
+  // cached prefix. Likewise for companions.
+  int32_t n_unused() const { return static_cast<int32_t>(free_.size()); }
+  int32_t n_sliding_unused() const { return static_cast<int32_t>(sw_free_.size()); }
   // Blocks holding reusable tokens (named full blocks and remembered partial ones), used
   // or cached, and the tokens in them.
   int32_t n_named() const { return n_named_; }

@@ -39,10 +39,13 @@ void EngineMetrics::step(double ms) {
   stats_.step_ms.observe(ms);
 }
 
-void EngineMetrics::token(const Sequence& s, size_t n_itl_before) {
+void EngineMetrics::tokens(const Sequence& s, int32_t n_generated_before, size_t n_itl_before, int32_t drafted,
+                           int32_t accepted) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.generated_tokens_total;
-  if (s.n_generated() == 1) stats_.ttft_ms.observe(s.ttft_ms());
+  stats_.generated_tokens_total += static_cast<uint64_t>(s.n_generated() - n_generated_before);
+  stats_.draft_tokens_total += static_cast<uint64_t>(drafted);
+  stats_.accepted_tokens_total += static_cast<uint64_t>(accepted);
+  if (n_generated_before == 0 && s.n_generated() > 0) stats_.ttft_ms.observe(s.ttft_ms());
   for (size_t i = n_itl_before; i < s.itl_ms().size(); ++i) stats_.itl_ms.observe(s.itl_ms()[i]);
 }
 

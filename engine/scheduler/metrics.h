@@ -27,8 +27,10 @@ class EngineMetrics {
   void memory_hit_tokens(uint64_t n);
   // A forward pass took ms.
   void step(double ms);
-  // s generated a token; its gaps from n_itl_before on are new.
-  void token(const Sequence& s, size_t n_itl_before);
+  // s generated tokens in a step: those past n_generated_before, with the gaps from
+  // n_itl_before on; `drafted` drafts were verified and `accepted` of them kept.
+  void tokens(const Sequence& s, int32_t n_generated_before, size_t n_itl_before, int32_t drafted = 0,
+              int32_t accepted = 0);
   // s ended and its blocks went back to pool; n_running sequences remain.
   void retired(const Sequence& s, int64_t n_running, const BlockPool& pool);
   // The pool's gauges (kv_token_bytes: K and V of one token in the pool's blocks;

@@ -65,6 +65,9 @@ struct GenerationRequest {
   std::shared_ptr<const CompiledGrammar> grammar;
   // A thinking model's reasoning, bounded (reasoning_budget.h); default: not bounded.
   ReasoningLimit reasoning;
+  // Speculative decoding (speculation.h) may serve this request when the engine has it on;
+  // false opts out. The answer is the same either way.
+  bool speculative = true;
 };
 
 struct RequestUsage {
@@ -94,6 +97,10 @@ struct RequestTimings {
   double decode_gb_s = 0;    // decode_tok_s × weight bytes read per step (10^9 B/s)
   double itl_mean_ms = 0, itl_p50_ms = 0, itl_p95_ms = 0;  // gaps between consecutive tokens
   double itl_max_ms = 0;                                   // the longest gap
+  // Speculative decoding: tokens drafted and verified in a pass, and those of them kept
+  // (each kept one is a token that needed no pass of its own).
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
 };
 
 struct RequestEvent {

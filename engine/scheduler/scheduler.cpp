@@ -97,9 +97,12 @@ class Scheduler::Impl {
     // budget; with no budget (prefill_chunk 0) a whole prompt fits.
     const int64_t prefill = options_.prefill_chunk > 0 ? options_.prefill_chunk : options_.n_ctx;
     n_batch_ = options_.n_parallel + prefill;
+    // A step with drafts has up to kVerifyRows rows, each with logits (plan_drafts).
+    const int64_t n_logits = std::max<int64_t>(
+        options_.n_parallel, options_.speculative == SchedulerOptions::Speculative::Off ? 0 : verify_rows());
     Result<ForwardBuffers> fb = allocate_forward_buffers(
-        model_.config(), backend_, static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens(), n_batch_,
-        options_.n_parallel, options_.kv_type, int64_t{pool_.n_sliding_total()} * pool_.block_tokens());
+        model_.config(), backend_, static_cast<int64_t>(pool_.n_total()) * pool_.block_tokens(), n_batch_, n_logits,
+        options_.kv_type, int64_t{pool_.n_sliding_total()} * pool_.block_tokens());
     if (!fb) return fb.error();
     buffers_ = std::move(*fb);
     open_cache();
@@ -368,6 +371,7 @@ class Scheduler::Impl {
         seq.finish("cancelled", now);
       }
       for (Queued& q : admitted) {
+        q.request.speculative &= options_.speculative != SchedulerOptions::Speculative::Off;
         running_.push_back(
             std::make_unique<Sequence>(std::move(q.request), q.handle, tokenizer_, options_.n_ctx, q.submitted, work_));
         running_.back()->on_admitted(now);
@@ -425,6 +429,8 @@ class Scheduler::Impl {
     SeqList::iterator seq;
     int32_t n;          // tokens run this step
     bool wants_logits;  // the chunk ends at the sequence's last known token
+    // With drafts: the tokens run (the pending one, then the drafts), each with logits.
+    std::vector<int32_t> chunk;
   };
   struct StepPlan {
     std::vector<Planned> seqs;
@@ -459,7 +465,7 @@ class Scheduler::Impl {
     std::vector<SeqList::iterator> prefilling;
     int32_t n_decode = 0;
     for (auto it = running_.begin(); it != running_.end(); ++it)
-      if (!(*it)->prefilling()) plan.seqs.push_back({it, 1, true}), ++n_decode;
+      if (!(*it)->prefilling()) plan.seqs.push_back({it, 1, true, {}}), ++n_decode;
     for (auto it = running_.begin(); it != running_.end(); ++it) {
       Sequence& s = **it;
       if (!s.prefilling() || restoring(s)) continue;
@@ -480,13 +486,40 @@ class Scheduler::Impl {
     for (size_t i = 0; i < prefilling.size(); ++i) {
       if (share[i] == 0) continue;
       Sequence& s = **prefilling[i];
-      plan.seqs.push_back({prefilling[i], share[i], share[i] == s.n_pending() && !s.warm()});
+      plan.seqs.push_back({prefilling[i], share[i], share[i] == s.n_pending() && !s.warm(), {}});
       shape.n_prefill += share[i];
       ++shape.n_prefill_seqs;
       pos_sum += share[i] * (s.n_computed() + (share[i] - 1) / 2.0);
     }
     if (shape.n_prefill > 0) shape.prefill_pos = pos_sum / static_cast<double>(shape.n_prefill);
+    if (shape.n_prefill == 0) plan_drafts(plan);
     return plan;
+  }
+
+  // Rows of a step with drafts, all sequences together: past ~8 rows a pass stops being
+  // bound by reading the weights (docs/scheduler.md), and drafts stop being nearly free.
+  int64_t verify_rows() const { return std::min<int64_t>(Speculator::kMaxDraft + 1, n_batch_); }
+
+  // Drafts for the decoding sequences of a step that reads no prompt tokens (a step with
+  // prompt tokens is compute-bound already), while the step's rows stay within
+  // verify_rows(). The step budget learns the decode part's cost per row, drafts included.
+  void plan_drafts(StepPlan& plan) {
+    if (options_.speculative == SchedulerOptions::Speculative::Off) return;
+    int64_t rows_left = verify_rows() - plan.shape.n_decode;
+    for (Planned& p : plan.seqs) {
+      if (rows_left <= 0) return;
+      Sequence& s = **p.seq;
+      const int32_t pending = static_cast<int32_t>(s.tokens().size()) - 1;
+      const int64_t room = std::min<int64_t>({rows_left, s.n_left() - 1, draft_room(s.table(), pool_, pending)});
+      std::vector<int32_t> draft = s.speculator().draft(s.tokens(), static_cast<int32_t>(room));
+      if (draft.empty()) continue;
+      p.chunk.reserve(draft.size() + 1);
+      p.chunk.push_back(s.tokens().back());
+      p.chunk.insert(p.chunk.end(), draft.begin(), draft.end());
+      p.n = static_cast<int32_t>(p.chunk.size());
+      rows_left -= static_cast<int64_t>(draft.size());
+      plan.shape.n_decode += static_cast<int32_t>(draft.size());
+    }
   }
 
   // Runs the planned tokens through the model and reads the wanted logits into logits_.
@@ -500,12 +533,16 @@ class Scheduler::Impl {
       // windows of every step (sliding_blocks), so this cannot fail.
       if (!s.table().reserve(pool_, first + p.n)) return make_error("the KV cache has no free block (a bug)");
       if (s.prefilling()) s.on_prefill_chunk(start);
+      const std::span<const int32_t> tokens =
+          p.chunk.empty()
+              ? std::span<const int32_t>(s.tokens()).subspan(static_cast<size_t>(first), static_cast<size_t>(p.n))
+              : std::span<const int32_t>(p.chunk);
       batch.seqs.push_back(SeqChunk{
-          std::span<const int32_t>(s.tokens()).subspan(static_cast<size_t>(first), static_cast<size_t>(p.n)), first,
-          s.table().slots(),
+          tokens, first, s.table().slots(),
           pool_.bounded_sliding() ? std::span<const int32_t>(s.table().sliding_slots()) : std::span<const int32_t>()});
+      for (int64_t r = p.chunk.empty() ? p.n - 1 : 0; r < p.n && p.wants_logits; ++r)
+        batch.logit_rows.push_back(static_cast<int32_t>(row + r));
       row += p.n;
-      if (p.wants_logits) batch.logit_rows.push_back(static_cast<int32_t>(row - 1));
     }
     graph_.clear();
     model_.build_forward(graph_, batch, buffers_.act, buffers_.kv);
@@ -535,6 +572,11 @@ class Scheduler::Impl {
     size_t logit_row = 0;
     for (Planned& p : plan) {
       Sequence& s = **p.seq;
+      if (!p.chunk.empty()) {
+        deliver_verified(p, logits_.data() + logit_row * n_vocab, end);
+        logit_row += p.chunk.size();
+        continue;
+      }
       s.on_computed(p.n, end);
       if (cache_) cache_->on_computed(s.tokens(), s.n_computed(), s.table(), s.cache());
       // Written to disk above where a store takes it, the sliding-window KV before the next
@@ -542,10 +584,28 @@ class Scheduler::Impl {
       s.table().slide(pool_, first_window_block(s.n_computed(), model_.config().sliding_window, pool_.block_tokens()));
       if (!p.wants_logits) continue;
       const size_t n_itl_before = s.itl_ms().size();
+      const int32_t n_before = s.n_generated();
       const char* finished = s.on_logits(logits_.data() + logit_row++ * n_vocab, static_cast<int32_t>(n_vocab), end);
-      metrics_.token(s, n_itl_before);
+      metrics_.tokens(s, n_before, n_itl_before);
       if (finished) retire(p.seq, finished, end);
     }
+  }
+
+  // A step with drafts: the sequence keeps the tokens its sampler agrees with; only their
+  // KV counts as computed (the prompt cache and the disk writer see no other), and the
+  // blocks past them go back to the pool before it can retire.
+  void deliver_verified(Planned& p, float* rows, Clock::time_point end) {
+    Sequence& s = **p.seq;
+    const size_t n_itl_before = s.itl_ms().size();
+    const int32_t n_before = s.n_generated();
+    const std::span<const int32_t> draft = std::span<const int32_t>(p.chunk).subspan(1);
+    const Sequence::Verified v = s.verify(rows, model_.config().n_vocab, draft, end);
+    metrics_.tokens(s, n_before, n_itl_before, static_cast<int32_t>(draft.size()), v.n_valid - 1);
+    s.on_computed(v.n_valid, end);
+    if (cache_) cache_->on_computed(s.tokens(), s.n_computed(), s.table(), s.cache());
+    s.table().slide(pool_, first_window_block(s.n_computed(), model_.config().sliding_window, pool_.block_tokens()));
+    drop_unverified(s.table(), pool_, s.n_computed());
+    if (v.finished) retire(p.seq, v.finished, end);
   }
 
   // Prompt tokens this step reads, all sequences together. Next to decoding streams, as

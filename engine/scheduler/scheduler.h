@@ -54,6 +54,11 @@ struct SchedulerOptions {
   // Seeds the hash chain too (see kNumericsVersion); tests set an older one to stand for a
   // cache written by an older hearth.
   uint32_t numerics_version = kNumericsVersion;
+  // Speculative decoding (speculation.h): decoding sequences carry drafts from their own
+  // text (n-gram prompt lookup) in steps that read no prompt tokens; a request may opt out.
+  // Answers are the same bits either way. Off: one token per sequence and step.
+  enum class Speculative { Off, Ngram };
+  Speculative speculative = Speculative::Ngram;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
@@ -87,6 +92,9 @@ struct SchedulerStats {
   uint64_t cached_tokens_total = 0;
   uint64_t cancelled_total = 0;  // requests ended by cancel (disconnects included)
   uint64_t steps_total = 0;      // forward passes
+  // Speculative decoding: drafts verified, and those kept (tokens that needed no pass).
+  uint64_t draft_tokens_total = 0;
+  uint64_t accepted_tokens_total = 0;
   Histogram ttft_ms, itl_ms;
   Histogram step_ms;  // achieved duration of each forward pass
 };

@@ -30,6 +30,7 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
       warm_(request.warm),
       loop_(request.sampling, std::move(request.stop), tokenizer, tokens_, request.max_tokens, n_ctx - n_prompt_,
             std::move(request.grammar), request.top_logprobs, std::move(request.reasoning)),
+      spec_(request.speculative && !request.warm),
       submitted_(submitted),
       work_(work) {
   cache_.scope_key = std::move(request.scope.key);
@@ -60,6 +61,21 @@ const char* Sequence::on_logits(float* logits, int32_t n_vocab, Clock::time_poin
   if (t.logprob) pending_logprobs_.push_back(std::move(*t.logprob));
   if (!t.text.empty()) push_text(std::move(t.text));
   return t.finished;
+}
+
+Sequence::Verified Sequence::verify(float* rows, int32_t n_vocab, std::span<const int32_t> draft,
+                                    Clock::time_point now) {
+  Verified v;
+  const size_t stride = static_cast<size_t>(n_vocab);
+  for (size_t i = 0; i <= draft.size(); ++i) {
+    v.finished = on_logits(rows + i * stride, n_vocab, now);
+    v.n_valid = static_cast<int32_t>(i) + 1;
+    if (v.finished || i == draft.size() || tokens_.back() != draft[i]) break;
+  }
+  // The drafts kept are the valid tokens after the pending one: each was the token drawn
+  // from the row before it, so its own row was read too.
+  spec_.verified(static_cast<int32_t>(draft.size()), v.n_valid - 1, loop_.n_generated());
+  return v;
 }
 
 void Sequence::finish(const char* reason, Clock::time_point now) {
@@ -95,8 +111,12 @@ void Sequence::finish(const char* reason, Clock::time_point now) {
     t.ttft_ms = ms(submitted_, loop_.first_token());
     t.decode_ms = ms(loop_.first_token(), loop_.last_token());
     t.decode_tok_s = t.decode_ms > 0 ? (n_generated - 1) * 1000.0 / t.decode_ms : 0;
-    t.decode_gb_s = t.decode_tok_s * work_.decode_bytes / 1e9;
+    // The weights are read once a pass; a kept draft needed no pass of its own.
+    const double passes = static_cast<double>(n_generated - 1 - spec_.accepted_total());
+    t.decode_gb_s = t.decode_ms > 0 ? passes * 1000.0 / t.decode_ms * work_.decode_bytes / 1e9 : 0;
   }
+  t.draft_tokens = spec_.drafted_total();
+  t.accepted_tokens = spec_.accepted_total();
   const std::vector<double>& itl = loop_.itl_ms();
   if (!itl.empty()) {
     t.itl_mean_ms = std::accumulate(itl.begin(), itl.end(), 0.0) / static_cast<double>(itl.size());

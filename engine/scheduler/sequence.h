@@ -8,12 +8,14 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/kv/block_pool.h"
 #include "engine/model/token_work.h"
 #include "engine/scheduler/prefix_cache.h"
 #include "engine/scheduler/request.h"
+#include "engine/scheduler/speculation.h"
 #include "engine/scheduler/token_loop.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -60,6 +62,20 @@ class Sequence {
   // or nullptr while it goes on; the caller then frees its blocks and calls finish().
   const char* on_logits(float* logits, int32_t n_vocab, Clock::time_point now);
 
+  // Verification of a step that ran the pending token and then `draft`: rows[i] are the
+  // logits after the chunk's i-th token ([draft.size() + 1][n_vocab], modified in place).
+  // Samples them in order as on_logits() does and stops at the first token that is not the
+  // next draft, or at the end of the answer. n_valid: the chunk's tokens whose KV holds (the
+  // pending one and the drafts kept); finished as for on_logits().
+  struct Verified {
+    int32_t n_valid = 0;
+    const char* finished = nullptr;
+  };
+  Verified verify(float* rows, int32_t n_vocab, std::span<const int32_t> draft, Clock::time_point now);
+  Speculator& speculator() { return spec_; }
+  // Generated tokens this answer may still have.
+  int32_t n_left() const { return loop_.max_tokens() - loop_.n_generated(); }
+
   // Ends the stream: the stop matcher's held-back text, then Finished with usage and
   // timings. reason: "stop", "length", "cancelled" or "warmed".
   void finish(const char* reason, Clock::time_point now);
@@ -80,6 +96,7 @@ class Sequence {
   SeqCacheState cache_;
   bool warm_ = false;
   TokenLoop loop_;
+  Speculator spec_;
   // Logprobs of tokens whose text is still held back (a UTF-8 character or a possible stop
   // string not yet whole): they go with the text that releases it.
   std::vector<TokenLogprob> pending_logprobs_;

@@ -256,6 +256,7 @@ bool read_options(FieldReader& r, OllamaRequest* req) {
   opt.integer("num_ctx", kMinInt64, kMaxInt64, &v);  // checked, then ignored (see the header)
   read_sampling(opt, &req->sampling, &req->sampling_given);
   read_stop(opt, &req->stop);
+  opt.boolean("speculative", &req->speculative);  // hearth's own, as in the OpenAI adapter
   if (!opt.error()) return true;
   ApiError e = *opt.error();
   e.param = "options." + e.param;

@@ -295,6 +295,7 @@ void read_serving(FieldReader& r, OpenAiRequest* req) {
   if (const json* keep = r.get("keep_alive")) {
     if (std::optional<ApiError> e = parse_keep_alive(*keep, &req->keep_alive)) r.fail(*e);
   }
+  r.boolean("speculative", &req->speculative);  // hearth's own: false opts out of speculative decoding
 }
 
 // n, stream and stream_options, response_format, logprobs: the answer's shape.

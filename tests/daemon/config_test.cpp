@@ -65,6 +65,7 @@ TEST_CASE("defaults apply when no source sets an option", "[daemon][config]") {
   CHECK(r->parallel == 4);
   CHECK(r->prefill_chunk == 128);
   CHECK(r->step_budget_ms == 100);
+  CHECK(r->speculative == "ngram");
   CHECK(r->queue_max == 64);
   CHECK(r->cache_max_bytes == 0);  // automatic: min(4 GiB, 10% of free space)
   CHECK_FALSE(r->no_disk_cache);
@@ -95,6 +96,8 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
                                  "0",
                                  "--step-budget-ms",
                                  "40",
+                                 "--speculative",
+                                 "off",
                                  "--queue-max",
                                  "5",
                                  "--cache-dir",
@@ -126,6 +129,7 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
   CHECK(r->parallel == 2);
   CHECK(r->prefill_chunk == 0);
   CHECK(r->step_budget_ms == 40);
+  CHECK(r->speculative == "off");
   CHECK(r->queue_max == 5);
   CHECK(r->cache_dir == "/tmp/c");
   CHECK(r->cache_max_bytes == 4294967296);

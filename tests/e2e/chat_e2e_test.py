@@ -1,7 +1,8 @@
 """A chat with hearthd's default model (Qwen2.5-Coder 0.5B Instruct), greedy: started with no
 --model, it loads the catalog's default, renders ChatML with Qwen's own default system prompt,
 stops at <|im_end|>, and answers "What is the capital of France?" with Paris -- then a
-second turn that needs the first (Berlin), as `hearth chat` sends it.
+second turn that needs the first (Berlin), as `hearth chat` sends it; and an answer that
+copies its prompt keeps speculative drafts and is the same with `speculative: false`.
 
 Skips (exit 77) when the Qwen file is not installed (scripts/fetch-model installs it)."""
 import argparse
@@ -18,6 +19,41 @@ def ask(d, messages, max_tokens=96, model=None):
     assert status == 200, body
     choice = body["choices"][0]
     return choice["message"]["content"], choice["finish_reason"], body
+
+
+CODE = """import math
+
+
+def area(width, height):
+    return width * height
+
+
+def perimeter(width, height):
+    return 2 * (width + height)
+
+
+def diagonal(width, height):
+    return math.sqrt(width * width + height * height)
+"""
+
+
+def check_speculative(d):
+    """An answer that copies its prompt keeps drafted tokens, and is the same text with
+    speculative decoding turned off for the request."""
+    turn = [{"role": "user", "content": "Rewrite this file with the function area renamed to surface. "
+                                        "Output the whole file.\n\n```python\n" + CODE + "```"}]
+    answers = []
+    for speculative in (True, False):
+        request = {"messages": turn, "temperature": 0, "max_tokens": 64, "speculative": speculative}
+        status, body = d.post_json("/v1/chat/completions", request)
+        assert status == 200, body
+        answers.append((body["choices"][0]["message"]["content"], body["timings"]))
+    (with_drafts, t_on), (without, t_off) = answers
+    print("speculative: %d of %d drafts kept, decode %.1f tok/s against %.1f without" %
+          (t_on["accepted_tokens"], t_on["draft_tokens"], t_on["decode_tok_s"], t_off["decode_tok_s"]))
+    assert with_drafts == without, (with_drafts, without)
+    assert t_on["accepted_tokens"] > 0, t_on
+    assert t_off["draft_tokens"] == 0, t_off
 
 
 def main():
@@ -56,6 +92,8 @@ def main():
         answer2, finish2, _ = ask(d, turn2, model="qwen2.5-coder:0.5b")
         print("answer 2: %r (%s)" % (answer2, finish2))
         assert "Berlin" in answer2, answer2
+
+        check_speculative(d)
     except BaseException:
         print(d.log_text())
         raise

@@ -85,6 +85,46 @@ void check_batched_equals_alone(const Model& model, Backend& backend, const std:
   REQUIRE(row(step, 1, v) == b_decode);
 }
 
+// Speculative decoding's premise: the logits of a chunk of tokens, one row each, are bitwise
+// those of the same tokens run one per step. A sequence reads `prompt`, then `next` (1 to
+// 12 tokens) either as one chunk with logits for every row, or token by token; the chunk's
+// row i must equal the i-th single step's logits, whatever the chunk's length.
+void check_chunk_equals_steps(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+                              const std::vector<int32_t>& next) {
+  const size_t v = static_cast<size_t>(model.config().n_vocab);
+  constexpr int kSlots = 64;
+  std::vector<int32_t> slots(kSlots);
+  std::iota(slots.begin(), slots.end(), 0);
+  auto fresh = [&] {
+    Runner r{model, backend, std::move(*allocate_forward_buffers(model.config(), backend, kSlots, 32, 16, DType::F16))};
+    ForwardBatch p;
+    p.seqs.push_back({prompt, 0, slots});
+    p.logit_rows = {static_cast<int32_t>(prompt.size() - 1)};
+    r.run(p);
+    return r;
+  };
+  const int32_t n0 = static_cast<int32_t>(prompt.size());
+  Runner steps = fresh();
+  std::vector<std::vector<float>> one_by_one;
+  for (size_t i = 0; i < next.size(); ++i) {
+    ForwardBatch d;
+    d.seqs.push_back({std::span<const int32_t>(&next[i], 1), n0 + static_cast<int32_t>(i), slots});
+    d.logit_rows = {0};
+    one_by_one.push_back(steps.run(d));
+  }
+  for (size_t n = 1; n <= next.size(); ++n) {
+    Runner chunk = fresh();
+    ForwardBatch c;
+    c.seqs.push_back({std::span<const int32_t>(next.data(), n), n0, slots});
+    for (size_t i = 0; i < n; ++i) c.logit_rows.push_back(static_cast<int32_t>(i));
+    const std::vector<float> all = chunk.run(c);
+    for (size_t i = 0; i < n; ++i) {
+      INFO("chunk of " << n << " tokens, row " << i);
+      REQUIRE(row(all, i, v) == one_by_one[i]);
+    }
+  }
+}
+
 }  // namespace
 
 // Two sequences of a synthetic Q8_0 model of `arch` on the CPU, alone and batched in any
@@ -100,6 +140,7 @@ ModelConfig check_synthetic_batched_equals_alone(const std::string& arch) {
   REQUIRE(model.ok());
   check_batched_equals_alone(**model, *backend, {1, 40, 77, 300, 5, 5, 91, 260, 13, 14, 150, 200, 8},
                              {1, 250, 33, 61, 62, 63, 19}, 99, 123);
+  check_chunk_equals_steps(**model, *backend, {1, 40, 77, 300, 5}, {5, 91, 260, 13, 14, 150, 200, 8, 77, 300, 5, 9});
   return (*model)->config();
 }
 
@@ -133,4 +174,25 @@ TEST_CASE("a qwen3moe sequence's logits are bitwise the same alone and batched w
   // chose it, yet every token's expert choice and sum are those it gets alone. Q8_0: the
   // expert stacks are repacked where the CPU has the kernels (AVX-512).
   REQUIRE(check_synthetic_batched_equals_alone("qwen3moe").n_expert == 8);
+}
+
+TEST_CASE("a chunk of tokens gives bitwise the logits of the same tokens run one per step") {
+  // What speculative decoding's bit-identical output rests on: verifying k drafts in one
+  // pass reads, for each, the logits a step of its own would have given.
+  for (const char* arch : {"llama", "gemma3"}) {
+    INFO(arch);
+    check_synthetic_batched_equals_alone(arch);
+  }
+  const std::string gemma = test::gemma_model_path();
+  const std::string qwen = test::installed_model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+  if (gemma.empty()) WARN("default model not installed; skipped");
+  for (const std::string& path : {gemma, qwen}) {
+    if (path.empty()) continue;
+    INFO(path);
+    std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
+    std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+    std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
+    check_chunk_equals_steps(*model, *backend, {2, 818, 5279, 529, 7001, 563, 506},
+                             {5279, 529, 506, 2891, 529, 7001, 1030, 107, 105, 818, 5279, 563});
+  }
 }

@@ -61,6 +61,7 @@ struct Collector {
   std::shared_ptr<Signal> signal = std::make_shared<Signal>();
   std::shared_ptr<RequestHandle> handle;
   std::string text;
+  std::vector<TokenLogprob> logprobs;  // of every Text event (top_logprobs >= 0)
   RequestEvent end;
   bool done = false;
   int n_text_events = 0;
@@ -80,6 +81,7 @@ struct Collector {
         if (ev.kind == RequestEvent::Kind::Text) {
           text += ev.text;
           ++n_text_events;
+          logprobs.insert(logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
         } else {
           end = std::move(ev);
           done = true;

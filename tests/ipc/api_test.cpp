@@ -38,6 +38,8 @@ void require_timings(const json& t) {
     REQUIRE(t.at(k).is_number());
   }
   for (const char* k : {"mean", "p50", "p95"}) REQUIRE(t.at("itl_ms").at(k).is_number());
+  REQUIRE(t.at("draft_tokens").is_number_integer());
+  REQUIRE(t.at("accepted_tokens").get<int64_t>() <= t.at("draft_tokens").get<int64_t>());
 }
 
 // The SSE body's JSON chunks (without the final [DONE], which is checked).
@@ -426,6 +428,7 @@ TEST_CASE("/metrics is Prometheus text with requests by status, tokens, histogra
   REQUIRE(values.at("hearth_generated_tokens_total") > 0);
   REQUIRE(values.count("hearth_cached_tokens_total") == 1);
   REQUIRE(values.count("hearth_cancelled_total") == 1);
+  REQUIRE(values.at("hearth_accepted_tokens_total") <= values.at("hearth_draft_tokens_total"));
   REQUIRE(values.at("hearth_queue_depth") == 0);
   REQUIRE(values.at("hearth_running_sequences") == 0);
   REQUIRE(values.count("hearth_kv_blocks_used") == 1);

@@ -135,6 +135,15 @@ TEST_CASE("options map onto hearth's sampling, options hearth lacks are ignored,
             .param == "options.stop");
 }
 
+TEST_CASE("options.speculative: false opts out of speculative decoding; it is on by default") {
+  CHECK(parse_ok(kChat, R"({"model":"m","messages":[{"role":"user","content":"hi"}]})").speculative);
+  CHECK_FALSE(parse_ok(kChat, R"({"model":"m","messages":[{"role":"user","content":"hi"}],)"
+                              R"("options":{"speculative":false}})")
+                  .speculative);
+  CHECK(parse_error(kGenerate, R"({"model":"m","prompt":"x","options":{"speculative":"no"}})").param ==
+        "options.speculative");
+}
+
 TEST_CASE("format \"json\" asks for a JSON object, an object for its schema, anything else is 400") {
   CHECK(parse_ok(kChat, R"({"format":"json"})").response_format.kind == ResponseFormat::Kind::JsonObject);
   const OllamaRequest s = parse_ok(kChat, R"({"format":{"type":"object","properties":{"age":{"type":"integer"}}}})");

@@ -213,3 +213,19 @@ TEST_CASE("No route of the table is shadowed by another: each method and path re
     }
   }
 }
+
+TEST_CASE("speculative: false opts a request out of speculative decoding; anything but a boolean is 400") {
+  const auto body = [](const char* extra) {
+    return nlohmann::json::parse(std::string(R"({"messages":[{"role":"user","content":"x"}])") + extra + "}");
+  };
+  auto on = hearth::ipc::parse_openai_request(hearth::ipc::Endpoint::Chat, body(""), "m");
+  REQUIRE(std::holds_alternative<hearth::ipc::OpenAiRequest>(on));
+  CHECK(std::get<hearth::ipc::OpenAiRequest>(on).speculative);
+  auto off = hearth::ipc::parse_openai_request(hearth::ipc::Endpoint::Completions,
+                                               nlohmann::json::parse(R"({"prompt":"x","speculative":false})"), "m");
+  REQUIRE(std::holds_alternative<hearth::ipc::OpenAiRequest>(off));
+  CHECK_FALSE(std::get<hearth::ipc::OpenAiRequest>(off).speculative);
+  auto bad = hearth::ipc::parse_openai_request(hearth::ipc::Endpoint::Chat, body(R"(,"speculative":1)"), "m");
+  REQUIRE(std::holds_alternative<hearth::ipc::ApiError>(bad));
+  CHECK(std::get<hearth::ipc::ApiError>(bad).param == "speculative");
+}

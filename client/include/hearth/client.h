@@ -281,6 +281,9 @@ typedef struct hearth_stats {
   double decode_gb_s;  /* decode: 10^9 bytes/s of weights read (memory-bound) */
   /* Added with the disk-restore figures. */
   int64_t cache_restore_bytes; /* KV bytes read back from the daemon's cache directory */
+  /* Added with speculative decoding. */
+  int64_t draft_tokens;    /* tokens drafted and verified in a forward pass */
+  int64_t accepted_tokens; /* ... of which kept: tokens that needed no pass of their own */
 } hearth_stats;
 
 /* Sets struct_size and zeroes every other member. */

@@ -1,0 +1,68 @@
+#include "engine/scheduler/speculation.h"
+
+#include <algorithm>
+
+namespace hearth {
+
+std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, int32_t n_min, int32_t n_max, int32_t k) {
+  const int64_t len = static_cast<int64_t>(tokens.size());
+  if (k <= 0) return {};
+  for (int64_t n = std::min<int64_t>(n_max, len - 1); n >= std::max(1, n_min); --n) {
+    const std::span<const int32_t> tail = tokens.subspan(static_cast<size_t>(len - n));
+    // The latest start i < len - n whose n tokens equal the tail: the most recent context
+    // (the line being rewritten, the last time the answer said this) predicts best.
+    for (int64_t i = len - n - 1; i >= 0; --i) {
+      if (!std::equal(tail.begin(), tail.end(), tokens.begin() + i)) continue;
+      const int64_t from = i + n, to = std::min(len, from + k);
+      return {tokens.begin() + from, tokens.begin() + to};
+    }
+  }
+  return {};
+}
+
+int32_t draft_room(const BlockTable& table, const BlockPool& pool, int32_t pending) {
+  const int64_t bt = pool.block_tokens();
+  int64_t unused = pool.n_unused();
+  if (pool.bounded_sliding()) unused = std::min<int64_t>(unused, pool.n_sliding_unused());
+  // The blocks the table has, and those it has once the pending token's KV has a block.
+  const int64_t have = table.capacity() / bt, need = std::max(have, (int64_t{pending} + bt) / bt);
+  const int64_t spare = std::max<int64_t>(0, unused - (need - have));
+  const int64_t room = (need + spare) * bt - pending - 1;
+  return static_cast<int32_t>(std::clamp<int64_t>(room, 0, Speculator::kMaxDraft));
+}
+
+void drop_unverified(BlockTable& table, BlockPool& pool, int32_t n_valid) {
+  const int32_t bt = pool.block_tokens();
+  table.truncate(pool, static_cast<size_t>((n_valid + bt - 1) / bt));
+}
+
+std::vector<int32_t> Speculator::draft(std::span<const int32_t> tokens, int32_t room) {
+  if (!enabled_ || generated_ < paused_until_) return {};
+  return ngram_draft(tokens, n_min_, kMaxMatch, std::min({k_, room, kMaxDraft}));
+}
+
+void Speculator::verified(int32_t drafted, int32_t accepted, int32_t generated) {
+  generated_ = generated;
+  if (drafted <= 0) return;
+  drafted_total_ += drafted;
+  accepted_total_ += accepted;
+  k_ = accepted == drafted ? std::min(2 * k_, kMaxDraft) : std::max(1, accepted + 1);
+  if (accepted == 0) n_min_ = std::min(n_min_ + 1, kMaxMatch);
+  if (accepted == drafted) n_min_ = std::max(n_min_ - 1, kMinMatch);
+  // Each verification's weight decays by 0.8: the last ~5 count most.
+  recent_drafted_ = 0.8 * recent_drafted_ + drafted;
+  recent_accepted_ = 0.8 * recent_accepted_ + accepted;
+  if (++n_judged_ < kJudgeAfter) return;  // too few verifications to judge yet
+  if (recent_accepted_ >= kRowCost * recent_drafted_) {
+    pause_ = 16;
+    return;
+  }
+  // A loss: stop drafting for a while, longer each time it loses again.
+  paused_until_ = generated + pause_;
+  pause_ = std::min(2 * pause_, 1024);
+  recent_drafted_ = recent_accepted_ = 0;
+  n_judged_ = 0;
+  k_ = 1;
+}
+
+}  // namespace hearth

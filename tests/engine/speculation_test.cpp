@@ -1,0 +1,322 @@
+// Speculative decoding's promises: the n-gram drafter proposes what followed the latest
+// match; a sequence's drafting adapts and pauses when it loses; and through the scheduler,
+// an answer with drafts is the answer without them — the same token ids and the same
+// logprob bits, greedy or seeded, alone or beside others, after a prompt-cache hit — while
+// the block pool and the prompt cache (memory and disk) end exactly as they do without.
+#include "engine/scheduler/speculation.h"
+
+#include <bit>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/sampling/grammar.h"
+#include "engine/scheduler/token_loop.h"
+#include "tests/engine/scheduler_fixture.h"
+
+using namespace hearth;
+using namespace hearth::test;
+
+namespace {
+
+using Spec = SchedulerOptions::Speculative;
+
+std::unique_ptr<Scheduler> scheduler(Fixture& f, Spec spec, int32_t n_parallel = 4) {
+  SchedulerOptions so = options();
+  so.n_parallel = n_parallel;
+  so.speculative = spec;
+  return std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
+}
+
+// What an answer must keep with drafts: its text, finish, token ids and logprob bits.
+struct Answer {
+  std::string text, finish_reason;
+  std::vector<int32_t> ids;
+  std::vector<uint32_t> logprob_bits;
+  RequestUsage usage;
+  RequestTimings timings;
+  bool operator==(const Answer& o) const {
+    return text == o.text && finish_reason == o.finish_reason && ids == o.ids && logprob_bits == o.logprob_bits &&
+           usage.completion_tokens == o.usage.completion_tokens;
+  }
+};
+Answer answer_of(Collector& c) {
+  Answer a{c.text, c.end.finish_reason, {}, {}, c.end.usage, c.end.timings};
+  for (const TokenLogprob& lp : c.logprobs) {
+    a.ids.push_back(lp.token);
+    a.logprob_bits.push_back(std::bit_cast<uint32_t>(lp.logprob));
+    for (const TokenLogprob::Alternative& alt : lp.top) a.logprob_bits.push_back(std::bit_cast<uint32_t>(alt.logprob));
+  }
+  return a;
+}
+std::vector<Answer> run_all(Scheduler& s, const std::vector<GenerationRequest>& reqs) {
+  std::vector<std::unique_ptr<Collector>> cs = submit_all(s, reqs);
+  std::vector<Answer> out;
+  for (auto& c : cs) {
+    REQUIRE(c->wait());
+    REQUIRE(c->end.kind == RequestEvent::Kind::Finished);
+    out.push_back(answer_of(*c));
+  }
+  return out;
+}
+Answer run(Scheduler& s, const GenerationRequest& r) {
+  return run_all(s, {r})[0];
+}
+
+GenerationRequest request(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest r = greedy(std::move(prompt), max_tokens);
+  r.top_logprobs = 2;
+  return r;
+}
+
+// A prompt that repeats itself (what drafts from the prompt predict), and one that does not.
+std::vector<int32_t> repetitive(uint32_t seed) {
+  std::vector<int32_t> p = random_prompt(24, seed), out = p;
+  for (int i = 0; i < 2; ++i) out.insert(out.end(), p.begin() + 1, p.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the n-gram drafter proposes what followed the latest, longest match") {
+  const std::vector<int32_t> t{1, 5, 6, 7, 8, 9, 5, 6, 7, 3, 4, 5, 6, 7};
+  // The tail 5 6 7 occurs at 1 and 6: the latest one (6) is followed by 3 4 5.
+  CHECK(ngram_draft(t, 2, 4, 3) == std::vector<int32_t>{3, 4, 5});
+  CHECK(ngram_draft(t, 2, 4, 10) == std::vector<int32_t>{3, 4, 5, 6, 7});  // up to the end
+  CHECK(ngram_draft(t, 2, 4, 0).empty());
+  // 4-gram "4 5 6 7" occurs nowhere earlier; "5 6 7" does: the longest match wins over a
+  // later shorter one ("6 7" alone matches at 7 too, followed by the same 3).
+  const std::vector<int32_t> u{1, 2, 5, 6, 7, 9, 9, 6, 7, 8, 5, 6, 7};
+  CHECK(ngram_draft(u, 2, 4, 2) == std::vector<int32_t>{9, 9});
+  CHECK(ngram_draft(u, 2, 2, 2) == std::vector<int32_t>{8, 5});
+  // Nothing matches: no draft. A 1-gram only when asked for.
+  const std::vector<int32_t> v{1, 2, 3, 4, 2};
+  CHECK(ngram_draft(v, 2, 4, 3).empty());
+  CHECK(ngram_draft(v, 1, 4, 3) == std::vector<int32_t>{3, 4, 2});
+  CHECK(ngram_draft(std::vector<int32_t>{7}, 1, 4, 3).empty());
+}
+
+TEST_CASE("a sequence drafts more after full acceptance, less after a miss, and pauses while drafting loses") {
+  const std::vector<int32_t> t{1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 5, 6};
+  Speculator off(false);
+  CHECK(off.draft(t, 7).empty());
+  Speculator s(true);
+  CHECK(s.draft(t, 7).size() == 4);  // k starts at 4
+  CHECK(s.draft(t, 2).size() == 2);  // never more than the room
+  s.verified(4, 4, 10);
+  CHECK(s.k() == 7);  // doubled, at most kMaxDraft
+  s.verified(7, 2, 20);
+  CHECK(s.k() == 3);  // accepted + 1
+  CHECK(s.drafted_total() == 11);
+  CHECK(s.accepted_total() == 6);
+  // Drafts wholly rejected: longer matches are asked for, and once the recent acceptance is
+  // under kRowCost drafting pauses (16 tokens, then 32).
+  int32_t generated = 20;
+  while (s.paused_until() == 0) s.verified(s.k(), 0, ++generated);
+  CHECK(s.n_min() == Speculator::kMaxMatch);
+  CHECK(s.paused_until() == generated + 16);
+  CHECK(s.draft(t, 7).empty());
+  s.verified(0, 0, generated + 16);  // a step without drafts at the end of the pause
+  const std::vector<int32_t> w{1, 5, 6, 7, 8, 9, 5, 6, 7, 8};
+  CHECK(s.draft(w, 7) == std::vector<int32_t>{9});  // k = 1 after a pause
+  const int32_t resumed = generated + 16;
+  generated = resumed;
+  while (s.paused_until() <= resumed) s.verified(1, 0, ++generated);
+  CHECK(s.paused_until() == generated + 32);
+}
+
+TEST_CASE("drafts take only blocks the table has or the pool holds unused, and rollback returns them") {
+  BlockPool pool(4, 16);
+  BlockTable t;
+  REQUIRE(t.reserve(pool, 10));
+  // Pending token at 9: 6 positions left in the block, then 3 unused blocks (capped at 7).
+  CHECK(draft_room(t, pool, 9) == Speculator::kMaxDraft);
+  BlockTable other;
+  REQUIRE(other.reserve(pool, 48));  // takes the 3 others
+  CHECK(draft_room(t, pool, 9) == 6);
+  CHECK(draft_room(t, pool, 15) == 0);  // the pending token fills the block; no block is unused
+  other.release(pool);
+  REQUIRE(t.reserve(pool, 40));  // drafts up to position 39: 3 blocks
+  CHECK(pool.n_used() == 3);
+  drop_unverified(t, pool, 17);  // 17 tokens hold: 2 blocks
+  CHECK(pool.n_used() == 2);
+  CHECK(t.capacity() == 32);
+}
+
+TEST_CASE("greedy answers with drafts are the answers without them: ids, logprob bits, alone and beside others") {
+  for (const char* arch : {"llama", "gemma3"}) {
+    INFO(arch);
+    Fixture f(arch);
+    std::vector<GenerationRequest> reqs{request(repetitive(1), 48), request(random_prompt(40, 2), 48),
+                                        request(prompt_of(*f.tok, 3, 12), 40), request(repetitive(4), 33)};
+    auto off = scheduler(f, Spec::Off);
+    auto on = scheduler(f, Spec::Ngram);
+    std::vector<Answer> expected;
+    for (const GenerationRequest& r : reqs) expected.push_back(run(*off, r));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO("alone, request " << i);
+      CHECK(run(*on, reqs[i]) == expected[i]);
+    }
+    const std::vector<Answer> together = run_all(*on, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO("together, request " << i);
+      CHECK(together[i] == expected[i]);
+    }
+    const SchedulerStats st = on->stats();
+    CHECK(st.accepted_tokens_total > 0);
+    CHECK(st.accepted_tokens_total <= st.draft_tokens_total);
+    CHECK(off->stats().draft_tokens_total == 0);
+    CHECK(st.generated_tokens_total == off->stats().generated_tokens_total * 2);
+    // The answer's timings report its own drafts; a request may opt out.
+    GenerationRequest opted = reqs[0];
+    opted.speculative = false;
+    const Answer without = run(*on, opted);
+    CHECK(without == expected[0]);
+    CHECK(without.timings.draft_tokens == 0);
+    const Answer with = run(*on, reqs[0]);
+    CHECK(with.timings.accepted_tokens > 0);
+    CHECK(with.timings.accepted_tokens <= with.timings.draft_tokens);
+  }
+}
+
+TEST_CASE("a seeded sampled answer with drafts is the answer without them") {
+  Fixture f("llama");
+  auto off = scheduler(f, Spec::Off);
+  auto on = scheduler(f, Spec::Ngram);
+  for (uint64_t seed : {7u, 8u, 9u}) {
+    GenerationRequest r = request(repetitive(static_cast<uint32_t>(seed)), 48);
+    r.sampling.temperature = 0.7f;
+    r.sampling.seed = seed;
+    r.sampling.repetition_penalty = 1.05f;  // the penalties see the same tokens in the same order
+    INFO("seed " << seed);
+    CHECK(run(*on, r) == run(*off, r));
+  }
+  CHECK(on->stats().draft_tokens_total > 0);
+}
+
+TEST_CASE("drafts leave the block pool and the prompt cache, in memory and on disk, as a run without them") {
+  Fixture f("gemma3");  // sliding-window companions too
+  TempDir dir_off, dir_on;
+  auto make = [&](Spec spec, const TempDir& dir) {
+    SchedulerOptions so = options("fp-spec");
+    so.speculative = spec;
+    return with_store(*f.model, *f.backend, *f.tok, so, dir.path());
+  };
+  auto off = make(Spec::Off, dir_off);
+  auto on = make(Spec::Ngram, dir_on);
+  // Turn 1, then turn 2 = turn 1's prompt and answer and more: a prompt-cache hit over the
+  // answer's blocks, which the drafting run named from verified tokens only.
+  const GenerationRequest first = request(repetitive(21), 64);
+  const Answer a_off = run(*off, first), a_on = run(*on, first);
+  REQUIRE(a_on == a_off);
+  CHECK(a_on.timings.accepted_tokens > 0);
+  GenerationRequest second = first;
+  second.prompt.insert(second.prompt.end(), a_on.ids.begin(), a_on.ids.end());
+  for (int32_t t : random_prompt(9, 22)) second.prompt.push_back(t + 1);
+  second.max_tokens = 40;
+  const Answer b_off = run(*off, second), b_on = run(*on, second);
+  CHECK(b_on == b_off);
+  CHECK(b_on.usage.cached_tokens == b_off.usage.cached_tokens);
+  CHECK(b_on.usage.cached_tokens >= static_cast<int32_t>(first.prompt.size()));
+  CHECK(eventually([&] { return on->stats().running == 0 && off->stats().running == 0; }));
+  const SchedulerStats s_off = off->stats(), s_on = on->stats();
+  CHECK(s_on.kv_blocks_used == 0);
+  CHECK(s_on.kv_blocks_cached == s_off.kv_blocks_cached);
+  off->close_cache(std::chrono::seconds(30));
+  on->close_cache(std::chrono::seconds(30));
+  const CacheStats c_off = off->cache_stats(), c_on = on->cache_stats();
+  CHECK(c_on.memory_blocks == c_off.memory_blocks);
+  CHECK(c_on.memory_tokens == c_off.memory_tokens);
+  CHECK(c_on.memory_hit_tokens == c_off.memory_hit_tokens);
+  CHECK(c_on.disk.entries == c_off.disk.entries);
+  CHECK(c_on.disk.bytes == c_off.disk.bytes);
+}
+
+TEST_CASE("cancelling a request in the middle of a verification frees all its blocks") {
+  Fixture f("gemma3");
+  auto sched = scheduler(f, Spec::Ngram, 2);
+  GenerationRequest r = request(repetitive(31), -1);
+  r.max_tokens = 400;  // greedy: this prompt's answer loops without an end-of-generation token
+  // From the 6th text event on, the engine thread waits inside on_event — inside the
+  // verification that streams it — until this thread has cancelled.
+  std::mutex m;
+  std::condition_variable cv;
+  int n_events = 0;
+  bool cancelled = false;
+  Collector c;
+  Submitted sub = sched->submit(r, [&] {
+    c.signal->notify();
+    std::unique_lock<std::mutex> lock(m);
+    if (++n_events == 6) cv.notify_all();
+    cv.wait(lock, [&] { return cancelled || n_events < 6; });
+  });
+  REQUIRE(sub.status == SubmitStatus::Accepted);
+  c.handle = sub.handle;
+  {
+    std::unique_lock<std::mutex> lock(m);
+    REQUIRE(cv.wait_for(lock, kHangGuard, [&] { return n_events >= 6; }));
+  }
+  sub.handle->cancel();
+  {
+    std::lock_guard<std::mutex> lock(m);
+    cancelled = true;
+  }
+  cv.notify_all();
+  REQUIRE(c.wait());
+  CHECK(c.end.finish_reason == "cancelled");
+  CHECK(eventually([&] { return sched->stats().running == 0; }));
+  CHECK(sched->stats().kv_blocks_used == 0);
+  CHECK(sched->stats().draft_tokens_total > 0);
+  sched.reset();  // the engine may still be in on_event, which uses the locals above
+}
+
+TEST_CASE("on the default model, an answer that copies its prompt keeps drafts and is the answer without them") {
+  const std::string path = gemma_model_path();
+  if (path.empty()) {
+    WARN("default model not installed; skipped");
+    return;
+  }
+  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
+  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+  std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
+  std::unique_ptr<Tokenizer> tok = std::move(*Tokenizer::from_gguf(*file));
+  const std::string text =
+      "def area(width, height):\n    return width * height\n\n"
+      "def perimeter(width, height):\n    return 2 * (width + height)\n\n";
+  std::vector<GenerationRequest> reqs{request(tok->encode("<start_of_turn>user\nCopy this code exactly:\n" + text +
+                                                              "<end_of_turn>\n<start_of_turn>model\n",
+                                                          true, true),
+                                              48),
+                                      request(tok->encode("The capital of France is", true, false), 12)};
+  auto make = [&](Spec spec) {
+    SchedulerOptions so = options();
+    so.speculative = spec;
+    return std::move(*Scheduler::create(*model, *backend, *tok, so));
+  };
+  auto off = make(Spec::Off), on = make(Spec::Ngram);
+  const Answer expected = run(*off, reqs[0]);
+  const Answer alone = run(*on, reqs[0]);
+  CHECK(alone == expected);
+  CHECK(alone.timings.accepted_tokens > 10);
+  // Beside a request whose answer is free text (few drafts, if any).
+  CHECK(run_all(*on, reqs)[0] == expected);
+}
+
+TEST_CASE("a grammar-constrained answer with drafts is the answer without them") {
+  Fixture f("llama");
+  std::shared_ptr<GrammarCompiler> compiler = grammar_compiler_for(*f.tok);
+  Result<std::shared_ptr<const CompiledGrammar>> g =
+      compiler->json_schema(R"({"type":"array","items":{"enum":["abc 1","the 2","xyz 3"]},"maxItems":12})");
+  REQUIRE(g.ok());
+  auto off = scheduler(f, Spec::Off);
+  auto on = scheduler(f, Spec::Ngram);
+  for (uint32_t seed : {41u, 42u}) {
+    GenerationRequest r = request(repetitive(seed), 64);
+    r.grammar = *g;
+    INFO("seed " << seed);
+    const Answer expected = run(*off, r);
+    CHECK(expected.text.rfind("[", 0) == 0);  // the grammar holds
+    CHECK(run(*on, r) == expected);
+  }
+  CHECK(on->stats().draft_tokens_total > 0);
+}
