@@ -42,6 +42,10 @@ const KernelTable& scalar_kernels();
 #if defined(HEARTH_X86_KERNELS)
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
+#if defined(HEARTH_AMX_KERNELS)
+// avx512_kernels() with AMX tiles in the prefill GEMMs (vec_dot_amx.cpp).
+const KernelTable& amx_kernels();
+#endif
 #endif
 
 inline int type_index(DType t) {

@@ -1,0 +1,34 @@
+// The AMX level: the AVX-512 level's kernels (this file builds them again, with the same
+// flags plus AMX-TILE / AMX-INT8, so it needs nothing with external linkage from the
+// AVX-512 file) with the prefill GEMMs of gemm_amx.inc on AMX-INT8 tiles. Only this file is
+// compiled with the AMX flags, and its table is used only where detect_simd_level() found
+// AMX-INT8 and Linux granted the tile state.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in vec_dot_avx512.cpp
+#define HEARTH_VNNI 1
+#define HEARTH_PREFETCH_TILES 8
+#include <algorithm>
+#include <cstdlib>
+
+#include "backends/cpu/repack.h"
+#include "backends/cpu/vec_dot_x86.inc"
+#include "backends/cpu/gemm_q0_avx512.inc"
+#include "backends/cpu/gemm_q4k_avx512.inc"
+#include "backends/cpu/gemm_q6k_avx512.inc"
+// After the AVX-512 kernels: it uses their layouts and tiles.
+#include "backends/cpu/gemm_amx.inc"
+
+namespace hearth::cpu::detail {
+
+const KernelTable& amx_kernels() {
+  static const KernelTable kTable = [] {
+    KernelTable k = make_table();
+    use_q0_kernels(k);
+    use_q4k_kernels(k);
+    use_q6k_kernels(k);
+    use_amx_kernels(k);
+    return k;
+  }();
+  return kTable;
+}
+
+}  // namespace hearth::cpu::detail
