@@ -11,7 +11,9 @@
 
 #include "backends/cpu/repack.h"
 #include "backends/cpu/vec_dot_x86.inc"
+// After vec_dot_x86.inc, in this order, as in vec_dot_avx512.cpp.
 #include "backends/cpu/gemm_q0_avx512.inc"
+// q4k and q6k use q0's helpers.
 #include "backends/cpu/gemm_q4k_avx512.inc"
 #include "backends/cpu/gemm_q6k_avx512.inc"
 // After the AVX-512 kernels: it uses their layouts and tiles.
