@@ -45,11 +45,12 @@ std::vector<uint8_t> activations(DType w, int64_t n, int64_t n_tok, bool extreme
   return A;
 }
 
-// Weights with every quant and scale at its largest (Q4_K: q = 15, 6-bit scales and mins 63).
+// Weights with every quant (and Q4_K's 6-bit scales and mins) at its largest magnitude:
+// the bytes after the scale fields all 0xFF (Q8_0: -1; Q4_0 / Q5_0: 15 - 8, 31 - 16), or
+// 0x80 for Q8_0 (-128).
 void saturate(DType w, std::vector<uint8_t>& W) {
-  if (w != DType::Q4_K) return;
-  for (size_t b = 0; b + sizeof(BlockQ4_K) <= W.size(); b += sizeof(BlockQ4_K))
-    std::memset(W.data() + b + 4, 0xFF, sizeof(BlockQ4_K) - 4);
+  const size_t bb = dtype_info(w).block_bytes, skip = w == DType::Q4_K ? 4 : 2;
+  for (size_t b = 0; b + bb <= W.size(); b += bb) std::memset(W.data() + b + skip, w == DType::Q8_0 ? 0x80 : 0xFF, bb - skip);
 }
 
 void require_same(const std::vector<float>& got, const std::vector<float>& want) {
@@ -87,16 +88,17 @@ void check_shape(DType w, int64_t n, int64_t rows, int64_t n_tok, int64_t r0, in
 TEST_CASE("AMX prefill GEMMs give the AVX-512 and scalar floats bit for bit", "[amx]") {
   if (!amx_or_skip()) return;
   std::mt19937 rng(43);
-  for (DType w : {DType::Q4_K}) {
+  for (DType w : {DType::Q4_K, DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
     // Token counts: below one tile (AVX-512 only), one tile, tiles plus 1-15 left, more than
-    // one 256-token chunk; rows: several groups, a middle group alone.
-    for (int64_t n : {256, 768, 2304}) {
+    // one 256-token chunk; rows: several groups, a middle group alone; an odd block count.
+    const bool k = dtype_info(w).block_elems == 256;
+    for (int64_t n : k ? std::vector<int64_t>{256, 768, 2304} : std::vector<int64_t>{32, 96, 640}) {
       for (int64_t n_tok : {15, 16, 17, 31, 32, 45, 64, 100, 300}) {
         check_shape(w, n, 48, n_tok, 0, 48, false, rng);
         check_shape(w, n, 48, n_tok, 16, 32, false, rng);
       }
     }
-    check_shape(w, 2304, 32, 48, 0, 32, true, rng);
+    check_shape(w, k ? 2304 : 640, 32, 48, 0, 32, true, rng);
   }
 }
 
