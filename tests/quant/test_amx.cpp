@@ -45,12 +45,19 @@ std::vector<uint8_t> activations(DType w, int64_t n, int64_t n_tok, bool extreme
   return A;
 }
 
-// Weights with every quant (and Q4_K's 6-bit scales and mins) at its largest magnitude:
-// the bytes after the scale fields all 0xFF (Q8_0: -1; Q4_0 / Q5_0: 15 - 8, 31 - 16), or
-// 0x80 for Q8_0 (-128).
+// Weights with every quant (and the K types' scales) at an extreme: the bytes after the
+// scale fields all 0xFF (Q4_0 / Q5_0: 15 - 8, 31 - 16; Q4_K: q 15, scales and mins 63), or
+// 0x80 (Q8_0: -128); Q6_K: q 63 - 32 and its int8 scales -128.
 void saturate(DType w, std::vector<uint8_t>& W) {
   const size_t bb = dtype_info(w).block_bytes, skip = w == DType::Q4_K ? 4 : 2;
-  for (size_t b = 0; b + bb <= W.size(); b += bb) std::memset(W.data() + b + skip, w == DType::Q8_0 ? 0x80 : 0xFF, bb - skip);
+  for (size_t b = 0; b + bb <= W.size(); b += bb) {
+    if (w == DType::Q6_K) {  // ql, qh, then 16 scales, then the f16 d
+      std::memset(W.data() + b, 0xFF, 192);
+      std::memset(W.data() + b + 192, 0x80, 16);
+    } else {
+      std::memset(W.data() + b + skip, w == DType::Q8_0 ? 0x80 : 0xFF, bb - skip);
+    }
+  }
 }
 
 void require_same(const std::vector<float>& got, const std::vector<float>& want) {
@@ -88,7 +95,7 @@ void check_shape(DType w, int64_t n, int64_t rows, int64_t n_tok, int64_t r0, in
 TEST_CASE("AMX prefill GEMMs give the AVX-512 and scalar floats bit for bit", "[amx]") {
   if (!amx_or_skip()) return;
   std::mt19937 rng(43);
-  for (DType w : {DType::Q4_K, DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
+  for (DType w : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
     // Token counts: below one tile (AVX-512 only), one tile, tiles plus 1-15 left, more than
     // one 256-token chunk; rows: several groups, a middle group alone; an odd block count.
     const bool k = dtype_info(w).block_elems == 256;
