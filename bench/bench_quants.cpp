@@ -244,6 +244,9 @@ int main(int argc, char** argv) {
     bench_prefill(level, DType::Q6_K, kEmbd, kFfn, kTokens);
     bench_prefill_repacked(level, DType::Q8_0, kFfn, kEmbd, kTokens);
     bench_prefill_repacked(level, DType::Q5_0, kFfn, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q5_0, 1024, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q5_0, 256, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q5_0, 16384, kEmbd, kTokens);
     bench_prefill_repacked(level, DType::Q4_K, kEmbd, kFfn, kTokens);
     bench_prefill_repacked(level, DType::Q6_K, kEmbd, kFfn, kTokens);
   }
