@@ -12,9 +12,6 @@
 #include <cstring>
 #include <ctime>
 #include <vector>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/repack.h"
@@ -149,43 +146,6 @@ void bench_prefill_repacked(SimdLevel level, DType t, int64_t rows, int64_t n, i
               2.0 * rows * n * n_tok / s / 1e9);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// The AMX-INT8 unit's own rate, one thread: tdpbssd (16 x 16 x 64 multiply-adds) into 4
-// independent accumulator tiles, operands held in tiles, nothing else in the loop. The
-// ceiling the AMX level's prefill GEMMs work against (detect_simd_level() has asked Linux
-// for the tile state).
-__attribute__((target("amx-tile,amx-int8"))) double amx_peak_gops() {
-  struct alignas(64) Config {
-    uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-  } c;
-  for (int i = 0; i < 8; ++i) {
-    c.colsb[i] = 64;
-    c.rows[i] = 16;
-  }
-  _tile_loadconfig(&c);
-  alignas(64) int8_t ops[16 * 64] = {};
-  _tile_loadd(4, ops, 64);
-  _tile_loadd(5, ops, 64);
-  constexpr int64_t kReps = 1000000;
-  const double s = best_time(3, [&] {
-    for (int64_t r = 0; r < kReps; ++r) {
-      _tile_dpbssd(0, 4, 5);
-      _tile_dpbssd(1, 4, 5);
-      _tile_dpbssd(2, 4, 5);
-      _tile_dpbssd(3, 4, 5);
-    }
-  });
-  _tile_release();
-  return 2.0 * 16 * 16 * 64 * 4 * kReps / s / 1e9;
-}
-#else
-double amx_peak_gops() {
-  return 0;
-}
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -216,7 +176,7 @@ int main(int argc, char** argv) {
   const auto w_q4k_l2 = random_weights(DType::Q4_K, 256, kFfn);
   const auto w_q6k_l2 = random_weights(DType::Q6_K, 256, kFfn);
   std::printf("detected: %s\n", simd_level_name(detect_simd_level()));
-  if (detect_simd_level() >= SimdLevel::AMX) std::printf("amx int8 peak, one thread: %.0f GOP/s\n", amx_peak_gops());
+  if (detect_simd_level() >= SimdLevel::AMX) std::printf("amx int8 peak, one thread: %.0f GOP/s\n", amx_int8_gops(1));
   for (SimdLevel level : levels) {
     if (level > detect_simd_level()) continue;
     std::printf("%s:\n", simd_level_name(level));

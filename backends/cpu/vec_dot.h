@@ -39,6 +39,11 @@ SimdLevel active_simd_level();
 SimdLevel level_from_env(SimdLevel detected, const char* hearth_simd, const char* hearth_amx);
 // Sets the active level, clamped to detect_simd_level(); returns the level now active.
 SimdLevel set_simd_level(SimdLevel level);
+// The AMX-INT8 unit's rate on `threads` threads at once, in 10^9 int8 operations a second
+// (2 per multiply-add; the best of 3 rounds, each thread timed by its own CPU time):
+// tdpbssd into 4 tiles, operands held in tiles, the ceiling the AMX level's prefill works
+// against. 0 where AMX is not detected.
+double amx_int8_gops(int threads);
 // "scalar", "avx2", "avx512", "amx".
 const char* simd_level_name(SimdLevel level);
 // Accepts the names above (case-insensitive); false (and *out untouched) otherwise.

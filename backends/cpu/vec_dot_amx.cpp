@@ -21,6 +21,27 @@
 
 namespace hearth::cpu::detail {
 
+int64_t amx_peak_loop(int64_t reps) {
+  const amx::TileScope tiles(2, 64);  // every tile 16 x 64 bytes
+  alignas(64) int8_t ops[16 * 64];
+  for (int i = 0; i < 16 * 64; ++i) ops[i] = static_cast<int8_t>(i % 7 - 3);
+  _tile_loadd(4, ops, 64);
+  _tile_loadd(5, ops, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t r = 0; r < reps; ++r) {
+    _tile_dpbssd(0, 4, 5);
+    _tile_dpbssd(1, 4, 5);
+    _tile_dpbssd(2, 4, 5);
+    _tile_dpbssd(3, 4, 5);
+  }
+  alignas(64) int32_t out[16 * 16];
+  _tile_stored(3, out, 64);
+  return out[0];
+}
+
 const KernelTable& amx_kernels() {
   static const KernelTable kTable = [] {
     KernelTable k = make_table();
