@@ -109,7 +109,7 @@ TEST_CASE("AMX prefill GEMMs give the AVX-512 and scalar floats bit for bit", "[
   }
 }
 
-TEST_CASE("HEARTH_AMX=0 and HEARTH_SIMD lower the level below AMX; amx is a level name", "[amx]") {
+TEST_CASE("HEARTH_AMX=0 and HEARTH_SIMD lower the level below AMX, and amx is a level name", "[amx]") {
   CHECK(level_from_env(SimdLevel::AMX, nullptr, nullptr) == SimdLevel::AMX);
   CHECK(level_from_env(SimdLevel::AMX, nullptr, "0") == SimdLevel::AVX512);
   CHECK(level_from_env(SimdLevel::AMX, nullptr, "1") == SimdLevel::AMX);
