@@ -1,10 +1,11 @@
 // Micro-benchmark of the quantized gemm kernels, single thread, per SIMD level.
-//   bench_quants [scalar|avx2|avx512 ...]   (default: every level this CPU supports)
+//   bench_quants [scalar|avx2|avx512|amx ...] [prefill]   (default: every level this CPU
+//   supports; prefill: the prefill shapes only)
 // decode:  Q8_0 262144 x 640 with one token (Gemma 3 270M's tied output projection), Q5_0
 //          65536 x 640, Q4_K and Q6_K 16384 x 2048 with 1 and 4 tokens, plain and repacked at
 //          load: GB/s of weights streamed, which should approach the memory bandwidth of one core.
 // prefill: Q5_0 / Q4_K / Q6_K / Q8_0 with 512 tokens at the model's FFN shapes: GFLOP/s
-//          (2 * rows * n_in * n_tok per call).
+//          (2 * rows * n_in * n_tok per call), plain and repacked.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -128,20 +129,42 @@ void bench_prefill(SimdLevel level, DType t, int64_t rows, int64_t n, int64_t n_
               2.0 * rows * n * n_tok / s / 1e9);
 }
 
+// The same on the weights repacked at load, as the CPU backend runs prefill.
+void bench_prefill_repacked(SimdLevel level, DType t, int64_t rows, int64_t n, int64_t n_tok) {
+  if (!repack_useful(t, level, n, rows)) return;
+  const auto w = random_weights(t, rows, n);
+  std::vector<uint8_t> r(repacked_bytes(t, n, rows));
+  repack_rows(t, n, w.data(), hearth::row_bytes(t, n), rows, r.data());
+  const auto a = activations(t, n, n_tok);
+  std::vector<float> y(static_cast<size_t>(rows * n_tok));
+  const size_t arow = hearth::row_bytes(vec_dot_type(t), n);
+  const double s = best_time(3, [&] {
+    gemm_repacked_at(level, t, n, r.data(), 0, rows, a.data(), arow, n_tok, y.data(), static_cast<size_t>(rows));
+  });
+  std::printf("  prefill %-4s %6lld x %4lld  n_tok=%-4lld %8.2f ms  %7.1f GFLOP/s  repacked\n", hearth::dtype_name(t),
+              static_cast<long long>(rows), static_cast<long long>(n), static_cast<long long>(n_tok), s * 1e3,
+              2.0 * rows * n * n_tok / s / 1e9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<SimdLevel> levels;
+  bool prefill_only = false;  // "prefill": skip the decode shapes
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "prefill") == 0) {
+      prefill_only = true;
+      continue;
+    }
     SimdLevel l;
     if (!parse_simd_level(argv[i], &l)) {
-      std::fprintf(stderr, "usage: %s [scalar|avx2|avx512 ...]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [scalar|avx2|avx512|amx ...] [prefill]\n", argv[0]);
       return 2;
     }
     levels.push_back(l);
   }
   if (levels.empty())
-    for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512})
+    for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512, SimdLevel::AMX})
       if (l <= detect_simd_level()) levels.push_back(l);
 
   constexpr int64_t kVocab = 262144, kEmbd = 640, kFfn = 2048, kTokens = 512;
@@ -153,29 +176,39 @@ int main(int argc, char** argv) {
   const auto w_q4k_l2 = random_weights(DType::Q4_K, 256, kFfn);
   const auto w_q6k_l2 = random_weights(DType::Q6_K, 256, kFfn);
   std::printf("detected: %s\n", simd_level_name(detect_simd_level()));
+  if (detect_simd_level() >= SimdLevel::AMX) std::printf("amx int8 peak, one thread: %.0f GOP/s\n", amx_int8_gops(1));
   for (SimdLevel level : levels) {
     if (level > detect_simd_level()) continue;
     std::printf("%s:\n", simd_level_name(level));
-    bench_decode(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
-    bench_decode_repacked(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
-    bench_decode_repacked(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
-    bench_decode_repacked(level, DType::Q5_0, w_q5_l2, kFfn / 2, kEmbd, 1);  // in L2
-    bench_decode_repacked(level, DType::Q8_0, w_out, kFfn / 2, kEmbd, 1);    // in L2
-    bench_decode(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
-    bench_decode_repacked(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
-    bench_decode_repacked(level, DType::Q6_K, w_q6k_l2, 256, kFfn, 1);  // in L2
-    bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
-    bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 4);
-    bench_decode(level, DType::Q5_0, w_q5_l2, kFfn, kEmbd, 1);  // in L2: the kernel's own speed
-    bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
-    bench_decode_repacked(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
-    bench_decode_repacked(level, DType::Q4_K, w_q4k_l2, 256, kFfn, 1);  // in L2
-    bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 4);
+    if (!prefill_only) {
+      bench_decode(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
+      bench_decode_repacked(level, DType::Q8_0, w_out, kVocab, kEmbd, 1);
+      bench_decode_repacked(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
+      bench_decode_repacked(level, DType::Q5_0, w_q5_l2, kFfn / 2, kEmbd, 1);  // in L2
+      bench_decode_repacked(level, DType::Q8_0, w_out, kFfn / 2, kEmbd, 1);    // in L2
+      bench_decode(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
+      bench_decode_repacked(level, DType::Q6_K, w_q6k, kVocab / 16, kFfn, 1);
+      bench_decode_repacked(level, DType::Q6_K, w_q6k_l2, 256, kFfn, 1);  // in L2
+      bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 1);
+      bench_decode(level, DType::Q5_0, w_q5, kVocab / 4, kEmbd, 4);
+      bench_decode(level, DType::Q5_0, w_q5_l2, kFfn, kEmbd, 1);  // in L2: the kernel's own speed
+      bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
+      bench_decode_repacked(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 1);
+      bench_decode_repacked(level, DType::Q4_K, w_q4k_l2, 256, kFfn, 1);  // in L2
+      bench_decode(level, DType::Q4_K, w_q4k, kVocab / 16, kFfn, 4);
+    }
     bench_prefill(level, DType::Q8_0, kFfn, kEmbd, kTokens);
     bench_prefill(level, DType::Q5_0, kFfn, kEmbd, kTokens);  // Q, K, gate, up: 640 -> 2048
     bench_prefill(level, DType::Q5_0, kEmbd, kFfn, kTokens);
     bench_prefill(level, DType::Q4_K, kEmbd, kFfn, kTokens);  // down: 2048 -> 640
     bench_prefill(level, DType::Q6_K, kEmbd, kFfn, kTokens);
+    bench_prefill_repacked(level, DType::Q8_0, kFfn, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q5_0, kFfn, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q5_0, 1024, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q5_0, 256, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q5_0, 16384, kEmbd, kTokens);
+    bench_prefill_repacked(level, DType::Q4_K, kEmbd, kFfn, kTokens);
+    bench_prefill_repacked(level, DType::Q6_K, kEmbd, kFfn, kTokens);
   }
   return 0;
 }

@@ -21,6 +21,17 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_dot_avx512.cpp PROPERTIES
     COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
+  # The AMX level (AVX-512 + AMX-INT8 tiles), where the compiler knows the instructions;
+  # without it the AMX level is never detected.
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag("-mamx-tile -mamx-int8" HEARTH_HAVE_AMX_FLAGS)
+  if(HEARTH_HAVE_AMX_FLAGS)
+    target_sources(hearth_quants PRIVATE ${CMAKE_CURRENT_LIST_DIR}/vec_dot_amx.cpp)
+    target_compile_definitions(hearth_quants PRIVATE HEARTH_AMX_KERNELS)
+    set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_dot_amx.cpp PROPERTIES
+      COMPILE_OPTIONS
+      "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mamx-tile;-mamx-int8")
+  endif()
 endif()
 
 # Micro-benchmark (not a test): bench_quants [--level=scalar|avx2|avx512].

@@ -1,13 +1,21 @@
 // SIMD level detection and dispatch to the per-ISA kernel tables.
 #include "backends/cpu/vec_dot.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cctype>
 #include <cstdlib>
+#include <ctime>
 #include <string>
+#include <thread>
+#include <vector>
 #if defined(HEARTH_X86_KERNELS)
 #include <cpuid.h>
+#endif
+#if defined(HEARTH_X86_KERNELS) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "backends/cpu/quant_ref.h"
@@ -26,7 +34,28 @@ bool has_f16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
+
+#if defined(HEARTH_AMX_KERNELS)
+// AMX-TILE and AMX-INT8: CPUID leaf 7 sub-leaf 0, EDX bits 24 and 25.
+bool cpu_has_amx_int8() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return (edx & (1u << 24)) != 0 && (edx & (1u << 25)) != 0;
+}
+
+// Linux (5.16+) hands the 8 KiB tile state to a process only on request; without the grant
+// the first tile instruction faults (SIGILL). The grant is per process, all threads.
+bool os_grants_amx() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr int kArchReqXcompPerm = 0x1023;
+  constexpr int kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
 #endif
+}
+#endif  // HEARTH_AMX_KERNELS
+#endif  // HEARTH_X86_KERNELS
 
 SimdLevel detect_uncached() {
 #if defined(HEARTH_X86_KERNELS)
@@ -37,6 +66,9 @@ SimdLevel detect_uncached() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
+#if defined(HEARTH_AMX_KERNELS)
+  if (avx512 && cpu_has_amx_int8() && os_grants_amx()) return SimdLevel::AMX;
+#endif
   if (avx512) return SimdLevel::AVX512;
   if (avx2) return SimdLevel::AVX2;
 #endif
@@ -44,12 +76,7 @@ SimdLevel detect_uncached() {
 }
 
 SimdLevel initial_level() {
-  SimdLevel level = detect_simd_level();
-  if (const char* env = std::getenv("HEARTH_SIMD"); env && *env) {
-    SimdLevel wanted;
-    if (parse_simd_level(env, &wanted) && wanted < level) level = wanted;
-  }
-  return level;
+  return level_from_env(detect_simd_level(), std::getenv("HEARTH_SIMD"), std::getenv("HEARTH_AMX"));
 }
 
 std::atomic<SimdLevel>& active() {
@@ -60,6 +87,10 @@ std::atomic<SimdLevel>& active() {
 const KernelTable& table(SimdLevel level) {
   switch (level) {
 #if defined(HEARTH_X86_KERNELS)
+#if defined(HEARTH_AMX_KERNELS)
+    case SimdLevel::AMX:
+      return detail::amx_kernels();
+#endif
     case SimdLevel::AVX512:
       return detail::avx512_kernels();
     case SimdLevel::AVX2:
@@ -90,6 +121,14 @@ detail::GemmFn detail::gemm_repacked_fn(SimdLevel level, DType w) {
   return table(clamp(level)).gemm_repacked[i];
 }
 
+SimdLevel level_from_env(SimdLevel detected, const char* hearth_simd, const char* hearth_amx) {
+  SimdLevel level = detected;
+  SimdLevel wanted;
+  if (hearth_simd && parse_simd_level(hearth_simd, &wanted) && wanted < level) level = wanted;
+  if (hearth_amx && std::string_view(hearth_amx) == "0" && level == SimdLevel::AMX) level = SimdLevel::AVX512;
+  return level;
+}
+
 SimdLevel detect_simd_level() {
   static const SimdLevel kLevel = detect_uncached();
   return kLevel;
@@ -105,6 +144,39 @@ SimdLevel set_simd_level(SimdLevel level) {
   return l;
 }
 
+double amx_int8_gops(int threads) {
+#if defined(HEARTH_AMX_KERNELS)
+  if (detect_simd_level() < SimdLevel::AMX || threads < 1) return 0;
+  constexpr int64_t kReps = 1 << 18;  // x 4 x 16 x 16 x 64 = 268 M multiply-adds a thread
+  // Each thread's own CPU time, not the wall's: on a shared machine a thread waiting for a
+  // core is not the unit being slow.
+  auto thread_seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  std::atomic<int64_t> sink{0};
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<double> secs(static_cast<size_t>(threads));
+    std::vector<std::thread> ts;
+    for (int i = 0; i < threads; ++i)
+      ts.emplace_back([&, i] {
+        const double t0 = thread_seconds();
+        sink += detail::amx_peak_loop(kReps);
+        secs[static_cast<size_t>(i)] = thread_seconds() - t0;
+      });
+    for (std::thread& t : ts) t.join();
+    const double slowest = *std::max_element(secs.begin(), secs.end());
+    best = std::max(best, 2.0 * kReps * 4 * 16 * 16 * 64 * threads / slowest / 1e9);
+  }
+  return sink.load() == 42 ? best + 1e-12 : best;  // uses sink
+#else
+  (void)threads;
+  return 0;
+#endif
+}
+
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
     case SimdLevel::Scalar:
@@ -113,6 +185,8 @@ const char* simd_level_name(SimdLevel level) {
       return "avx2";
     case SimdLevel::AVX512:
       return "avx512";
+    case SimdLevel::AMX:
+      return "amx";
   }
   return "?";
 }
@@ -120,7 +194,7 @@ const char* simd_level_name(SimdLevel level) {
 bool parse_simd_level(std::string_view name, SimdLevel* out) {
   std::string lower;
   for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512}) {
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512, SimdLevel::AMX}) {
     if (lower == simd_level_name(l)) {
       *out = l;
       return true;

@@ -22,17 +22,29 @@
 namespace hearth::cpu {
 
 // Scalar: portable C++. AVX2: AVX2 + FMA + F16C. AVX512: AVX-512 F/BW/VL/DQ + VNNI (plus
-// the AVX2 set); a CPU with AVX-512 but no VNNI (Skylake-SP) runs the AVX2 level.
-enum class SimdLevel { Scalar = 0, AVX2 = 1, AVX512 = 2 };
+// the AVX2 set); a CPU with AVX-512 but no VNNI (Skylake-SP) runs the AVX2 level. AMX: the
+// AVX512 level plus AMX-INT8 tiles (Sapphire Rapids and later) for prefill GEMMs, where
+// Linux grants the process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM); its results are
+// the AVX512 level's bit for bit (the tiles compute the same exact integer sums).
+enum class SimdLevel { Scalar = 0, AVX2 = 1, AVX512 = 2, AMX = 3 };
 
-// The best level this CPU (and OS) supports.
+// The best level this CPU (and OS) supports. The first call asks Linux for the AMX tile
+// state when the CPU has AMX-INT8 (once per process; the grant covers every thread).
 SimdLevel detect_simd_level();
 // The level vec_dot / gemm / quantize_activations use: at first use the detected level,
-// lowered to $HEARTH_SIMD when that names a lower level ("scalar", "avx2", "avx512").
+// lowered to $HEARTH_SIMD when that names a lower level ("scalar", "avx2", "avx512", "amx"),
+// and below AMX when $HEARTH_AMX is "0" (AMX off, for comparison).
 SimdLevel active_simd_level();
+// The level those variables leave of `detected` (either may be null: unset).
+SimdLevel level_from_env(SimdLevel detected, const char* hearth_simd, const char* hearth_amx);
 // Sets the active level, clamped to detect_simd_level(); returns the level now active.
 SimdLevel set_simd_level(SimdLevel level);
-// "scalar", "avx2", "avx512".
+// The AMX-INT8 unit's rate on `threads` threads at once, in 10^9 int8 operations a second
+// (2 per multiply-add; the best of 3 rounds, each thread timed by its own CPU time):
+// tdpbssd into 4 tiles, operands held in tiles, the ceiling the AMX level's prefill works
+// against. 0 where AMX is not detected.
+double amx_int8_gops(int threads);
+// "scalar", "avx2", "avx512", "amx".
 const char* simd_level_name(SimdLevel level);
 // Accepts the names above (case-insensitive); false (and *out untouched) otherwise.
 bool parse_simd_level(std::string_view name, SimdLevel* out);

@@ -42,6 +42,13 @@ const KernelTable& scalar_kernels();
 #if defined(HEARTH_X86_KERNELS)
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
+#if defined(HEARTH_AMX_KERNELS)
+// avx512_kernels() with AMX tiles in the prefill GEMMs (vec_dot_amx.cpp).
+const KernelTable& amx_kernels();
+// reps x 4 tdpbssd (16 x 16 x 64 multiply-adds each) on tiles, operands in tiles: the AMX
+// unit's own rate, for amx_int8_gops. Returns a checksum.
+int64_t amx_peak_loop(int64_t reps);
+#endif
 #endif
 
 inline int type_index(DType t) {

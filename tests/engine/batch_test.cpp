@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/vec_dot.h"
 #include "engine/model/context.h"
 #include "test_util.h"
 #include "tests/tools/synthetic_model.h"
@@ -125,7 +126,54 @@ void check_chunk_equals_steps(const Model& model, Backend& backend, const std::v
   }
 }
 
+// Prefill of `prompt` in passes of `pieces` tokens (summing to its length), slots =
+// positions: the logits of its last token.
+std::vector<float> last_logits_in_pieces(const Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+                                         const std::vector<size_t>& pieces) {
+  constexpr int kSlots = 64;
+  REQUIRE(prompt.size() <= kSlots);
+  std::vector<int32_t> identity(kSlots);
+  std::iota(identity.begin(), identity.end(), 0);
+  Runner r{model, backend,
+           std::move(*allocate_forward_buffers(model.config(), backend, kSlots, kSlots, 4, DType::F16))};
+  std::vector<float> out;
+  size_t at = 0;
+  for (size_t n : pieces) {
+    ForwardBatch p;
+    p.seqs.push_back({std::span<const int32_t>(prompt.data() + at, n), static_cast<int32_t>(at), identity});
+    p.logit_rows = {static_cast<int32_t>(n - 1)};
+    out = r.run(p);
+    at += n;
+  }
+  REQUIRE(at == prompt.size());
+  return out;
+}
+
 }  // namespace
+
+// Where the CPU has AMX, prefill passes of 16 tokens and more run their matmuls on tiles,
+// 16 tokens at a time, and the tokens left over (and decode steps) on AVX-512: a token's
+// logits must not show which, on every weight type of the default model (Q5_0, Q8_0, Q4_K,
+// Q6_K). The last of 48 tokens goes through tiles in one pass of 48 or in a pass of 16,
+// and through AVX-512 decoded alone or in a pass of 8 or of 45 (32 tiled, 13 not).
+TEST_CASE("a prompt's last logits are bitwise the same prefilled whole, in pieces and decoded last") {
+  const std::string path = test::gemma_model_path();
+  if (path.empty()) {
+    WARN("default model not installed; skipped");
+    return;
+  }
+  INFO("simd level " << cpu::simd_level_name(cpu::active_simd_level()));
+  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
+  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
+  std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
+  std::vector<int32_t> prompt = {2};
+  for (int32_t i = 1; i < 48; ++i) prompt.push_back(100 + (i * 7919) % 200000);
+  const std::vector<float> whole = last_logits_in_pieces(*model, *backend, prompt, {48});
+  for (const std::vector<size_t>& pieces : std::vector<std::vector<size_t>>{{47, 1}, {40, 8}, {3, 45}, {32, 16}}) {
+    CAPTURE(pieces);
+    REQUIRE(last_logits_in_pieces(*model, *backend, prompt, pieces) == whole);
+  }
+}
 
 // Two sequences of a synthetic Q8_0 model of `arch` on the CPU, alone and batched in any
 // slots (check_batched_equals_alone); the model's configuration, for the caller's checks.

@@ -17,7 +17,7 @@ namespace hearth::test {
 // Every SIMD level this CPU runs, scalar first.
 inline std::vector<cpu::SimdLevel> supported_levels() {
   std::vector<cpu::SimdLevel> v;
-  for (cpu::SimdLevel l : {cpu::SimdLevel::Scalar, cpu::SimdLevel::AVX2, cpu::SimdLevel::AVX512})
+  for (cpu::SimdLevel l : {cpu::SimdLevel::Scalar, cpu::SimdLevel::AVX2, cpu::SimdLevel::AVX512, cpu::SimdLevel::AMX})
     if (l <= cpu::detect_simd_level()) v.push_back(l);
   return v;
 }

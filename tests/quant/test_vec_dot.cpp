@@ -288,7 +288,7 @@ TEST_CASE("SIMD levels: detect, set (clamped to the CPU), parse and name", "[vec
   CHECK(set_simd_level(SimdLevel::Scalar) == SimdLevel::Scalar);
   CHECK(active_simd_level() == SimdLevel::Scalar);
   // Asking for more than the CPU has gives the best it has.
-  CHECK(set_simd_level(SimdLevel::AVX512) == best);
+  CHECK(set_simd_level(SimdLevel::AMX) == best);
   CHECK(active_simd_level() == best);
   set_simd_level(before);
 
@@ -302,7 +302,7 @@ TEST_CASE("SIMD levels: detect, set (clamped to the CPU), parse and name", "[vec
   CHECK_FALSE(parse_simd_level("sse9", &l));
   CHECK_FALSE(parse_simd_level("", &l));
   CHECK(l == SimdLevel::Scalar);
-  for (SimdLevel x : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512}) {
+  for (SimdLevel x : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512, SimdLevel::AMX}) {
     SimdLevel back;
     REQUIRE(parse_simd_level(simd_level_name(x), &back));
     CHECK(back == x);

@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "backends/cpu/vec_dot.h"
 #include "common/probe/machine_probe.h"
 #include "common/probe/peak_report.h"
 #include "decode_ops.h"
@@ -150,6 +151,10 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
     std::printf("prefill: %s, %d threads%s\n",
                 probe::against_peak(gops, peaks.int8_gops, "GOP/s", "int8 peak", again).c_str(), peaks.threads,
                 bound(gops, peaks.int8_gops, "compute-bound").c_str());
+  if (pp_tok_s > 0 && cpu::active_simd_level() == cpu::SimdLevel::AMX && l.backend->info().kind == "cpu")
+    std::printf("prefill: %s, %d threads (the tiles' own rate, measured now)\n",
+                probe::against_peak(gops, cpu::amx_int8_gops(peaks.threads), "GOP/s", "AMX int8 peak", "").c_str(),
+                peaks.threads);
   if (tg_tok_s > 0)
     std::printf("decode:  %s%s\n",
                 probe::against_peak(gb_s, peaks.read_gb_s, "GB/s", "memory read peak", again).c_str(),

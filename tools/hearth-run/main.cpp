@@ -95,7 +95,8 @@ void add_options(CLI::App& app, Args& a) {
       ->check(CLI::Range(0, 1000));
   app.add_flag("--reprobe", a.bo.reprobe,
                "bench: measure this machine's int8 and memory-read peaks again (they are kept in the cache folder)");
-  app.add_option("--simd", a.simd, "force a SIMD level: scalar, avx2, avx512 (testing)");
+  app.add_option("--simd", a.simd,
+                 "force a SIMD level: scalar, avx2, avx512, amx (testing; HEARTH_AMX=0 also keeps AMX off)");
   app.add_option("--log-level", a.log_level, "debug, info, warn, error");
   app.add_flag("--version", a.version, "print the version");
 }
