@@ -55,9 +55,18 @@ Status get_models(const toml::table& t, const std::string& source, std::vector<s
   return {};
 }
 
-const char* const kKeys[] = {"name",       "url",          "api_key_file",       "models",
-                             "model_prefix", "ca_file",    "connect_timeout",    "first_byte_timeout",
-                             "idle_timeout", "max_concurrency", "discover_interval", "fallback"};
+const char* const kKeys[] = {"name",
+                             "url",
+                             "api_key_file",
+                             "models",
+                             "model_prefix",
+                             "ca_file",
+                             "connect_timeout",
+                             "first_byte_timeout",
+                             "idle_timeout",
+                             "max_concurrency",
+                             "discover_interval",
+                             "fallback"};
 
 Status check_keys(const toml::table& t, const std::string& source) {
   for (const auto& [key, node] : t) {
@@ -76,8 +85,7 @@ Status check_upstream_url(const std::string& url) {
     const std::string s(scheme);
     if (url.rfind(s, 0) != 0) continue;
     const std::string rest = url.substr(s.size());
-    if (rest.empty() || rest[0] == '/' || rest[0] == ':')
-      return make_error("'" + url + "' names no host");
+    if (rest.empty() || rest[0] == '/' || rest[0] == ':') return make_error("'" + url + "' names no host");
     if (rest.find('@') != std::string::npos)
       return make_error("'" + url + "': user names in URLs are not supported (use api_key_file)");
     return {};
@@ -89,18 +97,19 @@ Result<UpstreamConfig> parse_upstream(const toml::table& t, const std::string& s
   UpstreamConfig u;
   if (Status s = check_keys(t, source); !s) return s.error();
   std::string src = source;
-  for (Status s : {get_string(t, "name", src, &u.name), get_string(t, "url", src, &u.url),
-                   get_string(t, "api_key_file", src, &u.api_key_file),
-                   get_string(t, "model_prefix", src, &u.model_prefix), get_string(t, "ca_file", src, &u.ca_file),
-                   get_string(t, "fallback", src, &u.fallback), get_models(t, src, &u.models),
-                   get_int(t, "connect_timeout", 1, 3600, src, &u.connect_timeout_s),
-                   get_int(t, "first_byte_timeout", 1, 86400, src, &u.first_byte_timeout_s),
-                   get_int(t, "idle_timeout", 1, 86400, src, &u.idle_timeout_s),
-                   get_int(t, "max_concurrency", 1, 4096, src, &u.max_concurrency),
-                   get_int(t, "discover_interval", 1, 86400, src, &u.discover_interval_s)}) {
+  for (Status s :
+       {get_string(t, "name", src, &u.name), get_string(t, "url", src, &u.url),
+        get_string(t, "api_key_file", src, &u.api_key_file), get_string(t, "model_prefix", src, &u.model_prefix),
+        get_string(t, "ca_file", src, &u.ca_file), get_string(t, "fallback", src, &u.fallback),
+        get_models(t, src, &u.models), get_int(t, "connect_timeout", 1, 3600, src, &u.connect_timeout_s),
+        get_int(t, "first_byte_timeout", 1, 86400, src, &u.first_byte_timeout_s),
+        get_int(t, "idle_timeout", 1, 86400, src, &u.idle_timeout_s),
+        get_int(t, "max_concurrency", 1, 4096, src, &u.max_concurrency),
+        get_int(t, "discover_interval", 1, 86400, src, &u.discover_interval_s)}) {
     if (!s) return s.error();
   }
-  if (!name_ok(u.name)) return make_error(source + ": 'name' must be 1..64 of A-Z a-z 0-9 . _ - (got '" + u.name + "')");
+  if (!name_ok(u.name))
+    return make_error(source + ": 'name' must be 1..64 of A-Z a-z 0-9 . _ - (got '" + u.name + "')");
   const std::string named = source + " (" + u.name + ")";
   if (u.url.empty()) return make_error(named + ": 'url' is required");
   if (Status s = check_upstream_url(u.url); !s) return make_error(named + ": 'url': " + s.error().message);

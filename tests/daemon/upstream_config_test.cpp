@@ -97,8 +97,9 @@ TEST_CASE("bad [[upstream]] tables are errors naming the table and the key", "[d
              Catch::Contains("'api_key' is not an upstream setting"));
   CHECK_THAT(error_of(load_toml(d, "[[upstream]]\nname = \"a\"\nurl = \"http://x:1\"\nca_file = \"/c.pem\"\n")),
              Catch::Contains("'ca_file' is for an https:// url"));
-  CHECK_THAT(error_of(load_toml(d, "[[upstream]]\nname = \"a\"\nurl = \"http://x:1\"\n"
-                                   "[[upstream]]\nname = \"a\"\nurl = \"http://y:1\"\n")),
+  CHECK_THAT(error_of(load_toml(d,
+                                "[[upstream]]\nname = \"a\"\nurl = \"http://x:1\"\n"
+                                "[[upstream]]\nname = \"a\"\nurl = \"http://y:1\"\n")),
              Catch::Contains("[[upstream]] #2: a second upstream named 'a'"));
   CHECK_THAT(error_of(load_toml(d, "upstream = 3\n")), Catch::Contains("must be [[upstream]] tables"));
 }
