@@ -387,7 +387,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     start_watch();
     const bool chunked = version >= 11;  // HTTP/1.0: streamed raw to the close
     if (call.stream && !chunked) keep_alive = false;
-    bool ok = !call.stream || co_await write_stream_head(call.content_type, version, keep_alive, chunked);
+    bool head_sent = call.stream && !call.defer_head;
+    bool ok = !head_sent || co_await write_stream_head(call.content_type, version, keep_alive, chunked);
     std::optional<HttpResponse> result;
     for (;;) {
       std::string out;
@@ -395,6 +396,10 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         std::lock_guard<std::mutex> lock(shared->mutex);
         out.swap(shared->pending);
         result = std::move(shared->result);
+      }
+      if (call.stream && ok && !out.empty() && !head_sent) {
+        head_sent = true;
+        ok = co_await write_stream_head(call.content_type, version, keep_alive, chunked);
       }
       if (call.stream && ok && !out.empty()) ok = co_await write_stream_data(out, chunked);
       if (result) break;
@@ -409,7 +414,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     disarm_waker();
     stream_cancel_.reset();
     if (!ok || client_gone_ || closing_) co_return false;
-    if (!call.stream) co_return co_await write_response(*result, version, keep_alive) && keep_alive;
+    if (!head_sent) co_return co_await write_response(*result, version, keep_alive) && keep_alive;
     if (!result->body.empty() && !co_await write_stream_data(result->body, chunked)) co_return false;
     co_return (!chunked || co_await write_last_chunk()) && keep_alive;
   }
@@ -427,6 +432,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     ctx.open_connections = state_.open_connections.load();
     ctx.models_dir = &opt.models_dir;
     ctx.puller = state_.puller();
+    ctx.upstreams = state_.upstreams();
     return ctx;
   }
 
