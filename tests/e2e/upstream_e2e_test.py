@@ -6,6 +6,10 @@ with hearth's timings measured at the front, that each cache scope gets its own 
 upstream (no cross-scope hit) and the same one after the front restarts, that an upstream
 killed mid-stream ends the stream with an error event, that a stopped one is a 502 naming
 it (then an open circuit: 503), and that the front serves its local model throughout.
+Through a proxy (fault_proxy.py): the same answers over TLS with a CA made here by the
+openssl CLI; a certificate from another CA, an upstream that answers 500 and one that
+stalls before its first byte are each retried once on a new connection, then a 502/504
+naming the upstream.
 Usage: upstream_e2e_test.py --hearthd PATH"""
 import argparse
 import http.client
@@ -18,6 +22,7 @@ import sys
 import tempfile
 import time
 
+from fault_proxy import FaultProxy, make_certs
 from hearthd_process import HANG_GUARD_S, CacheDaemon, Hearthd, gemma_model_or_skip, long_prompt, sse_events
 
 UPSTREAM_MODEL = "up/gemma3:270m"
@@ -68,7 +73,7 @@ def check_listings(front):
     assert status == 200 and any(m["name"] == UPSTREAM_MODEL for m in json.loads(tags)["models"])
     status, installed = front.request("GET", "/api/models")
     assert status == 200
-    assert [m["id"] for m in json.loads(installed)["upstream_models"]] == [UPSTREAM_MODEL]
+    assert UPSTREAM_MODEL in [m["id"] for m in json.loads(installed)["upstream_models"]]
     status, health = front.request("GET", "/health")
     upstreams = json.loads(health)["upstreams"]
     assert upstreams[0]["name"] == "up" and upstreams[0]["state"] == "closed", upstreams
@@ -95,6 +100,7 @@ def check_answers_equal(front, port):
     assert all(e["model"] == UPSTREAM_MODEL for e in events if "model" in e)
     print("answers: chat and stream through the front equal the upstream's: %r; front TTFT %.1f ms, %.1f tok/s"
           % (want, t["ttft_ms"], t["decode_tok_s"]))
+    return want
 
 
 def upstream_cached(front, prompt, salt=None):
@@ -168,6 +174,44 @@ def check_local(front):
     assert status == 200 and r["model"] == LOCAL_MODEL, (status, r)
 
 
+def upstream_tables(port, ca, other_ca, tls_port, stall_port, err_port):
+    """The front's [[upstream]]s: the upstream hearthd itself, and the proxies before it."""
+    common = 'models = ["%s"]\nconnect_timeout = 5\n' % LOCAL_MODEL
+    return "".join([
+        '[[upstream]]\nname = "up"\nurl = "http://127.0.0.1:%d"\nmodel_prefix = "up/"\n'
+        "connect_timeout = 5\nfirst_byte_timeout = 120\nidle_timeout = 60\n" % port,
+        '[[upstream]]\nname = "tls"\nurl = "https://localhost:%d"\nmodel_prefix = "tls/"\nca_file = "%s"\n%s'
+        % (tls_port, ca, common),
+        '[[upstream]]\nname = "badca"\nurl = "https://localhost:%d"\nmodel_prefix = "badca/"\nca_file = "%s"\n%s'
+        % (tls_port, other_ca, common),
+        '[[upstream]]\nname = "stall"\nurl = "http://127.0.0.1:%d"\nmodel_prefix = "stall/"\n'
+        "first_byte_timeout = 1\n%s" % (stall_port, common),
+        '[[upstream]]\nname = "err"\nurl = "http://127.0.0.1:%d"\nmodel_prefix = "err/"\n%s' % (err_port, common),
+    ])
+
+
+def check_faults(front, want, err_proxy, stall_proxy):
+    status, r = front.post_json("/v1/chat/completions", chat_body("tls/" + LOCAL_MODEL))
+    assert status == 200 and r["choices"][0]["message"]["content"] == want, (status, r)
+    print("TLS: the same answer through https with the test's own CA")
+    status, r = front.post_json("/v1/chat/completions", chat_body("badca/" + LOCAL_MODEL))
+    assert status == 502 and "'badca'" in r["error"]["message"], (status, r)
+    assert "certificate" in r["error"]["message"], r
+    print("another CA: %d %s" % (status, r["error"]["message"]))
+    status, r = front.post_json("/v1/chat/completions", chat_body("err/" + LOCAL_MODEL))
+    assert status == 502 and "'err'" in r["error"]["message"] and "HTTP 500" in r["error"]["message"], (status, r)
+    assert err_proxy.connections == 2, "a 500 was not retried once on a new connection"
+    print("HTTP 500: retried once, then %d %s" % (status, r["error"]["message"]))
+    status, r = front.post_json("/v1/chat/completions", chat_body("stall/" + LOCAL_MODEL))
+    assert status == 504 and "'stall'" in r["error"]["message"], (status, r)
+    assert stall_proxy.connections == 2, "a stall was not retried once on a new connection"
+    print("stalled before the first byte: retried once, then %d %s" % (status, r["error"]["message"]))
+    status, health = front.request("GET", "/health")
+    by_name = {u["name"]: u for u in json.loads(health)["upstreams"]}
+    assert by_name["badca"]["retries"] == 1 and by_name["badca"]["failures"] == 1, by_name["badca"]
+    assert by_name["tls"]["failures"] == 0 and by_name["up"]["state"] == "closed", by_name
+
+
 def front_daemon(hearthd, model, cache_dir, config):
     return CacheDaemon(hearthd, model, cache_dir, "--config", config)
 
@@ -179,16 +223,18 @@ def main():
     model = gemma_model_or_skip()
     work = tempfile.mkdtemp(prefix="hearth-upstream-e2e-")
     port = free_port()
+    ca, other_ca, cert, key = make_certs(work)
+    proxies = [FaultProxy(port, "pass", cert, key), FaultProxy(port, "stall"), FaultProxy(port, "500")]
     config = os.path.join(work, "front.toml")
     with open(config, "w") as f:
-        f.write('[[upstream]]\nname = "up"\nurl = "http://127.0.0.1:%d"\nmodel_prefix = "up/"\n'
-                "connect_timeout = 5\nfirst_byte_timeout = 120\nidle_timeout = 60\n" % port)
+        f.write(upstream_tables(port, ca, other_ca, *(p.port for p in proxies)))
     cache_dir = os.path.join(work, "front-cache")
     upstream = Hearthd(args.hearthd, model, "--listen-tcp", "127.0.0.1:%d" % port, threads=1)
     front = front_daemon(args.hearthd, model, cache_dir, config)
     try:
         check_listings(front)
-        check_answers_equal(front, port)
+        want = check_answers_equal(front, port)
+        check_faults(front, want, proxies[2], proxies[1])
         check_local(front)
         prompt = long_prompt(45, 6)
         check_scopes(front, prompt)
@@ -204,6 +250,8 @@ def main():
     finally:
         front.close()
         upstream.close()
+        for p in proxies:
+            p.close()
         shutil.rmtree(work, ignore_errors=True)
     print("OK")
     return 0
