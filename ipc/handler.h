@@ -79,6 +79,10 @@ struct StreamCall {
   // nothing, what it returns is sent as a whole response, its status included (a forwarded
   // request whose upstream gave no answer: 502).
   bool defer_head = false;
+  // When run, having emitted nothing, leaves a request here, the connection answers that
+  // request (its route dispatched again) instead of sending what run returned: an upstream
+  // model's local fallback. Once per request.
+  std::shared_ptr<std::optional<HttpRequest>> reroute;
   std::string content_type = "application/x-ndjson";
   std::function<HttpResponse(const Emit& emit, const std::atomic<bool>& cancelled)> run;
 };

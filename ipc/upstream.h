@@ -21,11 +21,11 @@ namespace hearth::ipc {
 
 // One model an upstream serves, as hearth's clients name it.
 struct UpstreamModel {
-  std::string id;           // model_prefix + the upstream's own name
-  std::string remote_id;    // the upstream's own name: what the forwarded body says
-  std::string upstream;     // the upstream's name in the config
-  std::string url;          // its base URL (no key, ever)
-  std::string fallback;     // a local model that answers when the upstream cannot; "" = none
+  std::string id;         // model_prefix + the upstream's own name
+  std::string remote_id;  // the upstream's own name: what the forwarded body says
+  std::string upstream;   // the upstream's name in the config
+  std::string url;        // its base URL (no key, ever)
+  std::string fallback;   // a local model that answers when the upstream cannot; "" = none
 };
 
 // How one upstream fares, for /health and /metrics.
@@ -34,12 +34,12 @@ struct UpstreamState {
   std::string url;
   std::string breaker = "closed";  // "closed" (sending), "open" (refusing), "half_open" (one probe)
   size_t n_models = 0;
-  int64_t requests = 0;       // forwarded since start, retries not counted
-  int64_t failures = 0;       // requests that got no answer (after the retry)
+  int64_t requests = 0;  // forwarded since start, retries not counted
+  int64_t failures = 0;  // requests that got no answer (after the retry)
   int64_t retries = 0;
   int64_t in_flight = 0;
-  double last_ttfb_ms = 0;    // request sent -> the answer's header, last success
-  std::string last_error;     // "" when the last request succeeded
+  double last_ttfb_ms = 0;  // request sent -> the answer's header, last success
+  std::string last_error;   // "" when the last request succeeded
 };
 
 // A request to send: the body already re-written for the upstream (its model name, the

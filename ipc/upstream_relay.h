@@ -38,7 +38,7 @@ class SseRelay {
   std::string model_id_;
   std::string upstream_;
   Clock::time_point sent_;
-  std::string pending_;                 // bytes after the last whole event
+  std::string pending_;                    // bytes after the last whole event
   std::vector<Clock::time_point> tokens_;  // when each chunk with content arrived
   bool done_ = false;
   std::string broken_;

@@ -21,6 +21,8 @@ RouteResult generation(Endpoint endpoint, const Call& call) {
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
   ResponseMeta meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
   meta.logprobs = req.top_logprobs >= 0;
+  meta.fallback_from = call.request.fallback_from;
+  meta.fallback_reason = call.request.fallback_reason;
   std::string log_id = meta.id;
   std::variant<GenerationJob, ApiError> job =
       make_job(call, req, openai_writer(std::move(meta), req.stream), std::move(log_id));

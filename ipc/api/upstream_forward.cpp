@@ -46,8 +46,12 @@ struct Relay {
   double first_byte_ms = 0;
 };
 
+// Whether a failed request is answered by the upstream's local fallback model: then the
+// request to answer instead goes to reroute.
+using OnFailure = std::function<bool(const ForwardFailure& failure)>;
+
 HttpResponse run_forward(UpstreamForwarder& forwarder, const ForwardCall& fc, const UpstreamModel& model, bool stream,
-                         const StreamCall::Emit& emit, const std::atomic<bool>& cancelled) {
+                         const StreamCall::Emit& emit, const std::atomic<bool>& cancelled, const OnFailure& fall_back) {
   Relay r{model, stream};
   auto on_head = [&](int status, const std::string& type) {
     r.status = status;
@@ -68,14 +72,18 @@ HttpResponse run_forward(UpstreamForwarder& forwarder, const ForwardCall& fc, co
   std::string broken;
   const std::optional<ForwardFailure> failed = forwarder.forward(fc, on_head, on_data, cancelled, &broken);
   if (failed) {
-    LOG_WARN("upstream " + model.upstream + ": " + failed->message);
+    LOG_WARN(failed->message);
+    if (fall_back(*failed)) {
+      LOG_WARN("answering " + model.id + " with the local fallback model " + model.fallback);
+      return HttpResponse{};
+    }
     return failure_response(*failed);
   }
   if (r.relaying) {
     if (broken.empty()) broken = r.sse.broken();
     if (!r.sse.done() && !cancelled.load()) {
-      const std::string why = "the upstream '" + model.upstream + "' broke off the answer" +
-                              (broken.empty() ? "" : ": " + broken);
+      const std::string why =
+          "the upstream '" + model.upstream + "' broke off the answer" + (broken.empty() ? "" : ": " + broken);
       LOG_WARN(why);
       emit(SseRelay::broken_event(why));
     }
@@ -85,8 +93,8 @@ HttpResponse run_forward(UpstreamForwarder& forwarder, const ForwardCall& fc, co
   HttpResponse out;
   out.status = r.status;
   out.content_type = r.type.empty() ? "application/json" : r.type;
-  out.body = r.status == 200 ? relay_whole(r.whole, model.id, model.upstream, r.first_byte_ms, ms_since(r.sent))
-                             : r.whole;
+  out.body =
+      r.status == 200 ? relay_whole(r.whole, model.id, model.upstream, r.first_byte_ms, ms_since(r.sent)) : r.whole;
   return out;
 }
 
@@ -107,9 +115,21 @@ RouteResult forward(Endpoint endpoint, const Call& call) {
   sc.defer_head = true;
   sc.content_type = "text/event-stream";
   const bool stream = req.stream;
-  sc.run = [forwarder, fc = std::move(fc), model, stream](const StreamCall::Emit& emit,
-                                                          const std::atomic<bool>& cancelled) {
-    return run_forward(*forwarder, fc, model, stream, emit, cancelled);
+  sc.reroute = std::make_shared<std::optional<HttpRequest>>();
+  OnFailure fall_back = [reroute = sc.reroute, model, again = call.request,
+                         body = call.body](const ForwardFailure& failure) mutable {
+    if (model.fallback.empty()) return false;
+    json local = body;
+    local["model"] = model.fallback;
+    again.body = local.dump();
+    again.fallback_from = model.upstream;
+    again.fallback_reason = failure.message;
+    *reroute = std::move(again);
+    return true;
+  };
+  sc.run = [forwarder, fc = std::move(fc), model, stream, fall_back = std::move(fall_back)](
+               const StreamCall::Emit& emit, const std::atomic<bool>& cancelled) {
+    return run_forward(*forwarder, fc, model, stream, emit, cancelled, fall_back);
   };
   return sc;
 }

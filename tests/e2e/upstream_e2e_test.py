@@ -187,7 +187,24 @@ def upstream_tables(port, ca, other_ca, tls_port, stall_port, err_port):
         '[[upstream]]\nname = "stall"\nurl = "http://127.0.0.1:%d"\nmodel_prefix = "stall/"\n'
         "first_byte_timeout = 1\n%s" % (stall_port, common),
         '[[upstream]]\nname = "err"\nurl = "http://127.0.0.1:%d"\nmodel_prefix = "err/"\n%s' % (err_port, common),
+        '[[upstream]]\nname = "errfb"\nurl = "http://127.0.0.1:%d"\nmodel_prefix = "errfb/"\nfallback = "%s"\n%s'
+        % (err_port, LOCAL_MODEL, common),
     ])
+
+
+def check_fallback(front, want):
+    """An upstream with a local fallback model: the same greedy answer from the local copy of
+    the model, said in timings, whole and streamed."""
+    status, r = front.post_json("/v1/chat/completions", chat_body("errfb/" + LOCAL_MODEL))
+    assert status == 200 and r["choices"][0]["message"]["content"] == want, (status, r)
+    assert r["model"] == LOCAL_MODEL and r["timings"]["fallback_from"] == "errfb", r
+    assert "HTTP 500" in r["timings"]["fallback_reason"], r["timings"]
+    events, done = stream_events(front, "/v1/chat/completions", chat_body("errfb/" + LOCAL_MODEL, stream=True))
+    assert done
+    final = [e for e in events if e.get("choices") and e["choices"][0].get("finish_reason")]
+    assert final and final[0]["timings"]["fallback_from"] == "errfb", events
+    assert "fallback model gemma3:270m" in front.log_text()
+    print("fallback: the local model answered for 'errfb' (whole and streamed), said in timings and the log")
 
 
 def check_faults(front, want, err_proxy, stall_proxy):
@@ -206,6 +223,7 @@ def check_faults(front, want, err_proxy, stall_proxy):
     assert status == 504 and "'stall'" in r["error"]["message"], (status, r)
     assert stall_proxy.connections == 2, "a stall was not retried once on a new connection"
     print("stalled before the first byte: retried once, then %d %s" % (status, r["error"]["message"]))
+    check_fallback(front, want)
     status, health = front.request("GET", "/health")
     by_name = {u["name"]: u for u in json.loads(health)["upstreams"]}
     assert by_name["badca"]["retries"] == 1 and by_name["badca"]["failures"] == 1, by_name["badca"]
