@@ -120,7 +120,7 @@ awaitable<Status> talk(Stream& stream, Exchange& x) {
     parser.get().body().size = chunk.size();
     lowest.expires_after(timeout);
     boost::system::error_code ec;
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read_some(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     const size_t got = chunk.size() - parser.get().body().size;
     if (got > 0) {
