@@ -237,10 +237,10 @@ namespace {
 std::optional<ipc::ForwardFailure> admit(Upstream& u) {
   std::lock_guard<std::mutex> lock(u.mutex);
   if (u.open()) {
-    return ipc::ForwardFailure{503, "upstream '" + u.cfg.name + "' is not answering (" +
-                                        std::to_string(u.failures_in_row) + " requests in a row failed; last: " +
-                                        u.last_error + "); hearth probes it every " +
-                                        std::to_string(std::chrono::seconds(kProbeEvery).count()) + " s"};
+    return ipc::ForwardFailure{503,
+                               "upstream '" + u.cfg.name + "' is not answering (" + std::to_string(u.failures_in_row) +
+                                   " requests in a row failed; last: " + u.last_error + "); hearth probes it every " +
+                                   std::to_string(std::chrono::seconds(kProbeEvery).count()) + " s"};
   }
   if (u.in_flight >= u.cfg.max_concurrency) {
     return ipc::ForwardFailure{503, "upstream '" + u.cfg.name + "' has its max_concurrency (" +
@@ -282,9 +282,7 @@ Attempt attempt(Upstream& u, const ipc::ForwardCall& call, const std::function<b
     }
     return on_head(h.status, h.header("content-type")) ? Status{} : make_error("stopped");
   };
-  auto body = [&](const char* data, size_t n) -> Status {
-    return on_data(data, n) ? Status{} : make_error("stopped");
-  };
+  auto body = [&](const char* data, size_t n) -> Status { return on_data(data, n) ? Status{} : make_error("stopped"); };
   fetch::HttpOutcome outcome;
   Result<fetch::HttpResponse> got = fetch::http_request(r, headers, body, &outcome);
   if (a.answered) {

@@ -36,8 +36,7 @@ TEST_CASE("the relay passes whole events on as they come, split anywhere", "[ipc
   const std::string first = relay.feed(a.substr(10) + b.substr(0, 5), t0 + std::chrono::milliseconds(25));
   CHECK(payload(first)["model"] == "up/gemma3:270m");
   CHECK(payload(first)["choices"][0]["delta"]["content"] == "Hel");
-  CHECK(payload(relay.feed(b.substr(5), t0 + std::chrono::milliseconds(35)))["choices"][0]["delta"]["content"] ==
-        "lo");
+  CHECK(payload(relay.feed(b.substr(5), t0 + std::chrono::milliseconds(35)))["choices"][0]["delta"]["content"] == "lo");
   CHECK_FALSE(relay.done());
   CHECK(relay.feed(": keep-alive comment\n\n", t0 + std::chrono::milliseconds(36)) == ": keep-alive comment\n\n");
 }
@@ -81,8 +80,8 @@ TEST_CASE("a stream that breaks off ends with an error event, never a finished-l
 }
 
 TEST_CASE("a whole answer gets hearth's model name and timings; other bodies pass as they are", "[ipc][upstream]") {
-  const json out = json::parse(
-      relay_whole(R"({"model":"m","choices":[],"timings":{"ttft_ms":3}})", "up/m", "up", 12.5, 40.0));
+  const json out =
+      json::parse(relay_whole(R"({"model":"m","choices":[],"timings":{"ttft_ms":3}})", "up/m", "up", 12.5, 40.0));
   CHECK(out["model"] == "up/m");
   CHECK(out["timings"]["upstream"] == "up");
   CHECK(out["timings"]["ttft_ms"] == 12.5);
