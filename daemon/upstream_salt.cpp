@@ -67,6 +67,7 @@ Result<std::string> load_or_create_salt_secret(const std::string& path) {
   if (RAND_bytes(raw, sizeof raw) != 1) return make_error("cannot draw random bytes for " + path);
   const std::string secret = hex(raw, sizeof raw);
   fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 && errno == EEXIST) return load_or_create_salt_secret(path);  // another hearthd made it just now
   if (fd < 0) return make_error("cannot create " + path + ": " + std::strerror(errno));
   const std::string text = secret + "\n";
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;

@@ -41,6 +41,15 @@ void read_chunk(const json& chunk, bool* content, bool* finishes) {
   if (const auto u = chunk.find("usage"); u != chunk.end() && u->is_object()) *finishes = true;
 }
 
+// An upstream hearthd's own timings go under "upstream_timings"; where its prompt's tokens
+// came from (its cache) is the answer's, so those fields are copied up as hearth's own.
+void keep_upstream_timings(const json& own, json* t) {
+  (*t)["upstream_timings"] = own;
+  if (!own.is_object()) return;
+  for (const char* key : {"cached_tokens", "prefilled_tokens"})
+    if (const auto it = own.find(key); it != own.end()) (*t)[key] = *it;
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -58,7 +67,10 @@ std::string SseRelay::feed(std::string_view bytes, Clock::time_point now) {
   for (;;) {
     size_t end = pending_.find("\n\n");
     size_t sep = 2;
-    if (const size_t crlf = pending_.find("\r\n\r\n"); crlf < end) end = crlf, sep = 4;
+    if (const size_t crlf = pending_.find("\r\n\r\n"); crlf < end) {
+      end = crlf;
+      sep = 4;
+    }
     if (end == std::string::npos) break;
     out += event(std::string_view(pending_).substr(0, end), now);
     pending_.erase(0, end + sep);
@@ -101,7 +113,7 @@ std::string SseRelay::event(std::string_view text, Clock::time_point now) {
   if (chunk.contains("model")) chunk["model"] = model_id_;
   if (finishes) {
     json t = json::parse(timings_json());
-    if (const auto own = chunk.find("timings"); own != chunk.end()) t["upstream_timings"] = *own;
+    if (const auto own = chunk.find("timings"); own != chunk.end()) keep_upstream_timings(*own, &t);
     chunk["timings"] = std::move(t);
   }
   return "data: " + chunk.dump() + "\n\n";
@@ -118,10 +130,10 @@ std::string SseRelay::timings_json() const {
   t["ttft_ms"] = ms_between(sent_, tokens_.front());
   t["decode_ms"] = decode_ms;
   t["decode_tok_s"] = decode_ms > 0 ? static_cast<double>(gaps.size()) * 1000.0 / decode_ms : 0.0;
-  t["itl_mean_ms"] = gaps.empty() ? 0.0 : mean / static_cast<double>(gaps.size());
-  t["itl_p50_ms"] = percentile(gaps, 0.5);
-  t["itl_p95_ms"] = percentile(gaps, 0.95);
-  t["itl_max_ms"] = gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end());
+  t["itl_ms"] = {{"mean", gaps.empty() ? 0.0 : mean / static_cast<double>(gaps.size())},
+                 {"p50", percentile(gaps, 0.5)},
+                 {"p95", percentile(gaps, 0.95)},
+                 {"max", gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end())}};
   t["content_chunks"] = tokens_.size();
   return t.dump();
 }
@@ -141,7 +153,7 @@ std::string relay_whole(const std::string& body, const std::string& model_id, co
   if (!j.is_object()) return body;
   if (j.contains("model")) j["model"] = model_id;
   json t{{"upstream", upstream}, {"ttft_ms", first_byte_ms}, {"total_ms", total_ms}};
-  if (const auto own = j.find("timings"); own != j.end()) t["upstream_timings"] = *own;
+  if (const auto own = j.find("timings"); own != j.end()) keep_upstream_timings(*own, &t);
   j["timings"] = std::move(t);
   return j.dump();
 }

@@ -1,8 +1,10 @@
 // An upstream's answer re-framed for hearth's clients (issue 45): the events of an OpenAI
 // SSE stream passed on as they arrive, whole events only, with the model named as hearth's
-// clients name it and hearth's "timings" — measured here, at the front — on the chunk that
+// clients name it and hearth's "timings" — measured here, at the front: ttft_ms, decode_ms,
+// decode_tok_s, itl_ms {mean, p50, p95, max}, as a local answer's — on the chunk that
 // finishes the answer (and on the usage chunk). An upstream hearthd's own timings move to
-// timings.upstream. No I/O: the forwarding route (api/upstream_forward.h) feeds the bytes.
+// timings.upstream_timings, its cached_tokens and prefilled_tokens are copied up. No I/O:
+// the forwarding route (api/upstream_forward.h) feeds the bytes.
 #pragma once
 
 #include <chrono>

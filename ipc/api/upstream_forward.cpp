@@ -80,7 +80,7 @@ HttpResponse run_forward(UpstreamForwarder& forwarder, const ForwardCall& fc, co
     return failure_response(*failed);
   }
   if (r.relaying) {
-    if (broken.empty()) broken = r.sse.broken();
+    if (!r.sse.broken().empty()) broken = r.sse.broken();  // ours: more telling than "stopped"
     if (!r.sse.done() && !cancelled.load()) {
       const std::string why =
           "the upstream '" + model.upstream + "' broke off the answer" + (broken.empty() ? "" : ": " + broken);

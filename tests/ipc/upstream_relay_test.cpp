@@ -49,16 +49,18 @@ TEST_CASE("the finishing chunk carries timings measured at the front, the upstre
   relay.feed(chunk("b"), t0 + std::chrono::milliseconds(110));
   relay.feed(chunk("c"), t0 + std::chrono::milliseconds(130));
   json last = payload(chunk("", "stop"));
-  last["timings"] = {{"ttft_ms", 5.0}};
+  last["timings"] = {{"ttft_ms", 5.0}, {"cached_tokens", {{"memory", 7}, {"disk", 0}}}};
   const json out = payload(relay.feed("data: " + last.dump() + "\n\n", t0 + std::chrono::milliseconds(131)));
   const json& t = out["timings"];
   CHECK(t["upstream"] == "gpu-box");
   CHECK(t["ttft_ms"].get<double>() == Approx(100.0));
   CHECK(t["decode_ms"].get<double>() == Approx(30.0));
   CHECK(t["decode_tok_s"].get<double>() == Approx(2 * 1000.0 / 30.0));
-  CHECK(t["itl_max_ms"].get<double>() == Approx(20.0));
+  CHECK(t["itl_ms"]["max"].get<double>() == Approx(20.0));
+  CHECK(t["itl_ms"]["p50"].get<double>() == Approx(20.0));
   CHECK(t["content_chunks"] == 3);
   CHECK(t["upstream_timings"]["ttft_ms"] == 5.0);
+  CHECK(t["cached_tokens"]["memory"] == 7);
   CHECK(relay.feed("data: [DONE]\n\n", t0) == "data: [DONE]\n\n");
   CHECK(relay.done());
 }
