@@ -5,7 +5,8 @@ upstream's models, that chat and stream through it equal the upstream's own gree
 with hearth's timings measured at the front, that each cache scope gets its own cache_salt
 upstream (no cross-scope hit) and the same one after the front restarts, that an upstream
 killed mid-stream ends the stream with an error event, that a stopped one is a 502 naming
-it (then an open circuit: 503), and that the front serves its local model throughout.
+it (then an open circuit: 503, closed again by the background probe once the upstream is
+back), and that the front serves its local model throughout.
 Through a proxy (fault_proxy.py): the same answers over TLS with a CA made here by the
 openssl CLI; a certificate from another CA, an upstream that answers 500 and one that
 stalls before its first byte are each retried once on a new connection, then a 502/504
@@ -170,6 +171,20 @@ def check_stopped(front):
     print("stopped upstream: 502 naming it (whole and streamed), then the circuit opened: %s" % r["error"]["message"])
 
 
+def check_recovers(front, hearthd, model, port):
+    """The upstream back on its port: the background probe closes the circuit, and requests
+    are forwarded again. Returns the new upstream."""
+    upstream = Hearthd(hearthd, model, "--listen-tcp", "127.0.0.1:%d" % port, threads=1)
+    deadline = time.monotonic() + HANG_GUARD_S
+    while json.loads(front.request("GET", "/health")[1])["upstreams"][0]["state"] != "closed":
+        assert time.monotonic() < deadline, "hang guard: the circuit did not close"
+        time.sleep(0.1)
+    status, r = front.post_json("/v1/chat/completions", chat_body(UPSTREAM_MODEL, max_tokens=4))
+    assert status == 200 and r["timings"]["upstream"] == "up", (status, r)
+    print("recovered: the probe closed the circuit once the upstream answered again")
+    return upstream
+
+
 def check_local(front):
     status, r = front.post_json("/v1/chat/completions", chat_body(LOCAL_MODEL, max_tokens=4))
     assert status == 200 and r["model"] == LOCAL_MODEL, (status, r)
@@ -265,6 +280,8 @@ def main():
         check_local(front)
         check_stopped(front)
         check_local(front)
+        upstream.close()
+        upstream = check_recovers(front, args.hearthd, model, port)
         print("the front served its local model throughout")
     finally:
         front.close()
