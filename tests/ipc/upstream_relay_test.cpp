@@ -81,7 +81,7 @@ TEST_CASE("a stream that breaks off ends with an error event, never a finished-l
   CHECK(errs.done());
 }
 
-TEST_CASE("a whole answer gets hearth's model name and timings; other bodies pass as they are", "[ipc][upstream]") {
+TEST_CASE("a whole answer gets hearth's model name and timings, other bodies pass as they are", "[ipc][upstream]") {
   const json out =
       json::parse(relay_whole(R"({"model":"m","choices":[],"timings":{"ttft_ms":3}})", "up/m", "up", 12.5, 40.0));
   CHECK(out["model"] == "up/m");
