@@ -2,7 +2,8 @@
 loopback TCP port is the upstream; a second hearthd on a Unix socket, with an [[upstream]]
 pointing at it, is the front every client talks to. Checks that the front lists the
 upstream's models, that chat and stream through it equal the upstream's own greedy answers
-with hearth's timings measured at the front, that each cache scope gets its own cache_salt
+with hearth's timings measured at the front, that clients at once on local and upstream
+models each get the answer they get alone, that each cache scope gets its own cache_salt
 upstream (no cross-scope hit) and the same one after the front restarts, that an upstream
 killed mid-stream ends the stream with an error event, that a stopped one is a 502 naming
 it (then an open circuit: 503, closed again by the background probe once the upstream is
@@ -21,6 +22,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 
 from fault_proxy import FaultProxy, make_certs
@@ -102,6 +104,44 @@ def check_answers_equal(front, port):
     print("answers: chat and stream through the front equal the upstream's: %r; front TTFT %.1f ms, %.1f tok/s"
           % (want, t["ttft_ms"], t["decode_tok_s"]))
     return want
+
+
+def check_concurrent(front, n_clients=4):
+    """Clients at once, each with a local and an upstream request, streamed and whole: every
+    answer complete and equal to the same request's answer alone (greedy; batch-invariant
+    CPU engines on both sides)."""
+    def ask(model, i, stream):
+        body = chat_body(model, stream=stream, max_tokens=8)
+        body["messages"][0]["content"] = "Name a colour, %d." % (i % 4)
+        if not stream:
+            status, r = front.post_json("/v1/chat/completions", body)
+            assert status == 200 and r["choices"][0]["finish_reason"], (status, r)
+            return r["choices"][0]["message"]["content"]
+        events, done = stream_events(front, "/v1/chat/completions", body)
+        assert done and any(e.get("choices") and e["choices"][0].get("finish_reason") for e in events), events
+        return "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+
+    jobs = [(m, i, i % 2 == 0) for i in range(n_clients) for m in (LOCAL_MODEL, UPSTREAM_MODEL)]
+    alone = {(m, i % 4): ask(m, i, False) for m, i, _ in jobs if i < 4}
+    results, errors = {}, []
+
+    def client(job):
+        try:
+            results[job] = ask(*job)
+        except Exception as e:  # pylint: disable=broad-except
+            errors.append((job, e))
+
+    threads = [threading.Thread(target=client, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_GUARD_S)
+    assert not errors, errors
+    for (m, i, stream), text in results.items():
+        assert text == alone[(m, i % 4)], ((m, i, stream), text, alone[(m, i % 4)])
+    assert len(results) == len(jobs)
+    print("concurrent: %d requests at once, local and upstream, streamed and whole: each equal to its answer alone"
+          % len(jobs))
 
 
 def upstream_cached(front, prompt, salt=None):
@@ -268,6 +308,7 @@ def main():
     try:
         check_listings(front)
         want = check_answers_equal(front, port)
+        check_concurrent(front)
         check_faults(front, want, proxies[2], proxies[1])
         check_local(front)
         prompt = long_prompt(45, 6)
