@@ -199,8 +199,10 @@ Status exchange(Exchange& x) {
           x.outcome.timed_out = e.code() == beast::error::timeout;
           std::string what = x.outcome.timed_out ? "timed out" : e.code().message();
           result = make_error(what_url + ": " + what);
+        } catch (const std::exception& e) {
+          result = make_error(what_url + ": " + e.what());
         }
-        io.stop();
+        io.stop();  // the cancel watcher too: nothing else may keep run() going
       },
       asio::detached);
   if (x.request.cancelled) asio::co_spawn(io, watch_cancel(*x.request.cancelled, io), asio::detached);
