@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "common/duration.h"
+#include "daemon/upstream_toml.h"
 
 namespace hearth::daemon {
 namespace {
@@ -318,6 +319,22 @@ const char* kind_wants(Kind k) {
   return "?";
 }
 
+// [[upstream]] tables: each parsed (upstream_toml.h), their names unique.
+Status apply_upstreams(const std::string& path, const toml::node& node, DaemonConfig* cfg) {
+  const toml::array* tables = node.as_array();
+  if (tables == nullptr) return make_error("config file " + path + ": 'upstream' must be [[upstream]] tables");
+  for (const toml::node& t : *tables) {
+    const std::string source = "config file " + path + ": [[upstream]] #" + std::to_string(cfg->upstreams.size() + 1);
+    if (!t.is_table()) return make_error(source + " must be a table");
+    Result<UpstreamConfig> u = parse_upstream(*t.as_table(), source);
+    if (!u) return u.error();
+    for (const UpstreamConfig& other : cfg->upstreams)
+      if (other.name == u->name) return make_error(source + ": a second upstream named '" + u->name + "'");
+    cfg->upstreams.push_back(std::move(*u));
+  }
+  return {};
+}
+
 Status apply_toml_file(const std::string& path, DaemonConfig* cfg) {
   toml::table table;
   try {
@@ -331,6 +348,10 @@ Status apply_toml_file(const std::string& path, DaemonConfig* cfg) {
   }
   for (const auto& [key_node, node] : table) {
     const std::string key(key_node.str());
+    if (key == "upstream") {
+      if (Status st = apply_upstreams(path, node, cfg); !st) return st;
+      continue;
+    }
     const Spec* spec = nullptr;
     for (const Spec& s : specs())
       if (toml_key(s.name) == key) spec = &s;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "daemon/model_host.h"
 #include "daemon/puller.h"
 #include "daemon/systemd.h"
+#include "daemon/upstream.h"
 #include "engine/model/model_path.h"
 #include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/scheduler.h"
@@ -219,6 +221,16 @@ void drain(const DaemonConfig& cfg, int sig, const sigset_t& signals, ipc::Serve
     std::this_thread::sleep_for(10ms);
 }
 
+// The [[upstream]]s of the config, their cache-salt secret kept beside the prompt cache;
+// null when there are none.
+Result<std::shared_ptr<DaemonUpstreams>> start_upstreams(const DaemonConfig& cfg) {
+  if (cfg.upstreams.empty()) return std::shared_ptr<DaemonUpstreams>();
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.cache_dir, ec);
+  if (ec) return make_error("cannot create " + cfg.cache_dir + ": " + ec.message());
+  return DaemonUpstreams::start(cfg.upstreams, cfg.cache_dir + "/upstream-salt.secret");
+}
+
 int run_daemon(const DaemonConfig& cfg) {
   const sigset_t signals = shutdown_signals();
   Liveness liveness;
@@ -261,6 +273,14 @@ int run_daemon(const DaemonConfig& cfg) {
     stop_server();
     return 1;
   }
+  Result<std::shared_ptr<DaemonUpstreams>> upstreams = start_upstreams(cfg);
+  if (!upstreams) {
+    LOG_ERROR(upstreams.error().message);
+    notify_status("failed: " + upstreams.error().message);
+    stop_server();
+    return 1;
+  }
+  if (*upstreams) server.set_upstreams(*upstreams);
   liveness.set_source([h = host.get()] { return Liveness::Progress{h->in_flight(), h->steps_total()}; });
   server.set_host(host);
   server.set_puller(std::make_shared<DaemonPuller>(ho.models_dir, host));

@@ -5,8 +5,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -52,10 +54,19 @@ struct Exchange {
   const OnBody& on_body;
   HttpResponse response;
   uint64_t body_bytes = 0;  // received so far
+  HttpOutcome outcome;
 };
 
-http::request<http::empty_body> make_request(const Exchange& x) {
-  http::request<http::empty_body> req{http::verb::get, x.url.target, 11};
+std::chrono::seconds connect_timeout(const HttpRequest& r) {
+  return std::chrono::seconds(r.connect_timeout_s > 0 ? r.connect_timeout_s : r.timeout_s);
+}
+
+std::chrono::seconds first_byte_timeout(const HttpRequest& r) {
+  return std::chrono::seconds(r.first_byte_timeout_s > 0 ? r.first_byte_timeout_s : r.timeout_s);
+}
+
+http::request<http::string_body> make_request(const Exchange& x) {
+  http::request<http::string_body> req{http::string_to_verb(x.request.method), x.url.target, 11};
   const bool default_port = x.url.port == (x.url.scheme == "https" ? "443" : "80");
   req.set(http::field::host, default_port ? x.url.host : x.url.host + ":" + x.url.port);
   req.set(http::field::user_agent, kUserAgent);
@@ -63,6 +74,12 @@ http::request<http::empty_body> make_request(const Exchange& x) {
   if (x.send_token && !x.request.bearer_token.empty())
     req.set(http::field::authorization, "Bearer " + x.request.bearer_token);
   if (x.request.range_from > 0) req.set(http::field::range, "bytes=" + std::to_string(x.request.range_from) + "-");
+  for (const auto& [name, value] : x.request.headers) req.set(name, value);
+  if (!x.request.body.empty() || x.request.method != "GET") {
+    if (!x.request.content_type.empty()) req.set(http::field::content_type, x.request.content_type);
+    req.body() = x.request.body;
+    req.prepare_payload();
+  }
   return req;
 }
 
@@ -83,16 +100,18 @@ template <class Stream>
 awaitable<Status> talk(Stream& stream, Exchange& x) {
   auto& lowest = beast::get_lowest_layer(stream);
   const auto timeout = std::chrono::seconds(x.request.timeout_s);
-  lowest.expires_after(timeout);
+  lowest.expires_after(connect_timeout(x.request));
   co_await http::async_write(stream, make_request(x), asio::use_awaitable);
+  x.outcome.connected = true;
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   // Not boost::none: Beast 1.74 compares a Content-Length with an empty limit as "over".
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  lowest.expires_after(timeout);
+  lowest.expires_after(first_byte_timeout(x.request));
   co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
+  x.outcome.got_header = true;
   fill_response(x, parser);
-  if (is_redirect(x.response.status)) co_return Status{};
+  if (is_redirect(x.response.status) && x.request.method == "GET") co_return Status{};
   if (x.on_headers)
     if (Status s = (*x.on_headers)(x.response); !s) co_return s;
   std::vector<char> chunk(kChunkBytes);
@@ -101,7 +120,7 @@ awaitable<Status> talk(Stream& stream, Exchange& x) {
     parser.get().body().size = chunk.size();
     lowest.expires_after(timeout);
     boost::system::error_code ec;
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read_some(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     const size_t got = chunk.size() - parser.get().body().size;
     if (got > 0) {
@@ -109,6 +128,7 @@ awaitable<Status> talk(Stream& stream, Exchange& x) {
       if (Status s = x.on_body(chunk.data(), got); !s) co_return s;
     }
     if (ec) {
+      x.outcome.timed_out = ec == beast::error::timeout;
       std::string total = x.response.content_length >= 0 ? " of " + std::to_string(x.response.content_length) : "";
       co_return make_error("the connection to " + x.url.host + " broke after " + std::to_string(x.body_bytes) + total +
                            " bytes of the body (" + ec.message() + ")");
@@ -119,9 +139,15 @@ awaitable<Status> talk(Stream& stream, Exchange& x) {
 
 awaitable<Status> run_exchange(Exchange& x) {
   auto executor = co_await asio::this_coro::executor;
+  const auto timeout = connect_timeout(x.request);
+  if (!x.request.unix_socket.empty()) {
+    beast::basic_stream<asio::local::stream_protocol> stream(executor);
+    stream.expires_after(timeout);
+    co_await stream.async_connect(asio::local::stream_protocol::endpoint(x.request.unix_socket), asio::use_awaitable);
+    co_return co_await talk(stream, x);
+  }
   tcp::resolver resolver(executor);
   const auto endpoints = co_await resolver.async_resolve(x.url.host, x.url.port, asio::use_awaitable);
-  const auto timeout = std::chrono::seconds(x.request.timeout_s);
   if (x.url.scheme == "http") {
     beast::tcp_stream stream(executor);
     stream.expires_after(timeout);
@@ -129,7 +155,13 @@ awaitable<Status> run_exchange(Exchange& x) {
     co_return co_await talk(stream, x);
   }
   ssl::context ctx(ssl::context::tls_client);
-  ctx.set_default_verify_paths();
+  if (x.request.ca_file.empty()) {
+    ctx.set_default_verify_paths();
+  } else {
+    boost::system::error_code ec;
+    ctx.load_verify_file(x.request.ca_file, ec);
+    if (ec) co_return make_error("cannot read the CA file " + x.request.ca_file + ": " + ec.message());
+  }
   ctx.set_verify_mode(ssl::verify_peer);
   beast::ssl_stream<beast::tcp_stream> stream(executor, ctx);
   if (!SSL_set_tlsext_host_name(stream.native_handle(), x.url.host.c_str()))
@@ -142,23 +174,40 @@ awaitable<Status> run_exchange(Exchange& x) {
   co_return co_await talk(stream, x);
 }
 
+// Ends the exchange once request.cancelled turns true: stops its io_context, whose
+// destructor then frees the waiting coroutines.
+awaitable<void> watch_cancel(const std::atomic<bool>& cancelled, asio::io_context& io) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!cancelled.load()) {
+    timer.expires_after(std::chrono::milliseconds(50));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  io.stop();
+}
+
 // Runs one exchange to completion on a private io_context.
 Status exchange(Exchange& x) {
   asio::io_context io;
   std::optional<Status> result;
+  const std::string what_url = x.request.method + " " + x.url.origin() + x.url.target;
   asio::co_spawn(
       io,
       [&]() -> awaitable<void> {
         try {
           result = co_await run_exchange(x);
         } catch (const boost::system::system_error& e) {
-          std::string what = e.code() == beast::error::timeout ? "timed out" : e.code().message();
-          result = make_error("GET " + x.url.origin() + x.url.target + ": " + what);
+          x.outcome.timed_out = e.code() == beast::error::timeout;
+          std::string what = x.outcome.timed_out ? "timed out" : e.code().message();
+          result = make_error(what_url + ": " + what);
+        } catch (const std::exception& e) {
+          result = make_error(what_url + ": " + e.what());
         }
+        io.stop();  // the cancel watcher too: nothing else may keep run() going
       },
       asio::detached);
+  if (x.request.cancelled) asio::co_spawn(io, watch_cancel(*x.request.cancelled, io), asio::detached);
   io.run();
-  return result ? *result : make_error("GET " + x.url.origin() + x.url.target + ": no answer");
+  return result ? *result : make_error(what_url + ": cancelled");
 }
 
 }  // namespace
@@ -216,14 +265,21 @@ Result<Url> resolve_location(const Url& base, std::string_view location) {
 }
 
 Result<HttpResponse> http_get(const HttpRequest& request, const OnHeaders& on_headers, const OnBody& on_body) {
+  return http_request(request, on_headers, on_body);
+}
+
+Result<HttpResponse> http_request(const HttpRequest& request, const OnHeaders& on_headers, const OnBody& on_body,
+                                  HttpOutcome* outcome) {
   Result<Url> url = parse_url(request.url);
   if (!url) return url.error();
   const std::string first_origin = url->origin();
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
-    Exchange x{*url, request, url->origin() == first_origin, &on_headers, on_body, {}};
-    if (Status s = exchange(x); !s) return s.error();
+    Exchange x{*url, request, url->origin() == first_origin, &on_headers, on_body, {}, 0, {}};
+    const Status s = exchange(x);
+    if (outcome) *outcome = x.outcome;
+    if (!s) return s.error();
     x.response.url = url->origin() + url->target;
-    if (!is_redirect(x.response.status)) return x.response;
+    if (!is_redirect(x.response.status) || request.method != "GET") return x.response;
     const std::string location = x.response.header("location");
     if (location.empty()) return make_error("a redirect from " + x.response.url + " without a Location");
     Result<Url> next = resolve_location(*url, location);

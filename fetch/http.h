@@ -1,14 +1,20 @@
-// A small HTTP(S) client for downloads (hearth pull, /api/pull): GET with redirects, an
-// optional Range, the body streamed to a callback. Boost.Beast and OpenSSL stay behind this
-// header. https verifies the server against the system's CA certificates (host name checked,
-// SNI sent); plain http is for mirrors and tests on localhost.
+// A small HTTP(S) client for downloads (hearth pull, /api/pull) and for the engines hearthd
+// forwards to (upstreams, daemon/upstream.h): GET with redirects, an optional Range, a POST
+// with a JSON body, the answer's body streamed to a callback as it arrives. Boost.Beast and
+// OpenSSL stay behind this header. https verifies the server against the system's CA
+// certificates or a given CA file (host name checked, SNI sent); plain http is for mirrors,
+// upstreams on a trusted network and tests on localhost; a Unix socket path replaces the
+// TCP connection when given.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/result.h"
 
@@ -29,10 +35,29 @@ Result<Url> resolve_location(const Url& base, std::string_view location);
 
 struct HttpRequest {
   std::string url;
-  std::string bearer_token;  // sent as Authorization to the first URL's origin (scheme, host,
-                             // port) only, never after a redirect elsewhere (the Hub's CDN)
-  uint64_t range_from = 0;   // > 0: ask for the bytes from here on (Range: bytes=N-)
-  int timeout_s = 60;        // for connecting and for every read
+  std::string bearer_token;    // sent as Authorization to the first URL's origin (scheme, host,
+                               // port) only, never after a redirect elsewhere (the Hub's CDN)
+  uint64_t range_from = 0;     // > 0: ask for the bytes from here on (Range: bytes=N-)
+  int timeout_s = 60;          // for connecting and for every read
+  std::string method = "GET";  // "GET" follows redirects; others are sent once
+  std::string body;            // sent when not empty
+  std::string content_type;    // of body
+  std::vector<std::pair<std::string, std::string>> headers;  // more fields to send
+  int connect_timeout_s = 0;                                 // connecting, TLS and sending the request; 0: timeout_s
+  int first_byte_timeout_s = 0;  // from the request sent to the answer's header; 0: timeout_s
+  std::string ca_file;           // https: trust only the CAs in this PEM file ("": the system's)
+  std::string unix_socket;       // connect to this Unix socket; url still names Host and target
+  // Read between pieces of the answer (every 50 ms at most): once true, the exchange stops
+  // with an error, even while it waits for the server. Null: never.
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+// How far one exchange got, for callers that retry: a failure before got_header may be
+// retried on a new connection; timed_out says that the last wait ran out of time.
+struct HttpOutcome {
+  bool connected = false;   // TCP (and TLS) set up, request sent
+  bool got_header = false;  // the answer's status line and header were read
+  bool timed_out = false;
 };
 
 struct HttpResponse {
@@ -53,6 +78,10 @@ using OnBody = std::function<Status(const char* data, size_t n)>;
 // closed before the body ends (the message says how many bytes had come), or when a callback
 // stops it.
 Result<HttpResponse> http_get(const HttpRequest& request, const OnHeaders& on_headers, const OnBody& on_body);
+
+// request.method on request.url (GET: as http_get); outcome (may be null) says how far it got.
+Result<HttpResponse> http_request(const HttpRequest& request, const OnHeaders& on_headers, const OnBody& on_body,
+                                  HttpOutcome* outcome = nullptr);
 
 // GET of a small document (an API answer): its status, and its body up to max_bytes (more is
 // an error).

@@ -207,7 +207,11 @@ Status write_all(Download& d, const char* data, size_t n) {
 // One GET from where the part ends to the end of the file.
 Status fetch_rest(Download& d, const std::string& repo) {
   d.retryable = false;
-  HttpRequest req{d.url, d.token, d.have, d.options.timeout_s};
+  HttpRequest req;
+  req.url = d.url;
+  req.bearer_token = d.token;
+  req.range_from = d.have;
+  req.timeout_s = d.options.timeout_s;
   Status body_error;  // an error of ours (the answer, disk, header) rather than the connection's
   auto on_headers = [&](const HttpResponse& r) { return body_error = accept_answer(d, r, repo); };
   auto on_body = [&](const char* data, size_t n) -> Status {
@@ -316,7 +320,11 @@ Result<std::vector<HubFile>> list_repo(const std::string& endpoint, const HubNam
   std::string url = tree_url(endpoint, name);
   for (int page = 0; !url.empty() && page < 100; ++page) {
     if (cancelled(o)) return make_error(kPullCancelled);
-    Result<TextResponse> r = http_get_text({url, token, 0, o.timeout_s}, kListingMaxBytes);
+    HttpRequest req;
+    req.url = url;
+    req.bearer_token = token;
+    req.timeout_s = o.timeout_s;
+    Result<TextResponse> r = http_get_text(req, kListingMaxBytes);
     if (!r) return make_error("cannot list " + name.repo + ": " + r.error().message);
     if (r->response.status != 200) return make_error(refused(r->response, "the file list of " + name.repo, name.repo));
     Result<std::vector<HubFile>> files = parse_tree_listing(r->body);

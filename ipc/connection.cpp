@@ -191,19 +191,31 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       const RouteContext ctx = route_context();
       std::optional<RouteResult> routed = co_await answer(request, ctx);
       if (!routed) break;
-      RouteResult& result = *routed;
-      if (auto* response = std::get_if<HttpResponse>(&result)) {
-        if (!co_await write_response(*response, version, keep_alive) || !keep_alive) break;
-      } else if (auto* call = std::get_if<EngineCall>(&result)) {
-        if (!co_await run_engine_call(std::move(*call), version, keep_alive)) break;
-      } else if (auto* stream_call = std::get_if<StreamCall>(&result)) {
-        if (!co_await run_stream_call(std::move(*stream_call), version, keep_alive)) break;
-      } else {
-        if (!co_await run_generation(std::get<GenerationJob>(std::move(result)), version, keep_alive)) break;
+      bool go_on = co_await respond(std::move(*routed), version, keep_alive);
+      if (go_on && reroute_) {
+        // An upstream model's local fallback answers instead (StreamCall::reroute); once.
+        const HttpRequest again = std::move(*reroute_);
+        reroute_.reset();
+        routed = co_await answer(again, ctx);
+        if (!routed) break;
+        go_on = co_await respond(std::move(*routed), version, keep_alive);
+        reroute_.reset();
       }
+      if (!go_on) break;
       first = false;
     }
     co_await close_gracefully(false);
+  }
+
+  // Sends a route's answer; whether the connection may serve another request.
+  net::awaitable<bool> respond(RouteResult result, unsigned version, bool keep_alive) {
+    if (auto* response = std::get_if<HttpResponse>(&result))
+      co_return co_await write_response(*response, version, keep_alive) && keep_alive;
+    if (auto* call = std::get_if<EngineCall>(&result))
+      co_return co_await run_engine_call(std::move(*call), version, keep_alive);
+    if (auto* stream_call = std::get_if<StreamCall>(&result))
+      co_return co_await run_stream_call(std::move(*stream_call), version, keep_alive);
+    co_return co_await run_generation(std::get<GenerationJob>(std::move(result)), version, keep_alive);
   }
 
   // The error object of the API the request's path belongs to, once its request line is read
@@ -387,7 +399,8 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     start_watch();
     const bool chunked = version >= 11;  // HTTP/1.0: streamed raw to the close
     if (call.stream && !chunked) keep_alive = false;
-    bool ok = !call.stream || co_await write_stream_head(call.content_type, version, keep_alive, chunked);
+    bool head_sent = call.stream && !call.defer_head;
+    bool ok = !head_sent || co_await write_stream_head(call.content_type, version, keep_alive, chunked);
     std::optional<HttpResponse> result;
     for (;;) {
       std::string out;
@@ -395,6 +408,10 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
         std::lock_guard<std::mutex> lock(shared->mutex);
         out.swap(shared->pending);
         result = std::move(shared->result);
+      }
+      if (call.stream && ok && !out.empty() && !head_sent) {
+        head_sent = true;
+        ok = co_await write_stream_head(call.content_type, version, keep_alive, chunked);
       }
       if (call.stream && ok && !out.empty()) ok = co_await write_stream_data(out, chunked);
       if (result) break;
@@ -409,7 +426,11 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     disarm_waker();
     stream_cancel_.reset();
     if (!ok || client_gone_ || closing_) co_return false;
-    if (!call.stream) co_return co_await write_response(*result, version, keep_alive) && keep_alive;
+    if (!head_sent && call.reroute && *call.reroute) {
+      reroute_ = std::move(**call.reroute);
+      co_return true;
+    }
+    if (!head_sent) co_return co_await write_response(*result, version, keep_alive) && keep_alive;
     if (!result->body.empty() && !co_await write_stream_data(result->body, chunked)) co_return false;
     co_return (!chunked || co_await write_last_chunk()) && keep_alive;
   }
@@ -427,6 +448,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     ctx.open_connections = state_.open_connections.load();
     ctx.models_dir = &opt.models_dir;
     ctx.puller = state_.puller();
+    ctx.upstreams = state_.upstreams();
     return ctx;
   }
 
@@ -630,6 +652,7 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
   std::shared_ptr<Waker> waker_;                 // its wake-up path, disarmed when it ends
   std::shared_ptr<StreamShared> stream_cancel_;  // the StreamCall running now, if any
   std::thread call_thread_;                      // runs an EngineCall; joined before the next request
+  std::optional<HttpRequest> reroute_;           // a StreamCall's request to answer instead
   bool closing_ = false;                         // stop() closed us
   bool head_only_ = false;                       // the request being answered is a HEAD
   bool watching_ = false;

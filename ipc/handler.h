@@ -23,6 +23,7 @@
 #include "ipc/model_host.h"
 #include "ipc/model_puller.h"
 #include "ipc/options.h"
+#include "ipc/upstream.h"
 
 namespace hearth {
 struct Submitted;
@@ -42,8 +43,9 @@ struct RouteContext {
   const std::vector<std::string>* allowed_origins = nullptr;  // TCP: browser origins served
   const ResponseCounters* counters = nullptr;
   int64_t open_connections = 0;
-  const std::string* models_dir = nullptr;  // GET /api/models lists its files; null: none
-  std::shared_ptr<ModelPuller> puller;      // POST /api/pull downloads through it; null: it cannot
+  const std::string* models_dir = nullptr;       // GET /api/models lists its files; null: none
+  std::shared_ptr<ModelPuller> puller;           // POST /api/pull downloads through it; null: it cannot
+  std::shared_ptr<UpstreamForwarder> upstreams;  // models served elsewhere (upstream.h); null: none
 };
 
 // One request as its handler sees it, its model already resolved and loaded.
@@ -54,6 +56,7 @@ struct Call {
   std::shared_ptr<const EngineRef> engine;  // the route's model; null for routes that name none
   std::string_view tail;                    // what a prefix route matched after its prefix ("/v1/models/<tail>")
   std::chrono::nanoseconds load_wait{0};    // how long the request waited for its model to load (0: loaded)
+  const UpstreamModel* upstream = nullptr;  // the upstream model the request names (then engine is null)
 };
 
 // An engine call that may block (it waits for the engine thread between steps, or loads a
@@ -72,6 +75,14 @@ struct EngineCall {
 struct StreamCall {
   using Emit = std::function<void(std::string piece)>;  // any thread; never blocks on the client
   bool stream = true;
+  // Streamed: the 200 goes out with the first piece emitted; when run returns having emitted
+  // nothing, what it returns is sent as a whole response, its status included (a forwarded
+  // request whose upstream gave no answer: 502).
+  bool defer_head = false;
+  // When run, having emitted nothing, leaves a request here, the connection answers that
+  // request (its route dispatched again) instead of sending what run returned: an upstream
+  // model's local fallback. Once per request.
+  std::shared_ptr<std::optional<HttpRequest>> reroute;
   std::string content_type = "application/x-ndjson";
   std::function<HttpResponse(const Emit& emit, const std::atomic<bool>& cancelled)> run;
 };

@@ -17,6 +17,10 @@ struct HttpRequest {
   std::string body;
   std::optional<std::string> origin;  // the Origin header, when sent (browsers send it)
   std::string content_type;           // the Content-Type header ("" when absent)
+  // Never from the wire: set when the connection answers a request again with an upstream's
+  // local fallback model (StreamCall::reroute): the upstream's name and why it failed.
+  std::string fallback_from;
+  std::string fallback_reason;
 };
 
 struct HttpResponse {

@@ -12,6 +12,7 @@
 #include "ipc/api/ollama.h"
 #include "ipc/api/ollama_request.h"
 #include "ipc/api/openai.h"
+#include "ipc/api/upstream_forward.h"
 #include "ipc/json_fields.h"
 
 namespace hearth::ipc {
@@ -28,8 +29,8 @@ constexpr bool kGenerates = true, kReads = false;
 constexpr RouteEntry kRoutes[] = {
   // method   path                    errors  needs               body     work        handler
   // OpenAI's API (api/openai.h)
-  {"POST",   "/v1/chat/completions", kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_chat},
-  {"POST",   "/v1/completions",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_completions},
+  {"POST",   "/v1/chat/completions", kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_chat, nullptr, upstream_chat},
+  {"POST",   "/v1/completions",      kOpenAi, Needs::BodyModel,   kJson,   kGenerates, openai_completions, nullptr, upstream_completions},
   {"GET",    "/v1/models",           kOpenAi, Needs::Host,        kNoBody, kReads,     openai_models},
   {"GET",    "/v1/models/*",         kOpenAi, Needs::Host,        kNoBody, kReads,     openai_model},
   // Anthropic's API (api/anthropic.h)
@@ -195,6 +196,10 @@ std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const 
   d.body = std::move(body);
   if (route.needs == Needs::BodyModel || route.needs == Needs::QueryModel) {
     const std::string name = named_model(route, request, *d.body);
+    if (route.upstream != nullptr && ctx.upstreams != nullptr && !name.empty()) {
+      d.upstream = ctx.upstreams->find(name);
+      if (d.upstream) return d;
+    }
     d.model = ctx.host->resolve(name);
     if (!d.model) {
       return error_response(name.empty() ? unavailable("no model can be served", "no_model") : unknown_model(name),
@@ -207,6 +212,7 @@ std::variant<HttpResponse, Dispatch> dispatch(const HttpRequest& request, const 
 
 RouteResult run_route(const Dispatch& d, const HttpRequest& request, const RouteContext& ctx,
                       std::shared_ptr<const EngineRef> engine, std::chrono::nanoseconds load_wait) {
+  if (d.upstream) return d.route->upstream(Call{request, ctx, *d.body, nullptr, d.tail, {}, &*d.upstream});
   return d.route->handler(Call{request, ctx, *d.body, std::move(engine), d.tail, load_wait});
 }
 

@@ -41,6 +41,9 @@ struct RouteEntry {
   // that does not reaches the handler with the engine only when the model is loaded already
   // (Ollama's unload request, which must not load a model to unload it).
   bool (*loads_model)(const nlohmann::ordered_json& body) = nullptr;
+  // Needs::BodyModel: the handler for a model an upstream serves (upstream.h); null: such a
+  // model is not served on this route (404 as any unknown model).
+  Handler upstream = nullptr;
 };
 
 // Every route, in the order dispatch() tries them.
@@ -66,6 +69,7 @@ struct Dispatch {
   std::shared_ptr<const nlohmann::ordered_json> body;  // an object; empty unless route->json_body
   std::optional<std::string> model;                    // the id of the model to resolve (Needs::*Model)
   bool load = true;                                    // load the model when it is not (route->loads_model)
+  std::optional<UpstreamModel> upstream;               // the body names an upstream's model: no local one
 };
 
 // Step 1. On the TCP listener a request with an Origin not in the allowlist is refused

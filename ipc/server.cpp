@@ -145,6 +145,7 @@ class Server::Impl {
 
   void set_host(std::shared_ptr<ModelHost> host) { state_.set_host(std::move(host)); }
   void set_puller(std::shared_ptr<ModelPuller> puller) { state_.set_puller(std::move(puller)); }
+  void set_upstreams(std::shared_ptr<UpstreamForwarder> upstreams) { state_.set_upstreams(std::move(upstreams)); }
 
   void run() {
     std::vector<std::thread> threads;
@@ -318,6 +319,9 @@ void Server::set_host(std::shared_ptr<ModelHost> host) {
 }
 void Server::set_puller(std::shared_ptr<ModelPuller> puller) {
   impl_->set_puller(std::move(puller));
+}
+void Server::set_upstreams(std::shared_ptr<UpstreamForwarder> upstreams) {
+  impl_->set_upstreams(std::move(upstreams));
 }
 void Server::run() {
   impl_->run();

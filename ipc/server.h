@@ -16,6 +16,7 @@
 #include "ipc/model_host.h"
 #include "ipc/model_puller.h"
 #include "ipc/options.h"
+#include "ipc/upstream.h"
 
 namespace hearth::ipc {
 
@@ -42,6 +43,8 @@ class Server {
   void set_host(std::shared_ptr<ModelHost> host);
   // Downloads models for POST /api/pull (ipc/model_puller.h); without one it answers 501.
   void set_puller(std::shared_ptr<ModelPuller> puller);
+  // Models served by other engines (ipc/upstream.h); without it there are none.
+  void set_upstreams(std::shared_ptr<UpstreamForwarder> upstreams);
 
   // Serves on io_threads threads until stop(). Returns when they have all finished.
   void run();

@@ -16,6 +16,7 @@
 #include "ipc/model_host.h"
 #include "ipc/model_puller.h"
 #include "ipc/options.h"
+#include "ipc/upstream.h"
 
 namespace hearth::ipc {
 
@@ -52,6 +53,14 @@ class ServerState {
   void set_puller(std::shared_ptr<ModelPuller> puller) {
     std::lock_guard<std::mutex> lock(mutex_);
     puller_ = std::move(puller);
+  }
+  std::shared_ptr<UpstreamForwarder> upstreams() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return upstreams_;
+  }
+  void set_upstreams(std::shared_ptr<UpstreamForwarder> upstreams) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    upstreams_ = std::move(upstreams);
   }
 
   // A connection opens: counted, and close (any thread; it must only post) is kept for
@@ -128,6 +137,7 @@ class ServerState {
   mutable std::mutex mutex_;
   std::shared_ptr<ModelHost> host_;
   std::shared_ptr<ModelPuller> puller_;
+  std::shared_ptr<UpstreamForwarder> upstreams_;
   std::map<uint64_t, std::function<void()>> closers_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> idle_since_;  // connections waiting for a request
   uint64_t next_id_ = 0;

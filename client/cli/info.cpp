@@ -103,6 +103,9 @@ void print_installed(const nlohmann::json& j) {
     if (const auto d = m.find("sampling_defaults"); d != m.end() && d->is_object() && !d->empty())
       std::printf("%22s sampling: %s\n", "", sampling_text(*d).c_str());
   }
+  for (const nlohmann::json& m : j.value("upstream_models", nlohmann::json::array()))
+    std::printf("%-22s served by upstream %s (%s)\n", str(m, "id").c_str(), str(m, "upstream").c_str(),
+                str(m, "url").c_str());
   for (const nlohmann::json& c : j.value("catalog", nlohmann::json::array())) {
     if (c.value("installed", true)) continue;
     std::printf("not installed: %s (%s), %s: hearth-fetch-model %s\n", str(c, "name").c_str(),

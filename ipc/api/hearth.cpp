@@ -18,13 +18,56 @@ HttpResponse unavailable_health(const char* status, const ApiError& e) {
   return json_response(503, json{{"status", status}, {"error", json::parse(error_body(e))["error"]}});
 }
 
+// Each upstream's state for /health: its breaker, latency and errors.
+json upstreams_json(const UpstreamForwarder& upstreams) {
+  json out = json::array();
+  for (const UpstreamState& s : upstreams.states()) {
+    out.push_back({{"name", s.name},
+                   {"url", s.url},
+                   {"state", s.breaker},
+                   {"models", s.n_models},
+                   {"requests", s.requests},
+                   {"failures", s.failures},
+                   {"retries", s.retries},
+                   {"in_flight", s.in_flight},
+                   {"last_ttfb_ms", s.last_ttfb_ms},
+                   {"last_error", s.last_error.empty() ? json(nullptr) : json(s.last_error)}});
+  }
+  return out;
+}
+
+// Prometheus series of each upstream (label upstream="name").
+std::string upstream_metrics(const UpstreamForwarder& upstreams) {
+  std::string out;
+  const auto series = [&](const char* name, const char* type, const char* help, auto value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (const UpstreamState& s : upstreams.states())
+      out += std::string(name) + "{upstream=\"" + s.name + "\"} " + std::to_string(value(s)) + "\n";
+  };
+  series("hearth_upstream_up", "gauge", "1 while the upstream's circuit is closed (requests are sent)",
+         [](const UpstreamState& s) { return s.breaker == "closed" ? 1 : 0; });
+  series("hearth_upstream_requests_total", "counter", "requests forwarded (retries not counted)",
+         [](const UpstreamState& s) { return s.requests; });
+  series("hearth_upstream_failures_total", "counter", "forwarded requests that got no answer after the retry",
+         [](const UpstreamState& s) { return s.failures; });
+  series("hearth_upstream_retries_total", "counter", "requests sent a second time on a new connection",
+         [](const UpstreamState& s) { return s.retries; });
+  series("hearth_upstream_in_flight", "gauge", "requests in flight to the upstream",
+         [](const UpstreamState& s) { return s.in_flight; });
+  series("hearth_upstream_last_ttfb_seconds", "gauge", "request sent to the answer's header, last success",
+         [](const UpstreamState& s) { return s.last_ttfb_ms / 1000.0; });
+  return out;
+}
+
 }  // namespace
 
 RouteResult health(const Call& call) {
   const RouteContext& ctx = call.ctx;
   if (ctx.host == nullptr || !ctx.host->servable()) return unavailable_health("loading", loading());
   if (!ctx.accepting) return unavailable_health("shutting_down", shutting_down());
-  return json_response(200, json{{"status", "ok"}});
+  json body{{"status", "ok"}};
+  if (ctx.upstreams) body["upstreams"] = upstreams_json(*ctx.upstreams);
+  return json_response(200, body);
 }
 
 RouteResult metrics(const Call& call) {
@@ -54,6 +97,7 @@ RouteResult metrics(const Call& call) {
     }
     r.body += render_model_metrics(series);
   }
+  if (ctx.upstreams) r.body += upstream_metrics(*ctx.upstreams);
   return r;
 }
 

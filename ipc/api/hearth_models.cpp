@@ -161,6 +161,12 @@ RouteResult installed_models(const Call& call) {
                               {"installed", installed}});
   }
   json body{{"models", models}, {"catalog", catalog_models}};
+  if (ctx.upstreams) {
+    json up = json::array();
+    for (const UpstreamModel& m : ctx.upstreams->models())
+      up.push_back({{"id", m.id}, {"upstream", m.upstream}, {"url", m.url}, {"remote_id", m.remote_id}});
+    body["upstream_models"] = std::move(up);
+  }
   if (ctx.models_dir != nullptr) body["dir"] = *ctx.models_dir;
   return json_response(200, body);
 }

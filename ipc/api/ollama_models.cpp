@@ -200,6 +200,20 @@ RouteResult ollama_tags(const Call& call) {
                       {"digest", model_digest(m)},
                       {"details", details_json(m)}});
   }
+  // Models served by an upstream: no file here, so no size or digest; "remote_host" (as
+  // Ollama's own remote models) says where they run.
+  if (call.ctx.upstreams) {
+    for (const UpstreamModel& m : call.ctx.upstreams->models())
+      models.push_back({{"name", m.id},
+                        {"model", m.id},
+                        {"modified_at", unix_time(0)},
+                        {"size", 0},
+                        {"digest", ""},
+                        {"remote_model", m.remote_id},
+                        {"remote_host", m.url},
+                        {"upstream", m.upstream},
+                        {"details", json::object()}});
+  }
   return json_response(200, json{{"models", std::move(models)}});
 }
 

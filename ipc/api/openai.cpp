@@ -21,6 +21,8 @@ RouteResult generation(Endpoint endpoint, const Call& call) {
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
   ResponseMeta meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
   meta.logprobs = req.top_logprobs >= 0;
+  meta.fallback_from = call.request.fallback_from;
+  meta.fallback_reason = call.request.fallback_reason;
   std::string log_id = meta.id;
   std::variant<GenerationJob, ApiError> job =
       make_job(call, req, openai_writer(std::move(meta), req.stream), std::move(log_id));
@@ -66,6 +68,18 @@ json model_object(const HostedModel& m, const EngineRef* engine) {
   return j;
 }
 
+// A model an upstream serves: owned_by names the upstream, meta says where it runs.
+json upstream_model_object(const UpstreamModel& m) {
+  json meta{
+      {"upstream", m.upstream}, {"url", m.url}, {"remote_id", m.remote_id}, {"loaded", true}, {"available", true}};
+  if (!m.fallback.empty()) meta["fallback"] = m.fallback;
+  return json{{"id", m.id},
+              {"object", "model"},
+              {"created", 0},
+              {"owned_by", "upstream:" + m.upstream},
+              {"meta", std::move(meta)}};
+}
+
 RouteResult openai_models(const Call& call) {
   ModelHost& host = *call.ctx.host;
   json data = json::array();
@@ -73,6 +87,8 @@ RouteResult openai_models(const Call& call) {
     const std::shared_ptr<const EngineRef> engine = m.loaded ? host.loaded(m.id) : nullptr;
     data.push_back(model_object(m, engine.get()));
   }
+  if (call.ctx.upstreams)
+    for (const UpstreamModel& m : call.ctx.upstreams->models()) data.push_back(upstream_model_object(m));
   return json_response(200, json{{"object", "list"}, {"data", data}});
 }
 
@@ -85,6 +101,10 @@ RouteResult openai_model(const Call& call) {
       const std::shared_ptr<const EngineRef> engine = m.loaded ? host.loaded(m.id) : nullptr;
       return json_response(200, model_object(m, engine.get()));
     }
+  }
+  if (call.ctx.upstreams) {
+    if (std::optional<UpstreamModel> m = call.ctx.upstreams->find(call.tail))
+      return json_response(200, upstream_model_object(*m));
   }
   return error_response(unknown_model(call.tail));
 }

@@ -98,6 +98,16 @@ std::string chunk_with(const ResponseMeta& meta, json choice) {
   return dump_json(j);
 }
 
+// hearth's timings, and which upstream a fallback model answers for.
+json meta_timings(const ResponseMeta& meta, const ApiEvent& done) {
+  json t = timings_object(done);
+  if (!meta.fallback_from.empty()) {
+    t["fallback_from"] = meta.fallback_from;
+    t["fallback_reason"] = meta.fallback_reason;
+  }
+  return t;
+}
+
 }  // namespace
 
 ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, bool include_usage) {
@@ -138,7 +148,7 @@ std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer
         json::array({json{{"text", answer.text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", reason}}});
   }
   j["usage"] = usage_json(done.usage);
-  j["timings"] = timings_object(done);
+  j["timings"] = meta_timings(meta, done);
   return dump_json(j);
 }
 
@@ -176,7 +186,7 @@ std::string chunk_finish(const ResponseMeta& meta, const ApiEvent& done, bool ca
   json j = chunk_base(meta);
   j["choices"] = json::array({chunk_choice(meta, empty, openai_finish_reason(done.finish_reason, called_tools))});
   if (meta.include_usage) j["usage"] = nullptr;
-  j["timings"] = timings_object(done);
+  j["timings"] = meta_timings(meta, done);
   return dump_json(j);
 }
 
@@ -184,7 +194,7 @@ std::string chunk_usage(const ResponseMeta& meta, const ApiEvent& done) {
   json j = chunk_base(meta);
   j["choices"] = json::array();
   j["usage"] = usage_json(done.usage);
-  j["timings"] = timings_object(done);
+  j["timings"] = meta_timings(meta, done);
   return dump_json(j);
 }
 

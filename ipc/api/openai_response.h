@@ -22,6 +22,10 @@ struct ResponseMeta {
   std::string model;
   bool include_usage = false;
   bool logprobs = false;  // the request asked for logprobs: each choice carries them
+  // The answer comes from a local fallback model because this upstream failed: said in
+  // timings ("fallback_from", "fallback_reason").
+  std::string fallback_from;
+  std::string fallback_reason;
 };
 
 ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model_id, bool include_usage);
