@@ -135,7 +135,7 @@ TEST_CASE("options map onto hearth's sampling, options hearth lacks are ignored,
             .param == "options.stop");
 }
 
-TEST_CASE("options.speculative: false opts out of speculative decoding; it is on by default") {
+TEST_CASE("options.speculative: false opts out of speculative decoding, which is on by default") {
   CHECK(parse_ok(kChat, R"({"model":"m","messages":[{"role":"user","content":"hi"}]})").speculative);
   CHECK_FALSE(parse_ok(kChat, R"({"model":"m","messages":[{"role":"user","content":"hi"}],)"
                               R"("options":{"speculative":false}})")

@@ -214,7 +214,7 @@ TEST_CASE("No route of the table is shadowed by another: each method and path re
   }
 }
 
-TEST_CASE("speculative: false opts a request out of speculative decoding; anything but a boolean is 400") {
+TEST_CASE("speculative: false opts a request out of speculative decoding, and anything but a boolean is 400") {
   const auto body = [](const char* extra) {
     return nlohmann::json::parse(std::string(R"({"messages":[{"role":"user","content":"x"}])") + extra + "}");
   };
