@@ -391,10 +391,16 @@ void hearth_chat_message_init(hearth_chat_message* message) {
   message->struct_size = sizeof(*message);
 }
 
-void hearth_stats_init(hearth_stats* stats) {
-  if (stats == nullptr) return;
-  std::memset(static_cast<void*>(stats), 0, sizeof(*stats));
-  stats->struct_size = sizeof(*stats);
+void hearth_stats_init_sized(hearth_stats* stats, size_t struct_size) {
+  if (stats == nullptr || struct_size < sizeof(stats->struct_size)) return;
+  std::memset(static_cast<void*>(stats), 0, struct_size);
+  stats->struct_size = struct_size;
+}
+
+// The exported function of 0.1-0.5 (the header's name is now a macro): the struct as it was.
+static_assert(offsetof(hearth_stats, draft_tokens) == 216, "sizeof(hearth_stats) in 0.5 (x86-64, arm64)");
+void(hearth_stats_init)(hearth_stats* stats) {
+  hearth_stats_init_sized(stats, offsetof(hearth_stats, draft_tokens));
 }
 
 int hearth_client_open(const char* socket_path, hearth_client** out) {

@@ -432,3 +432,22 @@ TEST_CASE("options init never writes past the caller's struct, whichever header 
   CHECK(n->top_k == -1);
   for (size_t i = sizeof(hearth_request_options); i < sizeof(now); ++i) CHECK(now[i] == 0);
 }
+
+TEST_CASE("stats init never writes past the caller's struct, whichever header it was built with", "[client]") {
+  // A program built against 0.5 calls the exported hearth_stats_init on its 216-byte struct.
+  alignas(hearth_stats) unsigned char old[sizeof(hearth_stats) + 16];
+  std::memset(old, 0xAB, sizeof(old));
+  (hearth_stats_init)(reinterpret_cast<hearth_stats*>(old));
+  const size_t old_size = offsetof(hearth_stats, draft_tokens);
+  CHECK(reinterpret_cast<const hearth_stats*>(old)->struct_size == old_size);
+  CHECK(reinterpret_cast<const hearth_stats*>(old)->cache_restore_bytes == 0);
+  for (size_t i = old_size; i < sizeof(old); ++i) CHECK(old[i] == 0xAB);
+  // The macro passes sizeof: the new members zeroed, nothing beyond.
+  alignas(hearth_stats) unsigned char now[sizeof(hearth_stats) + 16];
+  std::memset(now, 0xAB, sizeof(now));
+  hearth_stats_init(reinterpret_cast<hearth_stats*>(now));
+  const auto* n = reinterpret_cast<const hearth_stats*>(now);
+  CHECK(n->struct_size == sizeof(hearth_stats));
+  CHECK(n->accepted_tokens == 0);
+  for (size_t i = sizeof(hearth_stats); i < sizeof(now); ++i) CHECK(now[i] == 0xAB);
+}

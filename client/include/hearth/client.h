@@ -18,7 +18,7 @@
  *     the library reads or writes only the members that fit in struct_size. When a struct
  *     grows, its *_init() keeps writing the old size for the programs built before, and the
  *     header's *_init() becomes a macro passing sizeof to a new *_init_sized() function
- *     (hearth_request_options_init in 0.4).
+ *     (hearth_request_options_init in 0.4, hearth_stats_init in 0.6).
  *
  * Thread-safety: the library has no global state. A hearth_client handle must be used by
  * one thread at a time (use one handle per thread for concurrent requests), with a single
@@ -281,13 +281,20 @@ typedef struct hearth_stats {
   double decode_gb_s;  /* decode: 10^9 bytes/s of weights read (memory-bound) */
   /* Added with the disk-restore figures. */
   int64_t cache_restore_bytes; /* KV bytes read back from the daemon's cache directory */
-  /* Added with speculative decoding. */
+  /* Added in 0.6, with speculative decoding. */
   int64_t draft_tokens;    /* tokens drafted and verified in a forward pass */
   int64_t accepted_tokens; /* ... of which kept: tokens that needed no pass of their own */
 } hearth_stats;
 
-/* Sets struct_size and zeroes every other member. */
+/* Sets struct_size and zeroes every other member. A macro since 0.6 (the struct grew the
+ * speculative decoding counts): the function behind it is told the size of the caller's
+ * struct, so a program built against an older header is never written past its end.
+ * struct_size: sizeof(hearth_stats) as the caller was built (for bindings). */
+HEARTH_CLIENT_API void hearth_stats_init_sized(hearth_stats* stats, size_t struct_size);
+/* The function of 0.1 to 0.5, which programs built against those headers call: it zeroes
+ * the members up to cache_restore_bytes, the struct as it was then. */
 HEARTH_CLIENT_API void hearth_stats_init(hearth_stats* stats);
+#define hearth_stats_init(stats) hearth_stats_init_sized((stats), sizeof(hearth_stats))
 
 /* One chat message. role: "system", "user" or "assistant"; content: UTF-8 text. */
 typedef struct hearth_message {
