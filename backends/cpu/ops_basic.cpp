@@ -40,7 +40,7 @@ void op_get_rows(const Op& op, const Graph& g, ExecContext& ctx) {
   // back out of its group into a plain row first.
   const auto* hb = dynamic_cast<const HostBuffer*>(table.buffer);
   const uint8_t* repacked = hb != nullptr ? hb->repacked(table) : nullptr;
-  ctx.pool->run([&](int ith, int nth) {
+  run_split(ctx, static_cast<int64_t>(ids.size()), [&](int ith, int nth) {
     int64_t b, e;
     split_range(static_cast<int64_t>(ids.size()), ith, nth, &b, &e);
     std::vector<uint8_t> plain(repacked != nullptr ? table.row_size() : 0);
@@ -63,7 +63,7 @@ void op_rms_norm(const Op& op, ExecContext& ctx) {
   const int64_t n_chunks = op.src0.ne0 / chunk;
   const float* w = row_f32(op.src1, 0);
   const float eps = op.f0;
-  ctx.pool->run([&](int ith, int nth) {
+  run_split(ctx, op.src0.rows * n_chunks, [&](int ith, int nth) {
     int64_t b, e;
     split_range(op.src0.rows * n_chunks, ith, nth, &b, &e);
     for (int64_t i = b; i < e; ++i) {
@@ -84,7 +84,7 @@ void op_rope(const Op& op, const Graph& g, ExecContext& ctx) {
   const bool neox = op.i2 == kRopeNeox;
   const int64_t n_heads = op.dst.ne0 / head_dim;
   const float theta_scale = rope_theta_ratio(op.f0, static_cast<int>(n_rot));
-  ctx.pool->run([&](int ith, int nth) {
+  run_split(ctx, op.dst.rows, [&](int ith, int nth) {
     std::vector<float> cs(n_rot);  // cos, sin pairs for one position
     int64_t b, e;
     split_range(op.dst.rows, ith, nth, &b, &e);
@@ -173,7 +173,7 @@ inline float silu(float x) {
 
 void op_elementwise(const Op& op, ExecContext& ctx) {
   const int64_t n = op.dst.ne0;
-  ctx.pool->run([&](int ith, int nth) {
+  run_split(ctx, op.dst.rows, [&](int ith, int nth) {
     int64_t b, e;
     split_range(op.dst.rows, ith, nth, &b, &e);
     for (int64_t r = b; r < e; ++r) {
@@ -215,7 +215,7 @@ void op_elementwise(const Op& op, ExecContext& ctx) {
 
 void op_store_kv(const Op& op, const Graph& g, ExecContext& ctx) {
   const std::span<const int32_t> slots = g.get(op.ia);
-  ctx.pool->run([&](int ith, int nth) {
+  run_split(ctx, static_cast<int64_t>(slots.size()), [&](int ith, int nth) {
     int64_t b, e;
     split_range(static_cast<int64_t>(slots.size()), ith, nth, &b, &e);
     for (int64_t t = b; t < e; ++t) {
@@ -247,7 +247,7 @@ void op_matmul(const Op& op, ExecContext& ctx) {
   if (act_type != DType::F32) {
     act_stride = row_bytes(act_type, n_in);
     uint8_t* q = ctx.scratch_bytes(act_stride * static_cast<size_t>(n_tok));
-    ctx.pool->run([&](int ith, int nth) {
+    run_split(ctx, n_tok, [&](int ith, int nth) {
       int64_t b, e;
       split_range(n_tok, ith, nth, &b, &e);
       for (int64_t t = b; t < e; ++t)
