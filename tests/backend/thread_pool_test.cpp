@@ -7,7 +7,10 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "backends/cpu/ops.h"
 
 namespace {
 
@@ -100,4 +103,28 @@ TEST_CASE("thread pool: destroyed while its workers sleep or spin", "[thread_poo
     if (i % 2) pool.run([](int, int) {});
   }
   SUCCEED();
+}
+
+TEST_CASE("run_split: one unit runs on the calling thread as the only task, more as a pool job", "[thread_pool]") {
+  // A decode step's one-row ops take the first path: no job, so no synchronisation.
+  ThreadPool pool(2);
+  hearth::cpu::ExecContext ctx;
+  ctx.pool = &pool;
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int64_t units : {0, 1}) {
+    std::vector<std::pair<int, int>> calls;
+    hearth::cpu::run_split(ctx, units, [&](int task, int nt) {
+      CHECK(std::this_thread::get_id() == caller);
+      calls.emplace_back(task, nt);
+    });
+    CHECK(calls == std::vector<std::pair<int, int>>{{0, 1}});
+  }
+  CHECK(pool.stats().jobs == 0);
+  std::atomic<int> tasks{0};
+  hearth::cpu::run_split(ctx, 2, [&](int, int nt) {
+    CHECK(nt == pool.n_tasks());
+    tasks.fetch_add(1);
+  });
+  CHECK(tasks.load() == pool.n_tasks());
+  CHECK(pool.stats().jobs == 1);
 }
