@@ -47,9 +47,9 @@ class DraftModel {
  public:
   // Stop drafting where the draft model's most probable next token has less than this
   // probability: an unlikely guess is likely rejected, and each guess costs a draft-model
-  // step. llama.cpp's draft p_min (common/speculative.h, common.h) was 0.9 in 2024 and 0.75
-  // in 2025; its 2026 default is 0 (no early stop) with at most 3 drafts. Ours draft up to
-  // Speculator::kMaxDraft (7), so a stop is worth keeping; 0.75 is the middle ground.
+  // step. llama.cpp's default draft p_min was 0.9 in its first common/speculative.h, later
+  // 0.75; its August 2026 source has 0 (no early stop) with at most 3 drafts. Ours draft up
+  // to Speculator::kMaxDraft (7), so a stop is worth keeping; 0.75 is not tuned.
   static constexpr float kPMin = 0.75f;
 
   // Binds `draft` (loaded on `backend`, the target's) as a drafter for `target`: refused with
