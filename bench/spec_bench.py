@@ -11,7 +11,10 @@ at each --threads count. Prints the decode tok/s of every run, the median ratio 
 the drafted and accepted tokens, and checks that both answers are the same text.
 
 Usage: bench/spec_bench.py --hearthd build/daemon/hearthd [--threads 1,2] [--reps 2]
-       [--model qwen2.5-coder:0.5b]
+       [--model qwen2.5-coder:0.5b] [--draft-model PATH] [--prompts rewrite,document,chat]
+
+With --draft-model the daemon drafts with that model too (where the n-gram lookup finds
+nothing); "without" is still a request with "speculative": false.
 """
 import argparse
 import os
@@ -79,12 +82,16 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--model", default=None)
+    ap.add_argument("--draft-model", default=None)
+    ap.add_argument("--prompts", default=",".join(PROMPTS))
     args = ap.parse_args()
+    draft = ["--draft-model", args.draft_model] if args.draft_model else []
     default_chat_model_or_skip()
     for threads in [int(t) for t in args.threads.split(",")]:
-        d = Hearthd(args.hearthd, args.model, threads=threads)
+        d = Hearthd(args.hearthd, args.model, *draft, threads=threads)
         try:
-            for name, (prompt, max_tokens) in PROMPTS.items():
+            for name in args.prompts.split(","):
+                prompt, max_tokens = PROMPTS[name]
                 run(d, prompt, 4, False)  # the prompt's KV in the cache: every run below decodes only
                 on, off, texts = [], [], set()
                 drafted = accepted = 0

@@ -116,6 +116,11 @@ const std::vector<Spec>& specs() {
        "speculative decoding: streams carry drafts copied from their own prompt and answer (n-gram lookup), "
        "verified in one pass; the answers are the same bits either way (default ngram; off = one token a step)",
        0, 0, {"ngram", "off"}, [](C& c, const Value& v) { c.speculative = str(v); }},
+      {"draft-model", Kind::String,
+       "a smaller model with the same tokenizer (catalog name, file name in the models folder or path) that "
+       "drafts for streams where the n-gram lookup finds nothing; loaded beside each model it fits, unless "
+       "--speculative is off (default: none)",
+       0, 0, {}, [](C& c, const Value& v) { c.draft_model = str(v); }},
       {"queue-max", Kind::Int, "requests waiting for a free sequence; more get 429 (default 64)",
        0, 1 << 20, {}, [](C& c, const Value& v) { c.queue_max = i32(v); }},
       {"cache-dir", Kind::String,
@@ -383,10 +388,10 @@ std::string value_name(const Spec& s) {
   if (s.kind == Kind::Choice) return join(s.choices, "|");
   if (s.kind == Kind::Listen) return "[HOST:PORT]";
   static const std::vector<std::pair<std::string, std::string>> kNames = {
-      {"model", "PATH|NAME"},         {"socket", "PATH"},           {"socket-group", "GROUP"},
-      {"cache-dir", "DIR"},           {"cache-max-bytes", "BYTES"}, {"memory-budget", "BYTES"},
-      {"gpu-memory-budget", "BYTES"}, {"keep-alive", "DURATION"},   {"listen-tcp", "HOST:PORT"},
-      {"shutdown-grace", "SECONDS"}};
+      {"model", "PATH|NAME"},      {"draft-model", "PATH|NAME"},   {"socket", "PATH"},
+      {"socket-group", "GROUP"},   {"cache-dir", "DIR"},           {"cache-max-bytes", "BYTES"},
+      {"memory-budget", "BYTES"},  {"gpu-memory-budget", "BYTES"}, {"keep-alive", "DURATION"},
+      {"listen-tcp", "HOST:PORT"}, {"shutdown-grace", "SECONDS"}};
   for (const auto& [name, value] : kNames)
     if (name == s.name) return value;
   return s.kind == Kind::Int ? "N" : "TEXT";

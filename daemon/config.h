@@ -48,6 +48,7 @@ struct DaemonConfig {
   int32_t step_budget_ms = 100;          // target step duration next to decoding streams; 0 = off
   int32_t queue_max = 64;                // requests waiting for a free sequence
   std::string speculative = "ngram";     // speculative decoding: "ngram" or "off"
+  std::string draft_model;               // drafts where n-gram lookup finds none; "" = none
   std::string cache_dir;                 // "" = default_cache_dir()
   int64_t cache_max_bytes = 0;           // bytes on disk for the prompt cache; 0 = min(4 GiB, 10% of free space)
   int64_t cache_user_max_bytes = 0;      // of those, one user's at most; 0 = fair shares only

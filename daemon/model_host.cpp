@@ -352,7 +352,8 @@ ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
   lock.unlock();
 
   for (Taken& t : evicted) finish_unload(std::move(t), kUnloadFlush, ("to make room for " + id).c_str());
-  Result<Serving> started = start_engine(cfg_, s->info.path, reconcile_cache);
+  // A draft model must fit the start model (or hearthd does not start); others go without.
+  Result<Serving> started = start_engine(cfg_, s->info.path, reconcile_cache, id == default_id_);
   std::shared_ptr<Serving> serving;
   std::shared_ptr<const ipc::EngineRef> engine;
   if (started) {

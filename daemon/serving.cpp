@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "daemon/systemd.h"
+#include "engine/scheduler/draft_model.h"
 #include "engine/scheduler/kv_store.h"
 #include "storage/chunk_store.h"
 
@@ -62,6 +63,48 @@ std::unique_ptr<storage::ChunkStore> open_disk_tier(const DaemonConfig& cfg, con
   return std::move(*store);
 }
 
+// The draft model `arg` names, loaded on the target's backend.
+Result<std::unique_ptr<LoadedDraft>> load_draft(const std::string& arg, Backend& backend) {
+  auto d = std::make_unique<LoadedDraft>();
+  Result<std::string> path = resolve_model_arg(arg);
+  if (!path) return path.error();
+  d->path = *path;
+  Result<std::unique_ptr<gguf::File>> file = gguf::File::open(d->path);
+  if (!file) return make_error(d->path + ": " + file.error().message);
+  d->file = std::move(*file);
+  Result<std::unique_ptr<Model>> model = Model::load(d->file, backend);
+  if (!model) return make_error(d->path + ": " + model.error().message);
+  d->model = std::move(*model);
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*d->file);
+  if (!tok) return make_error(d->path + ": " + tok.error().message);
+  d->tokenizer = std::move(*tok);
+  return d;
+}
+
+// Loads cfg's draft model beside s's model and binds it in s.options (see start_engine).
+Status attach_draft(const DaemonConfig& cfg, Serving& s, bool must_fit) {
+  if (cfg.draft_model.empty()) return {};
+  if (s.options.speculative == SchedulerOptions::Speculative::Off) {
+    LOG_INFO("draft model " + cfg.draft_model + ": not loaded (--speculative off)");
+    return {};
+  }
+  Result<std::unique_ptr<LoadedDraft>> d = load_draft(cfg.draft_model, *s.engine.backend);
+  if (!d) return make_error("cannot load the draft model " + cfg.draft_model + ": " + d.error().message);
+  // Checked here first so that the error names the files (general.name can be obscure).
+  if (Status fit = check_same_vocab(*s.engine.tokenizer, s.engine.info.path, *(*d)->tokenizer, (*d)->path); !fit) {
+    if (must_fit) return fit.error();
+    LOG_WARN(fit.error().message + "; " + s.engine.info.path + " is served without it");
+    return {};
+  }
+  Result<std::shared_ptr<DraftModel>> bound =
+      DraftModel::create(*s.engine.model, *s.engine.tokenizer, *(*d)->model, *(*d)->tokenizer, *s.engine.backend);
+  if (!bound) return bound.error();
+  LOG_INFO("draft model: " + (*d)->path + " drafts for " + s.engine.info.path);
+  s.draft = std::move(*d);
+  s.options.draft_model = std::move(*bound);
+  return {};
+}
+
 }  // namespace
 
 BackendChoice backend_choice(const DaemonConfig& cfg) {
@@ -94,16 +137,18 @@ SchedulerOptions scheduler_options(const DaemonConfig& cfg, const ModelConfig& m
   return o;
 }
 
-Result<Serving> start_engine(const DaemonConfig& cfg, const std::string& model_arg, bool reconcile_cache) {
+Result<Serving> start_engine(const DaemonConfig& cfg, const std::string& model_arg, bool reconcile_cache,
+                             bool draft_must_fit) {
   const std::string model_name = model_arg.empty() ? "the default model" : model_arg;
   notify_status("loading " + model_name);
   LOG_INFO("loading " + model_name);
   const Clock::time_point load_start = Clock::now();
   Result<LoadedEngine> loaded = load_engine(model_arg, backend_choice(cfg), cfg.chat_template);
   if (!loaded) return make_error("cannot load the model: " + loaded.error().message);
-  Serving s{std::move(*loaded), {}, nullptr};
+  Serving s{std::move(*loaded), nullptr, {}, nullptr};
   LoadedEngine& engine = s.engine;
   s.options = scheduler_options(cfg, engine.model->config());
+  if (Status st = attach_draft(cfg, s, draft_must_fit); !st) return st.error();
   std::unique_ptr<storage::ChunkStore> store =
       s.options.prefix_cache ? open_disk_tier(cfg, engine.info.path, engine.model->config(), s.options, reconcile_cache)
                              : nullptr;

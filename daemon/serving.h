@@ -13,10 +13,19 @@
 
 namespace hearth::daemon {
 
-// The scheduler is declared last, so it stops (joining the engine thread) before the model
-// it uses goes.
+// A draft model (--draft-model) loaded on its target's backend.
+struct LoadedDraft {
+  std::string path;
+  std::shared_ptr<const gguf::File> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// The scheduler is declared last, so it stops (joining the engine thread) before the models
+// it uses go; the draft model goes before the backend it was loaded on.
 struct Serving {
   LoadedEngine engine;
+  std::unique_ptr<LoadedDraft> draft;  // null: no draft model for this one
   SchedulerOptions options;
   std::unique_ptr<Scheduler> scheduler;
 };
@@ -31,7 +40,11 @@ BackendChoice backend_choice(const DaemonConfig& cfg);
 // Loads model_arg (a catalog name, a file name in the models folder or a path; "" = the
 // default model) and starts its scheduler. Logs and reports the status to systemd.
 // reconcile_cache: whether opening the prompt cache's directory reconciles it (only when no
-// other loaded model writes there).
-Result<Serving> start_engine(const DaemonConfig& cfg, const std::string& model_arg, bool reconcile_cache = true);
+// other loaded model writes there). With --draft-model (and --speculative not off) the draft
+// model is loaded beside it: failing to load it is an error, and so is a draft model whose
+// tokenizer is not this model's when draft_must_fit (the start model), else a warning and
+// no draft model for this one.
+Result<Serving> start_engine(const DaemonConfig& cfg, const std::string& model_arg, bool reconcile_cache = true,
+                             bool draft_must_fit = true);
 
 }  // namespace hearth::daemon

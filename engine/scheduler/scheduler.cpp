@@ -14,6 +14,7 @@
 #include "engine/kv/block_pool.h"
 #include "engine/kv/prefix_hash.h"
 #include "engine/model/context.h"
+#include "engine/scheduler/draft_model.h"
 #include "engine/scheduler/kv_store.h"
 #include "engine/scheduler/metrics.h"
 #include "engine/scheduler/prefix_cache.h"
@@ -502,7 +503,8 @@ class Scheduler::Impl {
 
   // Drafts for the decoding sequences of a step that reads no prompt tokens (a step with
   // prompt tokens is compute-bound already), while the step's rows stay within
-  // verify_rows(). The step budget learns the decode part's cost per row, drafts included.
+  // verify_rows(): the n-gram lookup's when it matches, else the draft model's if any. The step budget learns the
+  // decode part's cost per row, drafts included.
   void plan_drafts(StepPlan& plan) {
     if (options_.speculative == SchedulerOptions::Speculative::Off) return;
     int64_t rows_left = verify_rows() - plan.shape.n_decode;
@@ -512,6 +514,9 @@ class Scheduler::Impl {
       const int32_t pending = static_cast<int32_t>(s.tokens().size()) - 1;
       const int64_t room = std::min<int64_t>({rows_left, s.n_left() - 1, draft_room(s.table(), pool_, pending)});
       std::vector<int32_t> draft = s.speculator().draft(s.tokens(), static_cast<int32_t>(room));
+      if (draft.empty() && options_.draft_model)
+        draft = options_.draft_model->propose(s.draft_state(), s.tokens(),
+                                              s.speculator().wanted(static_cast<int32_t>(room)), options_.n_ctx);
       if (draft.empty()) continue;
       p.chunk.reserve(draft.size() + 1);
       p.chunk.push_back(s.tokens().back());

@@ -25,6 +25,8 @@
 
 namespace hearth {
 
+class DraftModel;
+
 struct SchedulerOptions {
   int32_t n_parallel = 4;  // sequences running at once
   int32_t n_ctx = 4096;    // tokens per sequence (prompt + generated)
@@ -59,6 +61,10 @@ struct SchedulerOptions {
   // Answers are the same bits either way. Off: one token per sequence and step.
   enum class Speculative { Off, Ngram };
   Speculative speculative = Speculative::Ngram;
+  // A smaller model with the same tokenizer (draft_model.h) that drafts for a sequence when
+  // the n-gram lookup finds nothing; used unless speculative is Off. Null: n-gram only. It
+  // runs on the engine thread and outlives the Scheduler (the options hold it).
+  std::shared_ptr<const DraftModel> draft_model;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };

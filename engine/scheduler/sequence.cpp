@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/scheduler/draft_model.h"
+
 namespace hearth {
 namespace {
 
@@ -36,6 +38,8 @@ Sequence::Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> han
   cache_.scope_key = std::move(request.scope.key);
   cache_.owner = request.scope.owner;
 }
+
+Sequence::~Sequence() = default;
 
 void Sequence::on_computed(int32_t n, Clock::time_point end) {
   const bool was_prefilling = prefilling();

@@ -21,6 +21,7 @@
 
 namespace hearth {
 
+class DraftState;
 using Clock = std::chrono::steady_clock;
 
 class Sequence {
@@ -28,6 +29,7 @@ class Sequence {
   // work: the model's cost of a token, for the achieved GOP/s and GB/s in the timings.
   Sequence(GenerationRequest request, std::shared_ptr<RequestHandle> handle, const Tokenizer& tokenizer, int32_t n_ctx,
            Clock::time_point submitted, TokenWork work = {});
+  ~Sequence();
 
   RequestHandle& handle() { return *handle_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -73,6 +75,9 @@ class Sequence {
   };
   Verified verify(float* rows, int32_t n_vocab, std::span<const int32_t> draft, Clock::time_point now);
   Speculator& speculator() { return spec_; }
+  // The sequence's KV on the draft model (draft_model.h), made at its first proposal and
+  // freed with the sequence; null without a draft model.
+  std::unique_ptr<DraftState>& draft_state() { return draft_state_; }
   // Generated tokens this answer may still have.
   int32_t n_left() const { return loop_.max_tokens() - loop_.n_generated(); }
 
@@ -97,6 +102,7 @@ class Sequence {
   bool warm_ = false;
   TokenLoop loop_;
   Speculator spec_;
+  std::unique_ptr<DraftState> draft_state_;
   // Logprobs of tokens whose text is still held back (a UTF-8 character or a possible stop
   // string not yet whole): they go with the text that releases it.
   std::vector<TokenLogprob> pending_logprobs_;

@@ -36,9 +36,15 @@ void drop_unverified(BlockTable& table, BlockPool& pool, int32_t n_valid) {
   table.truncate(pool, static_cast<size_t>((n_valid + bt - 1) / bt));
 }
 
+int32_t Speculator::wanted(int32_t room) const {
+  if (!enabled_ || generated_ < paused_until_) return 0;
+  return std::max(0, std::min({k_, room, kMaxDraft}));
+}
+
 std::vector<int32_t> Speculator::draft(std::span<const int32_t> tokens, int32_t room) {
-  if (!enabled_ || generated_ < paused_until_) return {};
-  return ngram_draft(tokens, n_min_, kMaxMatch, std::min({k_, room, kMaxDraft}));
+  const int32_t k = wanted(room);
+  if (k == 0) return {};
+  return ngram_draft(tokens, n_min_, kMaxMatch, k);
 }
 
 void Speculator::verified(int32_t drafted, int32_t accepted, int32_t generated) {

@@ -53,6 +53,9 @@ class Speculator {
   // most `room` of them (the step's rows left, the answer's tokens left); empty while
   // drafting is off or paused for this sequence or nothing matches.
   std::vector<int32_t> draft(std::span<const int32_t> tokens, int32_t room);
+  // How many drafts the next step may carry from any drafter (a draft model's too): 0 while
+  // drafting is off or paused, else k within `room`.
+  int32_t wanted(int32_t room) const;
   // A step verified `drafted` drafts and kept the first `accepted` of them; `generated`:
   // the sequence's generated tokens after it.
   void verified(int32_t drafted, int32_t accepted, int32_t generated);

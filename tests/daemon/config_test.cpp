@@ -66,6 +66,7 @@ TEST_CASE("defaults apply when no source sets an option", "[daemon][config]") {
   CHECK(r->prefill_chunk == 128);
   CHECK(r->step_budget_ms == 100);
   CHECK(r->speculative == "ngram");
+  CHECK(r->draft_model.empty());
   CHECK(r->queue_max == 64);
   CHECK(r->cache_max_bytes == 0);  // automatic: min(4 GiB, 10% of free space)
   CHECK_FALSE(r->no_disk_cache);
@@ -98,6 +99,8 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
                                  "40",
                                  "--speculative",
                                  "off",
+                                 "--draft-model",
+                                 "d.gguf",
                                  "--queue-max",
                                  "5",
                                  "--cache-dir",
@@ -130,6 +133,7 @@ TEST_CASE("every option can be given as a flag", "[daemon][config]") {
   CHECK(r->prefill_chunk == 0);
   CHECK(r->step_budget_ms == 40);
   CHECK(r->speculative == "off");
+  CHECK(r->draft_model == "d.gguf");
   CHECK(r->queue_max == 5);
   CHECK(r->cache_dir == "/tmp/c");
   CHECK(r->cache_max_bytes == 4294967296);
@@ -200,9 +204,13 @@ TEST_CASE("flags win over the environment which wins over the file which wins ov
       "queue_max = 9\n"
       "socket_group = \"hearth\"\n"
       "cache_max_bytes = 4294967296\n"
-      "no_disk_cache = true\n");
+      "no_disk_cache = true\n"
+      "draft_model = \"file-draft.gguf\"\n");
   Env env;
-  env.vars = {{"HEARTH_CONFIG", f.path}, {"HEARTH_THREADS", "6"}, {"HEARTH_PARALLEL", "7"}};
+  env.vars = {{"HEARTH_CONFIG", f.path},
+              {"HEARTH_THREADS", "6"},
+              {"HEARTH_PARALLEL", "7"},
+              {"HEARTH_DRAFT_MODEL", "env-draft.gguf"}};
   Result<DaemonConfig> r = load({"--threads", "8"}, env);
   REQUIRE(r.ok());
   CHECK(r->config_file == f.path);
@@ -212,7 +220,8 @@ TEST_CASE("flags win over the environment which wins over the file which wins ov
   CHECK(r->socket_group == "hearth");
   CHECK(r->cache_max_bytes == 4294967296);
   CHECK(r->no_disk_cache);
-  CHECK(r->ctx == 4096);  // default
+  CHECK(r->draft_model == "env-draft.gguf");  // env > file
+  CHECK(r->ctx == 4096);                      // default
 }
 
 TEST_CASE("the --config flag wins over HEARTH_CONFIG", "[daemon][config]") {
