@@ -12,7 +12,9 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-double ms_between(SseRelay::Clock::time_point a, SseRelay::Clock::time_point b) {
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
@@ -150,20 +152,30 @@ std::string SseRelay::event(const SseFramer::Event& ev, Clock::time_point now) {
 std::string SseRelay::timings_json() const {
   json t{{"upstream", upstream_}};
   if (tokens_.empty()) return t.dump();
-  std::vector<double> gaps;
-  for (size_t i = 1; i < tokens_.size(); ++i) gaps.push_back(ms_between(tokens_[i - 1], tokens_[i]));
-  const double decode_ms = ms_between(tokens_.front(), tokens_.back());
-  double mean = 0;
-  for (double g : gaps) mean += g;
-  t["ttft_ms"] = ms_between(sent_, tokens_.front());
-  t["decode_ms"] = decode_ms;
-  t["decode_tok_s"] = decode_ms > 0 ? static_cast<double>(gaps.size()) * 1000.0 / decode_ms : 0.0;
-  t["itl_ms"] = {{"mean", gaps.empty() ? 0.0 : mean / static_cast<double>(gaps.size())},
-                 {"p50", percentile(gaps, 0.5)},
-                 {"p95", percentile(gaps, 0.95)},
-                 {"max", gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end())}};
+  const RequestTimings f = front_timings(sent_, tokens_);
+  t["ttft_ms"] = f.ttft_ms;
+  t["decode_ms"] = f.decode_ms;
+  t["decode_tok_s"] = f.decode_tok_s;
+  t["itl_ms"] = {{"mean", f.itl_mean_ms}, {"p50", f.itl_p50_ms}, {"p95", f.itl_p95_ms}, {"max", f.itl_max_ms}};
   t["content_chunks"] = tokens_.size();
   return t.dump();
+}
+
+RequestTimings front_timings(Clock::time_point sent, const std::vector<Clock::time_point>& pieces) {
+  RequestTimings t;
+  if (pieces.empty()) return t;
+  std::vector<double> gaps;
+  for (size_t i = 1; i < pieces.size(); ++i) gaps.push_back(ms_between(pieces[i - 1], pieces[i]));
+  double sum = 0;
+  for (double g : gaps) sum += g;
+  t.ttft_ms = ms_between(sent, pieces.front());
+  t.decode_ms = ms_between(pieces.front(), pieces.back());
+  t.decode_tok_s = t.decode_ms > 0 ? static_cast<double>(gaps.size()) * 1000.0 / t.decode_ms : 0.0;
+  t.itl_mean_ms = gaps.empty() ? 0.0 : sum / static_cast<double>(gaps.size());
+  t.itl_p50_ms = percentile(gaps, 0.5);
+  t.itl_p95_ms = percentile(gaps, 0.95);
+  t.itl_max_ms = gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end());
+  return t;
 }
 
 std::string SseRelay::broken_event(const std::string& message) {

@@ -13,7 +13,15 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/scheduler/request.h"
+
 namespace hearth::ipc {
+
+// hearth's timings of an upstream's answer as the front sees it: ttft_ms from sent to the
+// first piece of content, decode_ms from there to the last, decode_tok_s and the gaps
+// between pieces (itl_*), pieces standing for tokens. Zero when no content came.
+RequestTimings front_timings(std::chrono::steady_clock::time_point sent,
+                             const std::vector<std::chrono::steady_clock::time_point>& pieces);
 
 // Splits a server-sent-events byte stream into its events, whole events only, whatever
 // the cuts between the pieces fed (the WHATWG EventSource rules: a line ends in CRLF, LF or
