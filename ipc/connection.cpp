@@ -403,11 +403,21 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
     bool ok = !head_sent || co_await write_stream_head(call.content_type, version, keep_alive, chunked);
     std::optional<HttpResponse> result;
     for (;;) {
+      if (!ok || client_gone_ || closing_) shared->cancelled = true;
       std::string out;
       {
         std::lock_guard<std::mutex> lock(shared->mutex);
         out.swap(shared->pending);
         result = std::move(shared->result);
+      }
+      if (out.empty() && !result) {
+        // As in run_generation: nothing ran between the take and this wait, so a wake-up
+        // posted after the take lands while we wait. (One posted while a write below was
+        // under way found no wait to cancel: hence a take again after every write.)
+        beast::error_code ec;
+        wake_.expires_at(net::steady_timer::time_point::max());
+        co_await wake_.async_wait(redirect(ec));
+        continue;
       }
       if (call.stream && ok && !out.empty() && !head_sent) {
         head_sent = true;
@@ -415,11 +425,6 @@ class Connection : public std::enable_shared_from_this<Connection<Protocol>> {
       }
       if (call.stream && ok && !out.empty()) ok = co_await write_stream_data(out, chunked);
       if (result) break;
-      if (!ok || client_gone_ || closing_) shared->cancelled = true;
-      // As in run_generation: a wake-up posted after the take lands while we wait.
-      beast::error_code ec;
-      wake_.expires_at(net::steady_timer::time_point::max());
-      co_await wake_.async_wait(redirect(ec));
     }
     stop_watch();
     call_thread_.join();

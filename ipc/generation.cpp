@@ -126,6 +126,7 @@ std::vector<ApiEvent> EventStream::feed(RequestEvent ev) {
       done.stop_sequence = std::move(ev.stop_sequence);
       done.usage = ev.usage;
       done.timings = ev.timings;
+      done.timings_more = timings_more_;
       out.push_back(std::move(done));
       return out;
     }
@@ -181,22 +182,27 @@ std::optional<ApiError> parse_keep_alive(const json& value, std::optional<KeepAl
 json timings_object(const ApiEvent& done) {
   const RequestTimings& t = done.timings;
   const RequestUsage& u = done.usage;
-  return json{
-      {"queue_ms", t.queue_ms},
-      {"cache_restore_ms", t.cache_restore_ms},
-      {"cache_restore_bytes", t.cache_restore_bytes},
-      {"ttft_ms", t.ttft_ms},
-      {"prefill_ms", t.prefill_ms},
-      {"decode_ms", t.decode_ms},
-      {"prefill_tok_s", t.prefill_tok_s},
-      {"decode_tok_s", t.decode_tok_s},
-      {"prefill_gops", t.prefill_gops},
-      {"decode_gb_s", t.decode_gb_s},
-      {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
-      {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
-      {"prefilled_tokens", u.prefilled_tokens},
-      {"draft_tokens", t.draft_tokens},
-      {"accepted_tokens", t.accepted_tokens}};
+  json out{{"queue_ms", t.queue_ms},
+           {"cache_restore_ms", t.cache_restore_ms},
+           {"cache_restore_bytes", t.cache_restore_bytes},
+           {"ttft_ms", t.ttft_ms},
+           {"prefill_ms", t.prefill_ms},
+           {"decode_ms", t.decode_ms},
+           {"prefill_tok_s", t.prefill_tok_s},
+           {"decode_tok_s", t.decode_tok_s},
+           {"prefill_gops", t.prefill_gops},
+           {"decode_gb_s", t.decode_gb_s},
+           {"itl_ms", {{"mean", t.itl_mean_ms}, {"p50", t.itl_p50_ms}, {"p95", t.itl_p95_ms}, {"max", t.itl_max_ms}}},
+           {"cached_tokens", {{"memory", u.cached_memory_tokens}, {"disk", u.cached_disk_tokens}}},
+           {"prefilled_tokens", u.prefilled_tokens},
+           {"draft_tokens", t.draft_tokens},
+           {"accepted_tokens", t.accepted_tokens}};
+  if (!done.timings_more.empty()) {
+    const json more = json::parse(done.timings_more, nullptr, /*allow_exceptions=*/false);
+    if (more.is_object())
+      for (const auto& [key, value] : more.items()) out[key] = value;
+  }
+  return out;
 }
 
 std::string random_id(const std::string& prefix) {

@@ -103,6 +103,9 @@ struct ApiEvent {
   RequestUsage usage;                  // Done
   RequestTimings timings;              // Done
   ApiError error;                      // Error
+  // Done: members timings_object adds to hearth's timings, as a JSON object's text (an
+  // upstream model's "upstream" and "upstream_timings"); "" for none.
+  std::string timings_more;
 };
 
 // Turns the engine's events for one request into ApiEvents. With tools offered, the text
@@ -124,6 +127,8 @@ class EventStream {
   EventStream& operator=(EventStream&&) noexcept;
 
   std::vector<ApiEvent> feed(RequestEvent ev);
+  // The Done event's timings_more: members for its timings (a JSON object's text).
+  void add_to_timings(std::string json_object) { timings_more_ = std::move(json_object); }
 
  private:
   void text(std::string text, std::vector<TokenLogprob> logprobs, std::vector<ApiEvent>& out);
@@ -137,6 +142,7 @@ class EventStream {
   std::string held_space_;                        // whitespace-only content, kept back in case a call follows
   std::vector<TokenLogprob> held_logprobs_;
   std::vector<std::string> call_ids_;  // by call index
+  std::string timings_more_;
 };
 
 // How one API surface writes one answer. Streamed: the connection sends open(), then what
@@ -180,7 +186,8 @@ std::variant<GenerationRequest, ApiError> build_generation(const ApiRequest& req
 std::optional<ApiError> parse_keep_alive(const nlohmann::ordered_json& value, std::optional<KeepAlive>* out);
 
 // hearth's "timings" object of a finished request: the RequestTimings, plus where the
-// prompt's tokens came from: "cached_tokens": {"memory", "disk"} and "prefilled_tokens".
+// prompt's tokens came from: "cached_tokens": {"memory", "disk"} and "prefilled_tokens",
+// then the members of done.timings_more.
 nlohmann::ordered_json timings_object(const ApiEvent& done);
 
 // prefix + 24 random letters and digits: ids of responses and calls.

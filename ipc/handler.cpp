@@ -62,6 +62,12 @@ std::variant<GenerationJob, ApiError> make_job(const Call& call, const ApiReques
   job.request.reasoning = reasoning_limit(request, thinks, engine.model.chat_template, *engine.tokenizer);
   job.prepare = grammar_step(request, engine.model.chat_template, engine.grammars);
   job.events = event_stream(request, engine.model.chat_template);
+  // An upstream model's local fallback answering: said in the answer's timings, whatever
+  // the surface.
+  if (!call.request.fallback_from.empty()) {
+    job.events.add_to_timings(dump_json(nlohmann::ordered_json{{"fallback_from", call.request.fallback_from},
+                                                               {"fallback_reason", call.request.fallback_reason}}));
+  }
   job.writer = std::move(writer);
   job.keep_alive = request.keep_alive;
   job.log_id = std::move(log_id);

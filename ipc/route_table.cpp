@@ -34,7 +34,7 @@ constexpr RouteEntry kRoutes[] = {
   {"GET",    "/v1/models",           kOpenAi, Needs::Host,        kNoBody, kReads,     openai_models},
   {"GET",    "/v1/models/*",         kOpenAi, Needs::Host,        kNoBody, kReads,     openai_model},
   // Anthropic's API (api/anthropic.h)
-  {"POST",   "/v1/messages",              kAnthropic, Needs::BodyModel, kJson, kGenerates, anthropic_messages},
+  {"POST",   "/v1/messages",              kAnthropic, Needs::BodyModel, kJson, kGenerates, anthropic_messages, nullptr, upstream_anthropic_messages},
   {"POST",   "/v1/messages/count_tokens", kAnthropic, Needs::BodyModel, kJson, kReads,     anthropic_count_tokens},
   // hearth's own (api/hearth.h)
   {"GET",    "/health",              kOpenAi, Needs::Nothing,     kNoBody, kReads,     health},
@@ -50,8 +50,8 @@ constexpr RouteEntry kRoutes[] = {
   // Ollama's API (api/ollama.h); /api/ps lists hearth's fields too. An unload request (nothing
   // to generate, keep_alive 0) does not load the model it unloads.
   {"GET",    "/",                    kOllama, Needs::Nothing,     kNoBody, kReads,     ollama_root},
-  {"POST",   "/api/chat",            kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_chat, ollama_loads_model},
-  {"POST",   "/api/generate",        kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_generate, ollama_loads_model},
+  {"POST",   "/api/chat",            kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_chat, ollama_loads_model, upstream_ollama_chat},
+  {"POST",   "/api/generate",        kOllama, Needs::BodyModel,   kJson,   kGenerates, ollama_generate, ollama_loads_model, upstream_ollama_generate},
   {"GET",    "/api/tags",            kOllama, Needs::Host,        kNoBody, kReads,     ollama_tags},
   {"POST",   "/api/show",            kOllama, Needs::Host,        kJson,   kReads,     ollama_show},
   {"GET",    "/api/ps",              kOllama, Needs::Host,        kNoBody, kReads,     ollama_ps},

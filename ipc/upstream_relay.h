@@ -8,11 +8,48 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/scheduler/request.h"
+
 namespace hearth::ipc {
+
+// hearth's timings of an upstream's answer as the front sees it: ttft_ms from sent to the
+// first piece of content, decode_ms from there to the last, decode_tok_s and the gaps
+// between pieces (itl_*), pieces standing for tokens. Zero when no content came.
+RequestTimings front_timings(std::chrono::steady_clock::time_point sent,
+                             const std::vector<std::chrono::steady_clock::time_point>& pieces);
+
+// Splits a server-sent-events byte stream into its events, whole events only, whatever
+// the cuts between the pieces fed (the WHATWG EventSource rules: a line ends in CRLF, LF or
+// CR; an empty line ends an event; an event with no line is no event).
+class SseFramer {
+ public:
+  struct Event {
+    std::vector<std::string> fields;  // its lines other than data (comments, event:, id:), in order
+    std::optional<std::string> data;  // its data lines' values joined with "\n"; nullopt: none
+  };
+
+  // The events that bytes completes. Bytes of an unfinished event are kept (too_big() once
+  // they pass max_event_bytes).
+  std::vector<Event> feed(std::string_view bytes);
+  bool too_big() const { return too_big_; }
+
+  static constexpr size_t max_event_bytes = 1 << 20;
+
+ private:
+  void end_line(std::vector<Event>* out);
+
+  std::string line_;       // the line being read
+  Event event_;            // the event being read
+  bool has_line_ = false;  // event_ has a line
+  size_t event_bytes_ = 0;
+  bool skip_lf_ = false;  // the last byte was a CR: an LF right after it ends no other line
+  bool too_big_ = false;
+};
 
 class SseRelay {
  public:
@@ -34,13 +71,13 @@ class SseRelay {
   static std::string broken_event(const std::string& message);
 
  private:
-  std::string event(std::string_view data, Clock::time_point now);
+  std::string event(const SseFramer::Event& ev, Clock::time_point now);
   std::string timings_json() const;
 
   std::string model_id_;
   std::string upstream_;
   Clock::time_point sent_;
-  std::string pending_;                    // bytes after the last whole event
+  SseFramer framer_;
   std::vector<Clock::time_point> tokens_;  // when each chunk with content arrived
   bool done_ = false;
   std::string broken_;

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "ipc/api/openai_request.h"
+#include "ipc/json_fields.h"
 #include "ipc/upstream.h"
 #include "ipc/upstream_relay.h"
 
@@ -24,12 +25,7 @@ double ms_since(Clock::time_point t0) {
 }
 
 HttpResponse failure_response(const ForwardFailure& f) {
-  ApiError e;
-  e.status = f.status;
-  e.type = "upstream_error";
-  e.code = f.status == 504 ? "upstream_timeout" : "upstream_unavailable";
-  e.message = f.message;
-  return error_response(e);
+  return error_response(failure_error(f));
 }
 
 // What one forwarded request shares between the upstream's callbacks.
@@ -45,10 +41,6 @@ struct Relay {
   std::string whole;      // anything else: collected
   double first_byte_ms = 0;
 };
-
-// Whether a failed request is answered by the upstream's local fallback model: then the
-// request to answer instead goes to reroute.
-using OnFailure = std::function<bool(const ForwardFailure& failure)>;
 
 HttpResponse run_forward(UpstreamForwarder& forwarder, const ForwardCall& fc, const UpstreamModel& model, bool stream,
                          const StreamCall::Emit& emit, const std::atomic<bool>& cancelled, const OnFailure& fall_back) {
@@ -116,17 +108,7 @@ RouteResult forward(Endpoint endpoint, const Call& call) {
   sc.content_type = "text/event-stream";
   const bool stream = req.stream;
   sc.reroute = std::make_shared<std::optional<HttpRequest>>();
-  OnFailure fall_back = [reroute = sc.reroute, model, again = call.request,
-                         body = call.body](const ForwardFailure& failure) mutable {
-    if (model.fallback.empty()) return false;
-    json local = body;
-    local["model"] = model.fallback;
-    again.body = local.dump();
-    again.fallback_from = model.upstream;
-    again.fallback_reason = failure.message;
-    *reroute = std::move(again);
-    return true;
-  };
+  OnFailure fall_back = fallback_to_local(call, sc.reroute);
   sc.run = [forwarder, fc = std::move(fc), model, stream, fall_back = std::move(fall_back)](
                const StreamCall::Emit& emit, const std::atomic<bool>& cancelled) {
     return run_forward(*forwarder, fc, model, stream, emit, cancelled, fall_back);
@@ -135,6 +117,29 @@ RouteResult forward(Endpoint endpoint, const Call& call) {
 }
 
 }  // namespace
+
+OnFailure fallback_to_local(const Call& call, std::shared_ptr<std::optional<HttpRequest>> reroute) {
+  return [reroute = std::move(reroute), model = *call.upstream, again = call.request,
+          body = call.body](const ForwardFailure& failure) mutable {
+    if (model.fallback.empty()) return false;
+    json local = body;
+    local["model"] = model.fallback;
+    again.body = dump_json(local);
+    again.fallback_from = model.upstream;
+    again.fallback_reason = failure.message;
+    *reroute = std::move(again);
+    return true;
+  };
+}
+
+ApiError failure_error(const ForwardFailure& f) {
+  ApiError e;
+  e.status = f.status;
+  e.type = "upstream_error";
+  e.code = f.status == 504 ? "upstream_timeout" : "upstream_unavailable";
+  e.message = f.message;
+  return e;
+}
 
 RouteResult upstream_chat(const Call& call) {
   return forward(Endpoint::Chat, call);

@@ -12,7 +12,11 @@ Through a proxy (fault_proxy.py): the same answers over TLS with a CA made here 
 openssl CLI; a certificate from another CA, an upstream that answers 500 and one that
 stalls before its first byte are each retried once on a new connection, then a 502/504
 naming the upstream.
-Usage: upstream_e2e_test.py --hearthd PATH"""
+With the official ollama and anthropic clients (the test venv; --clients requires them):
+Ollama's /api/chat and /api/generate and Anthropic's /v1/messages for the upstream model,
+whole and streamed, equal the OpenAI route's answer; a 500 and a stall are 502/504 in each
+one's error shape; the fallback answers Ollama's chat.
+Usage: upstream_e2e_test.py --hearthd PATH [--clients]"""
 import argparse
 import http.client
 import json
@@ -286,6 +290,60 @@ def check_faults(front, want, err_proxy, stall_proxy):
     assert by_name["tls"]["failures"] == 0 and by_name["up"]["state"] == "closed", by_name
 
 
+def sdk_clients(front):
+    """The official ollama and anthropic clients on the front's Unix socket (an httpx
+    transport each), or None when the interpreter has not got them."""
+    try:
+        import anthropic  # pylint: disable=import-outside-toplevel
+        import httpx  # pylint: disable=import-outside-toplevel
+        import httpx2  # pylint: disable=import-outside-toplevel
+        import ollama  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    o = ollama.Client(host="http://localhost", timeout=HANG_GUARD_S, transport=httpx.HTTPTransport(uds=front.socket))
+    a = anthropic.Anthropic(base_url="http://localhost", api_key="unused", timeout=HANG_GUARD_S, max_retries=0,
+                            http_client=httpx2.Client(transport=httpx2.HTTPTransport(uds=front.socket)))
+    return o, a, ollama.ResponseError, anthropic.APIStatusError
+
+
+def check_other_surfaces(front, want, clients):
+    """Ollama's /api/chat and /api/generate and Anthropic's /v1/messages for the upstream
+    model, through the official clients: whole and streamed, the same greedy answer as the
+    OpenAI route's; then a 500 upstream (retried) and a stall in each one's error shape, and
+    the local fallback through Ollama's route."""
+    o, a, ollama_error, anthropic_error = clients
+    question = chat_body(UPSTREAM_MODEL)["messages"]
+    opts = {"temperature": 0, "num_predict": 12}
+    r = o.chat(model=UPSTREAM_MODEL, messages=question, options=opts)
+    assert r.message.content == want and r.done and r.eval_count > 0, r
+    text = "".join(p.message.content for p in o.chat(model=UPSTREAM_MODEL, messages=question, options=opts,
+                                                      stream=True))
+    assert text == want, (text, want)
+    g = o.generate(model=UPSTREAM_MODEL, prompt=question[0]["content"], options=opts)
+    assert g.response == want and g.done_reason == "length", g
+    m = a.messages.create(model=UPSTREAM_MODEL, max_tokens=12, messages=question, extra_body={"temperature": 0})
+    assert m.content[0].text == want and m.stop_reason == "max_tokens" and m.usage.output_tokens == 12, m
+    with a.messages.stream(model=UPSTREAM_MODEL, max_tokens=12, messages=question,
+                           extra_body={"temperature": 0}) as s:
+        streamed = "".join(s.text_stream)
+        final = s.get_final_message()
+    assert streamed == want and final.stop_reason == "max_tokens", (streamed, final)
+    print("ollama and anthropic clients: chat, stream, generate and messages equal the OpenAI route's answer")
+    try:
+        o.chat(model="err/" + LOCAL_MODEL, messages=question, options=opts)
+        raise AssertionError("an upstream answering 500 gave an Ollama answer")
+    except ollama_error as e:
+        assert e.status_code == 502 and "'err'" in e.error and "HTTP 500" in e.error, e
+    try:
+        a.messages.create(model="stall/" + LOCAL_MODEL, max_tokens=12, messages=question)
+        raise AssertionError("a stalled upstream gave an Anthropic answer")
+    except anthropic_error as e:
+        assert e.status_code == 504 and "'stall'" in e.message, e
+    r = o.chat(model="errfb/" + LOCAL_MODEL, messages=question, options=opts)
+    assert r.message.content == want, r
+    print("faults: 502 in Ollama's shape, 504 in Anthropic's, the fallback answering Ollama's chat")
+
+
 def front_daemon(hearthd, model, cache_dir, config):
     return CacheDaemon(hearthd, model, cache_dir, "--config", config)
 
@@ -293,6 +351,8 @@ def front_daemon(hearthd, model, cache_dir, config):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hearthd", required=True)
+    ap.add_argument("--clients", action="store_true",
+                    help="the ollama and anthropic clients must be there (the test venv): check those surfaces")
     args = ap.parse_args()
     model = gemma_model_or_skip()
     work = tempfile.mkdtemp(prefix="hearth-upstream-e2e-")
@@ -310,6 +370,12 @@ def main():
         want = check_answers_equal(front, port)
         check_concurrent(front)
         check_faults(front, want, proxies[2], proxies[1])
+        clients = sdk_clients(front)
+        assert clients or not args.clients, "--clients: the ollama and anthropic clients cannot be imported"
+        if clients:
+            check_other_surfaces(front, want, clients)
+        else:
+            print("no ollama and anthropic clients here: their surfaces are not checked")
         check_local(front)
         prompt = long_prompt(45, 6)
         check_scopes(front, prompt)

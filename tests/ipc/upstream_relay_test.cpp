@@ -91,3 +91,28 @@ TEST_CASE("a whole answer gets hearth's model name and timings, other bodies pas
   CHECK(out["timings"]["upstream_timings"]["ttft_ms"] == 3);
   CHECK(relay_whole("not json", "up/m", "up", 1, 2) == "not json");
 }
+
+TEST_CASE("events are framed by the EventSource rules: CRLF, LF or CR, cut anywhere", "[ipc][upstream]") {
+  const std::string stream = "data: a\r\rid: 7\rdata: b\r\ndata: c\n\n: comment\r\n\r\ndata: [DONE]\r";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    SseFramer f;
+    std::vector<SseFramer::Event> got = f.feed(stream.substr(0, cut));
+    for (SseFramer::Event& e : f.feed(stream.substr(cut))) got.push_back(std::move(e));
+    REQUIRE(got.size() == 3);  // the last event has no empty line yet
+    CHECK(got[0].data == "a");
+    CHECK(got[1].fields == std::vector<std::string>{"id: 7"});
+    CHECK(got[1].data == "b\nc");
+    CHECK(got[2].fields == std::vector<std::string>{": comment"});
+    CHECK_FALSE(got[2].data.has_value());
+  }
+}
+
+TEST_CASE("data that is not a JSON object goes on as it came, every line of it", "[ipc][upstream]") {
+  SseRelay relay("m", "up", Clock::now());
+  CHECK(relay.feed("event: note\ndata: not json\ndata: two\n\n", Clock::now()) ==
+        "event: note\ndata: not json\ndata: two\n\n");
+  // Nested past the JSON depth limit: passed as is, never parsed nor dumped.
+  const std::string deep = "{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}";
+  CHECK(relay.feed("data: " + deep + "\n\n", Clock::now()) == "data: " + deep + "\n\n");
+  CHECK(relay_whole(deep, "m", "up", 1, 2) == deep);
+}

@@ -1,0 +1,194 @@
+// Ollama's and Anthropic's generation routes for a model an upstream serves (issue 45,
+// upstream_forward.h): parsed by the surface's own parser, forwarded as OpenAI chat
+// (upstream_translate.h), answered by the surface's own ResponseWriter fed the events read
+// from the upstream's answer, streamed as it arrives.
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "ipc/api/anthropic_request.h"
+#include "ipc/api/anthropic_response.h"
+#include "ipc/api/ollama_request.h"
+#include "ipc/api/ollama_response.h"
+#include "ipc/api/upstream_forward.h"
+#include "ipc/api/upstream_translate.h"
+#include "ipc/json_fields.h"
+#include "ipc/upstream.h"
+#include "ipc/upstream_relay.h"
+
+namespace hearth::ipc {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An answer that is not a stream (a whole one, an upstream's 4xx) is kept up to this many
+// bytes; more is an error.
+constexpr size_t kMaxWholeBytes = 64u << 20;
+
+// One forwarded request of a surface: what the upstream's callbacks share.
+class SurfaceRelay {
+ public:
+  SurfaceRelay(const UpstreamModel& model, std::unique_ptr<ResponseWriter> writer, const StreamCall::Emit& emit)
+      : model_(model), writer_(std::move(writer)), emit_(emit), reader_(model.upstream, sent_) {}
+
+  bool head(int status) {
+    status_ = status;
+    first_byte_ = Clock::now();
+    streaming_ = writer_->streamed() && status == 200;
+    if (streaming_)
+      if (std::string opening = writer_->open(); !opening.empty()) emit_(std::move(opening));
+    return true;
+  }
+
+  bool data(const char* bytes, size_t n) {
+    if (!streaming_) {
+      if (whole_.size() + n > kMaxWholeBytes) return false;
+      whole_.append(bytes, n);
+      return true;
+    }
+    const Clock::time_point now = Clock::now();
+    for (const SseFramer::Event& ev : framer_.feed(std::string_view(bytes, n))) {
+      if (!ev.data || ended_) continue;
+      json chunk;
+      if (*ev.data == "[DONE]") {
+        write(reader_.done(now));
+      } else if (!parse_json(*ev.data, &chunk)) {
+        write(reader_.chunk(chunk, now));
+      }
+    }
+    return !framer_.too_big();
+  }
+
+  // After the exchange: what the connection sends (streamed: the rest was emitted).
+  HttpResponse finish(std::string broken, const std::atomic<bool>& cancelled) {
+    if (framer_.too_big()) broken = "the upstream sent an event over 1 MiB";
+    if (!streaming_) return whole(broken);
+    if (!ended_ && reader_.finished() && broken.empty()) write(reader_.done(Clock::now()));
+    if (!ended_ && !cancelled.load()) {
+      const std::string why =
+          "the upstream '" + model_.upstream + "' broke off the answer" + (broken.empty() ? "" : ": " + broken);
+      LOG_WARN(why);
+      ApiEvent e;
+      e.kind = ApiEvent::Kind::Error;
+      e.error = ApiError{502, why, "upstream_error", "", "upstream_broken"};
+      write({e});
+    }
+    return HttpResponse{200, writer_->content_type(), "", "", {}};
+  }
+
+ private:
+  void write(const std::vector<ApiEvent>& events) {
+    std::string out;
+    for (const ApiEvent& ev : events) {
+      if (ended_) break;
+      out += writer_->write(ev);
+      ended_ = ev.kind == ApiEvent::Kind::Done || ev.kind == ApiEvent::Kind::Error;
+    }
+    if (!out.empty()) emit_(std::move(out));
+  }
+
+  HttpResponse whole(const std::string& broken) {
+    const ErrorShape shape = writer_->error_shape();
+    if (!broken.empty())
+      return error_response(failure_error({502, "the upstream '" + model_.upstream + "' broke off: " + broken}), shape);
+    if (status_ != 200) return error_response(upstream_answer_error(status_, whole_, model_.upstream), shape);
+    json body;
+    if (parse_json(whole_, &body))
+      return error_response(upstream_answer_error(502, "an answer that is not a JSON object", model_.upstream), shape);
+    write(reader_.whole(body, first_byte_, Clock::now()));
+    return writer_->response();
+  }
+
+  const UpstreamModel& model_;
+  std::unique_ptr<ResponseWriter> writer_;
+  const StreamCall::Emit& emit_;
+  Clock::time_point sent_ = Clock::now();
+  Clock::time_point first_byte_ = sent_;
+  OpenAiAnswerReader reader_;
+  SseFramer framer_;
+  int status_ = 0;
+  bool streaming_ = false;  // a 200 stream: events written as they come
+  bool ended_ = false;      // Done or Error written
+  std::string whole_;       // not streaming: the body
+};
+
+// The StreamCall of one surface's request: body (OpenAI, for the upstream) sent, the answer
+// written by the writer make_writer makes.
+RouteResult forward(const Call& call, const ApiRequest& req, json body,
+                    std::function<std::unique_ptr<ResponseWriter>()> make_writer) {
+  const UpstreamModel& model = *call.upstream;
+  std::shared_ptr<UpstreamForwarder> forwarder = call.ctx.upstreams;
+  body["cache_salt"] = forwarder->cache_salt(cache_scope(call.ctx.peer, call.ctx.scope_mode, req.cache_salt).key);
+  ForwardCall fc{model.upstream, req.chat ? "/v1/chat/completions" : "/v1/completions", dump_json(body)};
+  StreamCall sc;
+  sc.stream = req.stream;
+  sc.defer_head = true;
+  sc.content_type = make_writer()->content_type();
+  sc.reroute = std::make_shared<std::optional<HttpRequest>>();
+  sc.run = [forwarder, fc = std::move(fc), model, make_writer = std::move(make_writer),
+            fall_back = fallback_to_local(call, sc.reroute)](const StreamCall::Emit& emit,
+                                                             const std::atomic<bool>& cancelled) {
+    std::unique_ptr<ResponseWriter> writer = make_writer();
+    const ErrorShape shape = writer->error_shape();
+    SurfaceRelay relay(model, std::move(writer), emit);
+    std::string broken;
+    const std::optional<ForwardFailure> failed = forwarder->forward(
+        fc, [&](int status, const std::string&) { return relay.head(status); },
+        [&](const char* data, size_t n) { return relay.data(data, n); }, cancelled, &broken);
+    if (!failed) return relay.finish(broken, cancelled);
+    LOG_WARN(failed->message);
+    if (!fall_back(*failed)) return error_response(failure_error(*failed), shape);
+    LOG_WARN("answering " + model.id + " with the local fallback model " + model.fallback);
+    return HttpResponse{};
+  };
+  return sc;
+}
+
+RouteResult ollama(OllamaEndpoint endpoint, const Call& call) {
+  constexpr ErrorShape kShape = ErrorShape::Ollama;
+  std::variant<OllamaRequest, ApiError> parsed = parse_ollama_request(endpoint, call.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e, kShape);
+  const OllamaRequest& req = std::get<OllamaRequest>(parsed);
+  const std::string name = req.model;
+  if (req.load_only) {  // nothing to load here: the upstream keeps its models
+    const bool unload = req.keep_alive && req.keep_alive->duration && req.keep_alive->duration->count() == 0;
+    return json_response(200, ollama_load_answer(endpoint, name, unload ? "unload" : "load"));
+  }
+  if (req.logprobs) {
+    return error_response(bad_request("logprobs are not forwarded to upstream models ('" + name + "')", "logprobs",
+                                      "unsupported_parameter"),
+                          kShape);
+  }
+  OllamaMeta meta;
+  meta.endpoint = endpoint;
+  meta.model = name;
+  const bool stream = req.stream;
+  return forward(call, req, openai_upstream_body(req, call.upstream->remote_id, req.think),
+                 [meta, stream] { return ollama_writer(meta, stream); });
+}
+
+}  // namespace
+
+RouteResult upstream_ollama_chat(const Call& call) {
+  return ollama(OllamaEndpoint::Chat, call);
+}
+
+RouteResult upstream_ollama_generate(const Call& call) {
+  return ollama(OllamaEndpoint::Generate, call);
+}
+
+RouteResult upstream_anthropic_messages(const Call& call) {
+  std::variant<ApiRequest, ApiError> parsed = parse_anthropic_request(call.body, AnthropicPurpose::Message);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e, ErrorShape::Anthropic);
+  const ApiRequest& req = std::get<ApiRequest>(parsed);
+  // The prompt's length is the upstream's to know: message_start says 0, message_delta's
+  // usage the upstream's count.
+  AnthropicMeta meta = new_anthropic_meta(call.upstream->id, req.max_tokens);
+  const bool stream = req.stream;
+  return forward(call, req, openai_upstream_body(req, call.upstream->remote_id, req.chat_options.enable_thinking),
+                 [meta, stream] { return anthropic_writer(meta, stream); });
+}
+
+}  // namespace hearth::ipc
