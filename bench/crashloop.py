@@ -45,6 +45,12 @@ its .part a prefix of the file that the next pull resumes from its end; and GET 
 (root) equals the index: the directory's entries and bytes and each owner's bytes, the figures
 the fair shares and --cache-user-max-bytes (one round in three) evict by.
 
+Across the kills (issue 47, item 4): grammar caches are not persisted (docs/prompt_cache.md),
+so one in seven of the clients' requests is schema-constrained (response_format json_schema)
+and one check after each restart too: each must equal its cold answer and fit its schema.
+Run as root, about one in seven more is sent as another uid (OTHER_UIDS, through the socket's
+group), so the per-owner figures checked after each start cover several owners.
+
 Counted: wrong answers, inconsistent indexes (integrity_check not ok, the index and the files
 disagreeing after a start, or a start that had to rebuild an index no one damaged), failed
 starts, daemon errors (5xx answers, "error:" lines, sanitizer reports) and kills per phase.
@@ -59,6 +65,7 @@ import random
 import re
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -68,6 +75,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from hearthd_process import (SKIP, CacheDaemon, cache_dir_problems, cached, chunk_files,  # noqa: E402
                              gemma_model_or_skip, long_prompt, model_or_skip, sse_events, text_of)
 from crashloop_pull import Pulls  # noqa: E402
+from soak_kinds import SCHEMA_QUESTIONS, schema_errors  # noqa: E402
 
 # Syscall numbers by machine: the ones that say what a daemon thread is doing to the cache.
 # write: the chunk write's fsync (file, directory) and rename; unlink: eviction, DELETE,
@@ -81,6 +89,65 @@ SYSCALLS = {
 PHASES = ["prefill", "write", "evict", "delete", "start"]
 AIM_WEIGHTS = [4, 4, 4, 4, 1]  # a kill at start costs a start and exercises only open()
 MAX_TOKENS = 8
+
+# Schema-constrained answers (response_format json_schema): room for a whole object.
+SCHEMA_MAX_TOKENS = 48
+
+
+def schema_body(i, **extra):
+    question, schema = SCHEMA_QUESTIONS[i]
+    return {"messages": [{"role": "user", "content": question}], "max_tokens": SCHEMA_MAX_TOKENS, "temperature": 0,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}, **extra}
+
+
+def schema_problem(r, i, cold):
+    """What is wrong with a greedy schema-constrained answer r to question i: not its cold
+    answer, or (when it ended by stop) not JSON that fits the schema; None when nothing."""
+    choice = r["choices"][0]
+    text = choice["message"]["content"]
+    if cold is not None and text != cold:
+        return "schema%d answered %r, cold %r" % (i, text, cold)
+    if choice["finish_reason"] != "stop":
+        return None
+    try:
+        errs = schema_errors(json.loads(text), SCHEMA_QUESTIONS[i][1])
+    except ValueError as e:
+        errs = ["not JSON: %s" % e]
+    return "schema%d answered %r: %s" % (i, text, "; ".join(errs)) if errs else None
+
+
+# Requests as other users (when run as root): the socket gets group SOCKET_GID (mode 0660, its
+# folder 0711), and a child python running as one of OTHER_UIDS (in that group) sends each, so
+# the daemon learns its uid from the kernel (SO_PEERCRED) and files its prefixes under that
+# owner. Then the per-owner figures checked after each start cover more than root's.
+SOCKET_GID = 40000
+OTHER_UIDS = [65534, 40001]
+AS_USER = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(600)
+s.connect(sys.argv[1])
+body = sys.argv[3].encode()
+s.sendall(b"POST %s HTTP/1.1\r\nHost: hearth\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+          b"Connection: close\r\n\r\n" % (sys.argv[2].encode(), len(body)) + body)
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+print(data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/1.1 ") else "")
+"""
+
+
+def as_user(uid, socket_path, path, body):
+    """POSTs body as uid from a child process: the status, or None when no answer came (a kill)."""
+    r = subprocess.run(["/usr/bin/python3", "-c", AS_USER, socket_path, path, json.dumps(body)], cwd="/",
+                       user=uid, group=SOCKET_GID if uid != 65534 else 65534, extra_groups=[SOCKET_GID],
+                       capture_output=True, timeout=900, check=False)
+    out = r.stdout.strip()
+    return int(out) if out.isdigit() else None
+
 
 # The start's reconcile line (storage/store_check.cpp).
 RECONCILED = re.compile(r"reconciled .*: (\d+) rows without files dropped, (\d+) files re-indexed, "
@@ -134,8 +201,12 @@ class Clients:
     killer: which completions are in flight and whether their first token came, whether a
     DELETE is in flight."""
 
-    def __init__(self, daemon, prompts, rng, ms_per_token, with_delete):
+    def __init__(self, daemon, prompts, rng, ms_per_token, with_delete, schema_cold):
         self.d = daemon
+        self.schema_cold = schema_cold  # the cold answer of each SCHEMA_QUESTIONS entry
+        self.wrong = []  # schema answers that were not their cold answers or not valid
+        self.other_users = os.geteuid() == 0  # some requests as OTHER_UIDS
+        self.as_user_sent = 0
         self.prompts = prompts
         self.rng = random.Random(rng.random())
         self.ms_per_token = ms_per_token
@@ -165,6 +236,10 @@ class Clients:
                 if kind < 0.1:  # a warm request is a prefill without an answer
                     status, body = self.d.request("POST", "/api/cache/warm", {"prompt": prompt})
                     self.note(status, body, "warm")
+                elif kind < 0.25:  # decoded under a grammar
+                    self.schema(rng.randrange(len(SCHEMA_QUESTIONS)))
+                elif kind < 0.4 and self.other_users:
+                    self.as_other_user(rng, prompt)
                 else:
                     self.stream(client, prompt)
                 with self.lock:
@@ -175,6 +250,26 @@ class Clients:
         finally:
             with self.lock:
                 self.inflight.pop(client, None)
+
+    def as_other_user(self, rng, prompt):
+        """A completion or a warm, as another user: cached under that owner."""
+        path, body = rng.choice([("/v1/completions", {"prompt": prompt, "max_tokens": rng.randint(1, MAX_TOKENS),
+                                                       "temperature": 0}),
+                                 ("/api/cache/warm", {"prompt": prompt})])
+        status = as_user(rng.choice(OTHER_UIDS), self.d.socket, path, body)
+        with self.lock:
+            self.as_user_sent += 1
+        if status is not None:
+            self.note(status, b"", "%s as another user" % path)
+
+    def schema(self, i):
+        status, body = self.d.request("POST", "/v1/chat/completions", schema_body(i))
+        self.note(status, body, "schema")
+        if status == 200:
+            problem = schema_problem(json.loads(body), i, self.schema_cold[i])
+            if problem:
+                with self.lock:
+                    self.wrong.append(problem)
 
     def stream(self, client, prompt):
         c = self.d.connection()
@@ -262,7 +357,7 @@ class Loop:
             "kills": {}, "aimed": {}, "missed_aims": 0, "damage": {}, "split": {"temp_files": 0, "reindexed": 0,
                                                                                "rows_without_files": 0},
             "verify_prompt_tokens": 0, "verify_disk_tokens": 0, "verify_memory_tokens": 0,
-            "verify_with_disk_hit": 0, "start_s": [], "round_s": [], "problems": [], "warnings": {},
+            "verify_with_disk_hit": 0, "schema_checks": 0, "as_other_users": 0, "start_s": [], "round_s": [], "problems": [], "warnings": {},
         }
         self.damaged_last = None  # what the previous round damaged, if anything
         self.quota = None  # the round's --cache-user-max-bytes, if any
@@ -287,6 +382,7 @@ class Loop:
                 self.cold[name] = text_of(r)
                 self.prompts.append((name, text, n))
                 ms.append(r["timings"]["prefill_ms"] / n)
+            self.schema_cold = [self.schema_reference(d, i) for i in range(len(SCHEMA_QUESTIONS))]
         finally:
             d.stop()
             shutil.rmtree(ref_dir, ignore_errors=True)
@@ -296,8 +392,18 @@ class Loop:
         print("reference: %d prompts, %d tokens, %.2f ms a prompt token cold; budget %d-%d bytes" %
               (len(self.prompts), tokens, self.ms_per_token, self.args.budget_min, self.args.budget_max), flush=True)
 
+    def schema_reference(self, d, i):
+        """The cold answer of schema question i, which must itself be valid."""
+        status, r = d.post_json("/v1/chat/completions", schema_body(i, cache_salt="crashloop-schema-%d" % i))
+        assert status == 200, r
+        problem = schema_problem(r, i, None)
+        assert problem is None, problem
+        return r["choices"][0]["message"]["content"]
+
     def daemon_args(self, budget=None):
         out = ["--ctx", str(self.args.ctx), "--parallel", "2"]
+        if os.geteuid() == 0:
+            out += ["--socket-group", str(SOCKET_GID)]
         if budget:
             out += ["--cache-max-bytes", str(budget)]
         return out
@@ -315,6 +421,7 @@ class Loop:
             t0 = time.monotonic()
             d = CacheDaemon(self.args.hearthd, self.model, self.cache_dir, *self.daemon_args(budget), *quota_args,
                             wait=False)
+            os.chmod(d.dir, 0o711)  # other users pass through to the socket (see SOCKET_GID)
             if aim_start:
                 self.kill_during_start(d)
                 return None
@@ -381,9 +488,20 @@ class Loop:
             self.problem("round %d: %s answered %r, cold %r (cached %s)" %
                          (round_no, name, text_of(r), self.cold[name], cached(r)))
             self.keep_failure(round_no)
+        self.verify_schema(d, round_no)
+
+    def verify_schema(self, d, round_no):
+        """A schema-constrained request after the restart: its cold answer, valid."""
+        i = self.rng.randrange(len(SCHEMA_QUESTIONS))
+        status, r = d.post_json("/v1/chat/completions", schema_body(i))
+        self.stats["schema_checks"] += 1
+        problem = schema_problem(r, i, self.schema_cold[i]) if status == 200 else "status %d: %s" % (status, r)
+        if problem:
+            self.stats["wrong_answers"] += 1
+            self.problem("round %d: after the restart %s" % (round_no, problem))
 
     def work_and_kill(self, d, aim):
-        clients = Clients(d, self.prompts, self.rng, self.ms_per_token, aim == "delete")
+        clients = Clients(d, self.prompts, self.rng, self.ms_per_token, aim == "delete", self.schema_cold)
         # At least three prefills of the longest prompt: a sanitizer build reads ~20x slower.
         longest_s = max(n for _, _, n in self.prompts) * self.ms_per_token / 1000
         deadline = time.monotonic() + max(self.args.aim_seconds, 3 * longest_s)
@@ -446,6 +564,11 @@ class Loop:
         for e in clients.errors:
             self.stats["daemon_errors"] += 1
             self.problem("5xx answer: " + e)
+        with clients.lock:
+            self.stats["as_other_users"] += clients.as_user_sent
+            for w in clients.wrong:
+                self.stats["wrong_answers"] += 1
+                self.problem("before the kill: " + w)
         with clients.lock:
             return clients.last_prompt
 
@@ -601,6 +724,10 @@ class Loop:
         print("check requests after restarts: %d of %d restored from disk; %.1f%% of their prompt tokens from "
               "disk, %.1f%% from memory" % (s["verify_with_disk_hit"], s["rounds"] + 1, 100 * share,
                                             100 * s["verify_memory_tokens"] / max(s["verify_prompt_tokens"], 1)))
+        print("schema-constrained answers checked after restarts: %d (and the clients' ones before each kill)" %
+              s["schema_checks"])
+        print("requests as other users (uids %s): %d%s" % (OTHER_UIDS, s["as_other_users"],
+                                                          "" if os.geteuid() == 0 else " (not root: none sent)"))
         for key, n_lines in sorted(s["warnings"].items(), key=lambda kv: -kv[1]):
             print("warnings logged: %d x %s" % (n_lines, key))
         print("starts: median %.2f s, max %.2f s" % (starts[len(starts) // 2], starts[-1]))

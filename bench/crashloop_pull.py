@@ -55,7 +55,7 @@ class Pulls:
         self.expect_from = None  # (index into world.ranges, part size) for the pull running
         self.stats = {"pulls": 0, "finished": 0, "cut": 0, "parts_after_kill": 0, "resumed": 0,
                       "verified_whole_part": 0, "served_partial": 0, "bad_parts": 0, "bad_resumes": 0,
-                      "accounting_checks": 0, "accounting_mismatches": 0}
+                      "accounting_checks": 0, "checks_of_several_owners": 0, "accounting_mismatches": 0}
 
     def part_path(self):
         return os.path.join(self.models, ".downloads", FILE + ".part")
@@ -148,6 +148,7 @@ class Pulls:
         finally:
             db.close()
         self.stats["accounting_checks"] += 1
+        self.stats["checks_of_several_owners"] += len(owners) > 1
         disk = api["disk"]
         seen = {o["uid"]: o["disk_directory_bytes"] for o in api.get("owners", []) if o["disk_directory_bytes"]}
         wrong = []
@@ -172,8 +173,9 @@ class Pulls:
               "from their end, %d whole parts verified and installed; served partially %d, bad parts %d, "
               "bad resumes %d" % (s["pulls"], s["finished"], s["cut"], s["parts_after_kill"], s["resumed"],
                                   s["verified_whole_part"], s["served_partial"], s["bad_parts"], s["bad_resumes"]))
-        print("accounting: %d checks of /api/cache against the index after a start, %d mismatches" %
-              (s["accounting_checks"], s["accounting_mismatches"]))
+        print("accounting: %d checks of /api/cache against the index after a start (%d with more than one "
+              "owner in the index), %d mismatches" %
+              (s["accounting_checks"], s["checks_of_several_owners"], s["accounting_mismatches"]))
 
     def close(self):
         self.cdn.shutdown()

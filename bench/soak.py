@@ -18,7 +18,13 @@ DELETE /api/cache, and what users send now (bench/soak_kinds.py; hearth only): t
 (`tools`, on --tools-model, a second model loaded beside --model), schema-constrained answers
 (OpenAI response_format json_schema, Ollama format), and the Ollama (/api/chat) and Anthropic
 (/v1/messages) surfaces, streamed and whole, greedy (equal to their answers alone) and sampled
-(valid: calls parse and fit their tool, JSON fits its schema, streams end as their surface says). A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
+(valid: calls parse and fit their tool, JSON fits its schema, streams end as their surface says),
+speculative requests (hearth only: greedy ones whose answers repeat their prompts, so drafts
+are made, with drafts and with "speculative": false; the summary adds up their draft and
+accepted tokens from the answers' timings, and one without drafts must show none), and the
+tools model unloaded (/api/unload, or Ollama's keep_alive 0) and loaded (/api/load) while
+others ask it, /api/ps read after each (it is unloaded before every rest, so each rest holds
+the same models). A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
 open descriptors (/proc/PID) and its gauges (/metrics) every --sample-s seconds.
 
 Before the load, every greedy request is sent once alone (one at a time, empty cache); during
@@ -218,8 +224,29 @@ def greedy_cases(max_tokens):
     return cases
 
 
-def whole(target, endpoint, body, timeout):
-    """Text of a whole (non-streamed) answer; Failure when it is not a complete 200."""
+# Text an answer copies: the n-gram drafter drafts from the prompt's own tokens.
+COPY_CODE = ("def area(width, height):\n    return width * height\n\n"
+             "def perimeter(width, height):\n    return 2 * (width + height)\n\n")
+
+
+def speculative_cases(max_tokens):
+    """Greedy requests whose answers repeat text of their prompts, so drafts are made: each with
+    drafts (hearth's default) and with "speculative": false; (on, off) pairs."""
+    prompts = [("/v1/chat/completions", {"messages": [{"role": "user", "content": "Copy this code exactly:\n" + COPY_CODE}]}),
+               ("/v1/chat/completions", {"messages": [{"role": "system", "content": long_prefix()},
+                                                      {"role": "user", "content": "Repeat items 1 to 3 word for word."}]}),
+               ("/v1/completions", {"prompt": "one two three four five, one two three four five, one two three"})]
+    pairs = []
+    for i, (endpoint, body) in enumerate(prompts):
+        body = dict(body, max_tokens=max_tokens, temperature=0)
+        pairs.append((Case(endpoint, body, "spec%d" % i),
+                      Case(endpoint, dict(body, speculative=False), "spec%d-off" % i)))
+    return pairs
+
+
+def whole(target, endpoint, body, timeout, timings=None):
+    """Text of a whole (non-streamed) answer; Failure when it is not a complete 200. timings (a
+    dict): gets the answer's hearth timings."""
     status, data = request(target, "POST", endpoint, body, timeout)
     if status != 200:
         raise Failure("status_%d" % status, data[:300].decode("utf-8", "replace"))
@@ -229,6 +256,8 @@ def whole(target, endpoint, body, timeout):
         text = choice["message"]["content"] if endpoint.endswith("chat/completions") else choice["text"]
         finish = choice["finish_reason"]
         n = j["usage"]["completion_tokens"]
+        if timings is not None:
+            timings.update(j.get("timings") or {})
     except (ValueError, KeyError, IndexError, TypeError) as e:
         raise Failure("bad_body", "%r in %r" % (e, data[:300]))
     if finish not in ("stop", "length"):
@@ -238,9 +267,10 @@ def whole(target, endpoint, body, timeout):
     return text or ""
 
 
-def read_stream(r, endpoint, stop_after=None):
+def read_stream(r, endpoint, stop_after=None, timings=None):
     """Reads an SSE answer: (text, complete). complete: [DONE] came after a finish_reason.
-    stop_after: return (text, None) after that many data events (the caller drops it)."""
+    stop_after: return (text, None) after that many data events (the caller drops it).
+    timings (a dict): gets the hearth timings of the finishing event."""
     text, finish, n_events = [], None, 0
     chat = endpoint.endswith("chat/completions")
     while True:
@@ -259,6 +289,8 @@ def read_stream(r, endpoint, stop_after=None):
             raise Failure("bad_event", payload[:300].decode("utf-8", "replace"))
         if ev.get("error"):
             raise Failure("stream_error_event", payload[:300].decode("utf-8", "replace"))
+        if timings is not None and isinstance(ev.get("timings"), dict):
+            timings.update(ev["timings"])
         for ch in ev.get("choices") or []:
             piece = (ch.get("delta") or {}).get("content") if chat else ch.get("text")
             text.append(piece or "")
@@ -278,10 +310,10 @@ def open_stream(c, endpoint, body):
     return r
 
 
-def streamed(target, endpoint, body, timeout):
+def streamed(target, endpoint, body, timeout, timings=None):
     c = target.connection(timeout)
     try:
-        text, complete = read_stream(open_stream(c, endpoint, body), endpoint)
+        text, complete = read_stream(open_stream(c, endpoint, body), endpoint, timings=timings)
         if not complete:
             raise Failure("stream_truncated", "no finish_reason and [DONE] before the end: %r" % text[-80:])
         return text
@@ -293,6 +325,13 @@ class Soak:
     def __init__(self, args, target, pid, hearth):
         self.args, self.target, self.pid, self.hearth = args, target, pid, hearth
         self.cases = greedy_cases(args.greedy_max_tokens)
+        # Drafted and plain (hearth only: "speculative" is its own field).
+        self.spec_pairs = speculative_cases(args.spec_tokens) if hearth else []
+        self.drafts = collections.Counter()  # "draft_tokens", "accepted_tokens", "requests"
+        # Load and unload the tools model during the load (hearth, with a tools model).
+        self.churn_model = args.tools_model if hearth and self.wanted("models") else None
+        self.max_loads = 0
+        self.log_text, self.churn_file = None, None  # main() sets them when it starts hearthd
         # The kinds of soak_kinds.py (tools, schemas, Ollama, Anthropic), hearth only, at the
         # largest greedy length: each one's solo answer costs a request before the load.
         self.kind_cases = kind_cases(args.model, args.tools_model, args.greedy_max_tokens[-1:],
@@ -328,6 +367,11 @@ class Soak:
         t = time.monotonic()
         for c in self.cases:
             c.solo = whole(self.target, c.endpoint, c.body, self.args.timeout)
+        for on, off in self.spec_pairs:
+            on.solo = whole(self.target, on.endpoint, on.body, self.args.timeout)
+            off.solo = whole(self.target, off.endpoint, off.body, self.args.timeout)
+            if on.solo != off.solo:
+                self.violate("%s alone: with drafts %r, without %r" % (on.label, on.solo, off.solo))
         for c in self.kind_cases:
             try:
                 c.solo = c.run(self.target.connection, False, self.args.timeout)
@@ -337,7 +381,7 @@ class Soak:
             len(self.cases), len(self.kind_cases), time.monotonic() - t))
         if self.hearth and not self.args.no_rss:
             self.fill_pool()
-            if self.args.tools_model:
+            if self.args.tools_model and not self.churn_model:  # a churned model is unloaded at rest
                 self.fill_pool_of(self.args.tools_model)
             # The load starts with an empty prompt cache, like the solo answers.
             request(self.target, "DELETE", "/api/cache", timeout=self.args.timeout)
@@ -418,6 +462,75 @@ class Soak:
                 c.label, c.body["max_tokens"], text, c.solo))
             return None
         return name
+
+    def act_speculative(self, rng):
+        """A greedy request with drafts or without, equal to its answer alone; its drafts counted."""
+        c = rng.choice(rng.choice(self.spec_pairs))
+        stream = rng.random() < 0.5
+        timings = {}
+        text = (streamed if stream else whole)(self.target, c.endpoint, c.body, self.args.timeout, timings)
+        off = c.body.get("speculative") is False
+        if text != c.solo:
+            raise Failure("greedy_mismatch", "%s %s: %r, alone %r" % ("stream" if stream else "whole", c.label,
+                                                                      text, c.solo))
+        if off and timings.get("draft_tokens", 0) != 0:
+            raise Failure("drafts_when_off", "%s: %r" % (c.label, timings))
+        with self.lock:
+            self.drafts["requests_" + ("off" if off else "on")] += 1
+            for k in ("draft_tokens", "accepted_tokens"):
+                self.drafts[k] += timings.get(k, 0)
+        return "%s_%s" % ("plain" if off else "drafts", "stream" if stream else "whole")
+
+    def act_models(self, rng):
+        """Unloads the tools model (hearth's /api/unload, or Ollama's keep_alive 0) or loads it, while
+        others ask it: their answers must still come whole (the model goes when they end)."""
+        m, r = self.churn_model, rng.random()
+        if r < 0.35:
+            status, data = request(self.target, "POST", "/api/unload", {"model": m}, self.args.timeout)
+            outcome, ok = "unload", status == 200 and "was_loaded" in json.loads(data)
+        elif r < 0.6:
+            status, data = request(self.target, "POST", "/api/generate", {"model": m, "keep_alive": 0},
+                                   self.args.timeout)
+            outcome, ok = "unload_ollama", status == 200 and json.loads(data).get("done_reason") == "unload"
+        else:
+            status, data = request(self.target, "POST", "/api/load", {"model": m}, self.args.timeout)
+            outcome, ok = "load", status == 200 and json.loads(data).get("loaded") is True
+        if not ok:
+            raise Failure("%s_status_%d" % (outcome, status), data[:300].decode("utf-8", "replace"))
+        status, data = request(self.target, "GET", "/api/ps", None, self.args.timeout)
+        if status != 200:
+            raise Failure("ps_status_%d" % status, data[:300].decode("utf-8", "replace"))
+        loads = [x.get("loads", 0) for x in json.loads(data)["models"] if x.get("id") == m]
+        with self.lock:
+            self.max_loads = max([self.max_loads] + loads)
+        return outcome
+
+    def rest_models(self):
+        """Unloads the churned model before each rest, so every rest holds the same models, and
+        waits (up to --settle-s) until it is gone: /api/ps no longer lists it and, when the soak
+        started hearthd, its log has an "unloaded" line for each load. /api/ps drops a model
+        before its unload ends (queued chunks written, weights and KV pool freed), and a rest
+        sampled in between holds the model's memory, loosening the RSS check."""
+        if not self.churn_model:
+            return
+        request(self.target, "POST", "/api/unload", {"model": self.churn_model}, self.args.timeout)
+        deadline = time.monotonic() + self.args.settle_s
+        while time.monotonic() < deadline:
+            status, data = request(self.target, "GET", "/api/ps", None, self.args.timeout)
+            listed = status != 200 or any(x.get("id") == self.churn_model for x in json.loads(data)["models"])
+            if not listed and self.unloads_logged():
+                return
+            time.sleep(0.2)
+        self.violate("%s still loaded %.0f s after /api/unload" % (self.churn_model, self.args.settle_s))
+
+    def unloads_logged(self):
+        """Whether hearthd's log has as many unloads of the churned model as loads (True when the
+        soak has no log: a daemon it did not start)."""
+        if self.log_text is None:
+            return True
+        log = self.log_text()
+        loads = sum(1 for line in log.splitlines() if "model loaded in " in line and self.churn_file in line)
+        return loads == log.count("unloaded %s (" % self.churn_model)
 
     def act_kind(self, rng):
         """A greedy request of another kind: valid (soak_kinds.py), and equal to its answer alone."""
@@ -542,9 +655,15 @@ class Soak:
             a += [(3, self.act_warm), (1, self.act_clear)]
         if self.kind_cases:
             a += [(14, self.act_kind), (6, self.act_kind_sampled)]
-        if self.args.only:
-            a = [(w, f) for w, f in a if f.__name__[4:] in self.args.only]
-        return a
+        if self.spec_pairs:
+            a += [(10, self.act_speculative)]
+        if self.churn_model:
+            a += [(2, self.act_models)]
+        return [(w, f) for w, f in a if self.wanted(f.__name__[4:])]
+
+    def wanted(self, action):
+        """Whether --only and --skip leave this action in."""
+        return (not self.args.only or action in self.args.only) and action not in (self.args.skip or [])
 
     # --- the threads ---
     def client(self, i):
@@ -627,6 +746,7 @@ class Soak:
         deadline = time.monotonic() + self.args.timeout + 30
         while self.n_waiting < self.args.clients and time.monotonic() < deadline:
             time.sleep(0.1)
+        self.rest_models()
         s = self.settle("idle middle")
         self.pause_s = time.monotonic() - t_quiet
         self.quiet.clear()
@@ -636,6 +756,7 @@ class Soak:
     def run(self):
         self.precompute()
         self.t0 = time.monotonic()
+        self.rest_models()
         self.idle_before = self.settle("idle before")
         self.samples.append(dict(self.idle_before, phase="load"))
         threads = [threading.Thread(target=self.client, args=(i,), daemon=True) for i in range(self.args.clients)]
@@ -655,6 +776,7 @@ class Soak:
         for t in threads:
             t.join(self.args.timeout + 30)
         self.stuck_clients = sum(t.is_alive() for t in threads)
+        self.rest_models()
         self.idle_after = self.settle("idle after")
 
     def settle(self, phase):
@@ -766,6 +888,13 @@ class Soak:
             print("  %-12s %s" % (act, ", ".join("%s %d" % kv for kv in sorted(outs.items()))))
         served = sum(n for (act, out), n in self.outcomes.items() if out != "error")
         print("served (not errors): %d, %.1f/s" % (served, served / self.load_s))
+        if self.spec_pairs:
+            d = self.drafts
+            print("speculative: %d requests with drafts (%d draft tokens, %d accepted, %.0f%%), %d without" % (
+                d["requests_on"], d["draft_tokens"], d["accepted_tokens"],
+                100 * d["accepted_tokens"] / max(1, d["draft_tokens"]), d["requests_off"]))
+        if self.churn_model:
+            print("%s: loaded %d times (its /api/ps loads, most seen)" % (self.churn_model, self.max_loads))
         print("errors by kind: %s" % (", ".join("%s %d" % kv for kv in sorted(self.errors.items())) or "none"))
         for k, ex in sorted(self.examples.items()):
             print("  first %s: %s" % (k, ex[:400]))
@@ -854,8 +983,11 @@ def main():
                     help="the max_tokens of the greedy requests, comma-separated (default 1,6,24; each value "
                     "adds 14 solo requests before the load)")
     ap.add_argument("--only", type=lambda v: v.split(","), help="only these actions, comma-separated (greedy, "
-                    "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled): to find which "
+                    "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled, speculative, models): to find which "
                     "one a problem needs")
+    ap.add_argument("--spec-tokens", type=int, default=24,
+                    help="max_tokens of the speculative requests, with drafts and without (default 24)")
+    ap.add_argument("--skip", type=lambda v: v.split(","), help="leave out these actions, comma-separated")
     ap.add_argument("--schema-tokens", type=int, default=32,
                     help="max_tokens of the schema-constrained requests (default 32: whole objects, validated; "
                     "fewer: cut ones, compared only)")
@@ -900,6 +1032,8 @@ def main():
         target, pid = Target(host=u.hostname, port=u.port or 80), args.pid
         args.target_desc = args.url
     soak = Soak(args, target, pid, hearth=not args.url)
+    if d is not None and args.tools_model:
+        soak.log_text, soak.churn_file = d.log_text, os.path.basename(tools_file)
     ok = False
     try:
         soak.run()

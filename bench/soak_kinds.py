@@ -19,15 +19,8 @@ Standard library only (the soak runs under the system python).
 """
 import json
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city",
-    "parameters": {"type": "object",
-                   "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-                   "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {
-    "name": "get_time", "description": "Get the local time in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-TOOLS = [WEATHER, TIME]
+from tool_defs import SCHEMAS, TOOLS  # tests/e2e, on sys.path through bench/soak.py
+
 TOOL_QUESTIONS = ["What is the weather in Lyon right now, in celsius?", "What time is it in Oslo?",
                   "Write one sentence about a lighthouse."]  # the last one: prose with tools offered
 
@@ -100,15 +93,14 @@ def check_json(text, schema, finish):
 
 def check_calls(calls):
     """Tool calls (name, arguments text): offered functions, arguments that fit them."""
-    params = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     for name, arguments in calls:
-        if name not in params:
+        if name not in SCHEMAS:
             raise Invalid("tool_unknown", "a call of %r" % name)
         try:
             args = json.loads(arguments)
         except ValueError as e:
             raise Invalid("tool_arguments_not_json", "%s(%r): %s" % (name, arguments[:200], e))
-        errs = schema_errors(args, params[name])
+        errs = schema_errors(args, SCHEMAS[name])
         if errs:
             raise Invalid("tool_arguments_invalid", "%s(%r): %s" % (name, arguments[:200], "; ".join(errs[:3])))
 

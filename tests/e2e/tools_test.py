@@ -15,6 +15,7 @@ import json
 import sys
 
 from hearthd_process import HANG_GUARD_S, SKIP, Hearthd, default_chat_model_or_skip, model_or_skip
+from tool_defs import SCHEMAS, TOOLS
 
 try:
     import httpx
@@ -24,16 +25,6 @@ except ImportError:
     print("SKIP: the openai SDK or jsonschema is not installed (scripts/test installs them into .venv)")
     sys.exit(SKIP)
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city",
-    "parameters": {"type": "object",
-                   "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-                   "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {
-    "name": "get_time", "description": "Get the local time in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-TOOLS = [WEATHER, TIME]
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 LYON = [{"role": "user", "content": "What is the weather in Lyon right now, in celsius?"}]
 GREEDY = {"temperature": 0, "max_tokens": 120}
 

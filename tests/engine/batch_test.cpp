@@ -7,6 +7,7 @@
 #include "backends/cpu/vec_dot.h"
 #include "engine/model/context.h"
 #include "test_util.h"
+#include "tests/test_model.h"
 #include "tests/tools/synthetic_model.h"
 
 namespace {
@@ -157,15 +158,10 @@ std::vector<float> last_logits_in_pieces(const Model& model, Backend& backend, c
 // Q6_K). The last of 48 tokens goes through tiles in one pass of 48 or in a pass of 16,
 // and through AVX-512 decoded alone or in a pass of 8 or of 45 (32 tiled, 13 not).
 TEST_CASE("a prompt's last logits are bitwise the same prefilled whole, in pieces and decoded last") {
-  const std::string path = test::gemma_model_path();
-  if (path.empty()) {
-    WARN("default model not installed; skipped");
-    return;
-  }
+  std::optional<test::LoadedModel> gemma = test::load_test_model();
+  if (!gemma) return;
+  auto& [file, backend, model, tok] = *gemma;
   INFO("simd level " << cpu::simd_level_name(cpu::active_simd_level()));
-  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
-  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-  std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
   std::vector<int32_t> prompt = {2};
   for (int32_t i = 1; i < 48; ++i) prompt.push_back(100 + (i * 7919) % 200000);
   const std::vector<float> whole = last_logits_in_pieces(*model, *backend, prompt, {48});
@@ -193,14 +189,9 @@ ModelConfig check_synthetic_batched_equals_alone(const std::string& arch) {
 }
 
 TEST_CASE("a sequence's logits are bitwise the same alone and batched with another, in any slots") {
-  const std::string path = test::gemma_model_path();
-  if (path.empty()) {
-    WARN("default model not installed; skipped");
-    return;
-  }
-  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
-  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-  std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
+  std::optional<test::LoadedModel> gemma = test::load_test_model();
+  if (!gemma) return;
+  auto& [file, backend, model, tok] = *gemma;
   check_batched_equals_alone(*model, *backend,
                              {2, 818, 5279, 529, 7001, 563, 506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030},
                              {2, 9259, 1902, 236764, 1217, 659, 611, 236881, 107, 105}, 563, 2364);
@@ -237,10 +228,8 @@ TEST_CASE("a chunk of tokens gives bitwise the logits of the same tokens run one
   for (const std::string& path : {gemma, qwen}) {
     if (path.empty()) continue;
     INFO(path);
-    std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
-    std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-    std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
-    check_chunk_equals_steps(*model, *backend, {2, 818, 5279, 529, 7001, 563, 506},
+    test::LoadedModel m = std::move(*test::load_test_model(path));
+    check_chunk_equals_steps(*m.model, *m.backend, {2, 818, 5279, 529, 7001, 563, 506},
                              {5279, 529, 506, 2891, 529, 7001, 1030, 107, 105, 818, 5279, 563});
   }
 }

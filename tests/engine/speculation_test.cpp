@@ -13,6 +13,7 @@
 #include "engine/sampling/grammar.h"
 #include "engine/scheduler/token_loop.h"
 #include "tests/engine/scheduler_fixture.h"
+#include "tests/test_model.h"
 
 using namespace hearth;
 using namespace hearth::test;
@@ -270,16 +271,10 @@ TEST_CASE("cancelling a request in the middle of a verification frees all its bl
   sched.reset();  // the engine may still be in on_event, which uses the locals above
 }
 
-TEST_CASE("on the default model, an answer that copies its prompt keeps drafts and is the answer without them") {
-  const std::string path = gemma_model_path();
-  if (path.empty()) {
-    WARN("default model not installed; skipped");
-    return;
-  }
-  std::shared_ptr<const gguf::File> file = std::move(*gguf::File::open(path));
-  std::unique_ptr<Backend> backend = cpu::make_cpu_backend({2});
-  std::unique_ptr<Model> model = std::move(*Model::load(file, *backend));
-  std::unique_ptr<Tokenizer> tok = std::move(*Tokenizer::from_gguf(*file));
+TEST_CASE("on Gemma 3 270M, an answer that copies its prompt keeps drafts and is the answer without them") {
+  std::optional<LoadedModel> gemma = load_test_model();
+  if (!gemma) return;
+  auto& [file, backend, model, tok] = *gemma;
   const std::string text =
       "def area(width, height):\n    return width * height\n\n"
       "def perimeter(width, height):\n    return 2 * (width + height)\n\n";
