@@ -7,8 +7,6 @@
 
 #include <bit>
 #include <catch2/catch.hpp>
-#include <condition_variable>
-#include <mutex>
 
 #include "tests/engine/scheduler_fixture.h"
 
@@ -161,39 +159,14 @@ TEST_CASE("cancelling a request in the middle of a verification frees its blocks
   Pair p(true);
   auto sched = p.scheduler(Spec::Ngram, true, 2);
   GenerationRequest r = request(random_prompt(30, 31), 400);
-  std::mutex m;
-  std::condition_variable cv;
-  int n_events = 0;
-  bool cancelled = false;
   Collector c;
-  // From the 6th event on, the engine thread waits inside on_event (inside a verification:
-  // every step of a model drafting for itself carries drafts) until this thread cancelled.
-  Submitted sub = sched->submit(r, [&] {
-    c.signal->notify();
-    std::unique_lock<std::mutex> lock(m);
-    if (++n_events == 6) cv.notify_all();
-    cv.wait(lock, [&] { return cancelled || n_events < 6; });
-  });
-  REQUIRE(sub.status == SubmitStatus::Accepted);
-  c.handle = sub.handle;
-  {
-    std::unique_lock<std::mutex> lock(m);
-    REQUIRE(cv.wait_for(lock, kHangGuard, [&] { return n_events >= 6; }));
-  }
-  CHECK(p.drafter->n_states() == 1);
-  sub.handle->cancel();
-  {
-    std::lock_guard<std::mutex> lock(m);
-    cancelled = true;
-  }
-  cv.notify_all();
-  REQUIRE(c.wait());
+  // Held inside its 6th event: every step of a model drafting for itself carries drafts.
+  cancel_while_held(*sched, r, c, [&] { CHECK(p.drafter->n_states() == 1); });
   CHECK(c.end.finish_reason == "cancelled");
   CHECK(eventually([&] { return sched->stats().running == 0; }));
   CHECK(sched->stats().kv_blocks_used == 0);
   CHECK(sched->stats().draft_tokens_total > 0);
   CHECK(eventually([&] { return p.drafter->n_states() == 0; }));
-  sched.reset();  // the engine may still be in on_event, which uses the locals above
 }
 
 TEST_CASE("a draft model whose tokenizer is not the target's is refused, naming both models") {

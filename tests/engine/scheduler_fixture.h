@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -150,6 +151,41 @@ inline std::vector<std::unique_ptr<Collector>> submit_all(Scheduler& s, const st
     cs.back()->handle = sub.handle;
   }
   return cs;
+}
+
+// Submits `r` and holds the engine thread inside the request's `at`-th event (inside a
+// verification, when every step drafts) until `held` has run on the test thread; then
+// cancels the request and returns once it ended. The gate lives as long as the callback,
+// so the engine may still be leaving on_event when this returns.
+inline void cancel_while_held(Scheduler& s, GenerationRequest r, Collector& c, const std::function<void()>& held,
+                              int at = 6) {
+  struct Gate {
+    std::mutex m;
+    std::condition_variable cv;
+    int n_events = 0;
+    bool cancelled = false;
+  };
+  auto gate = std::make_shared<Gate>();
+  Submitted sub = s.submit(std::move(r), [gate, signal = c.signal, at] {
+    signal->notify();
+    std::unique_lock<std::mutex> lock(gate->m);
+    if (++gate->n_events == at) gate->cv.notify_all();
+    gate->cv.wait(lock, [&] { return gate->cancelled || gate->n_events < at; });
+  });
+  REQUIRE(sub.status == SubmitStatus::Accepted);
+  c.handle = sub.handle;
+  {
+    std::unique_lock<std::mutex> lock(gate->m);
+    REQUIRE(gate->cv.wait_for(lock, kHangGuard, [&] { return gate->n_events >= at; }));
+  }
+  held();
+  sub.handle->cancel();
+  {
+    std::lock_guard<std::mutex> lock(gate->m);
+    gate->cancelled = true;
+  }
+  gate->cv.notify_all();
+  REQUIRE(c.wait());
 }
 
 // Runs one request to its end; it must finish (not fail).

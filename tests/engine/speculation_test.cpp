@@ -7,8 +7,6 @@
 
 #include <bit>
 #include <catch2/catch.hpp>
-#include <condition_variable>
-#include <mutex>
 
 #include "engine/sampling/grammar.h"
 #include "engine/scheduler/token_loop.h"
@@ -238,37 +236,12 @@ TEST_CASE("cancelling a request in the middle of a verification frees all its bl
   auto sched = scheduler(f, Spec::Ngram, 2);
   GenerationRequest r = request(repetitive(31), -1);
   r.max_tokens = 400;  // greedy: this prompt's answer loops without an end-of-generation token
-  // From the 6th text event on, the engine thread waits inside on_event — inside the
-  // verification that streams it — until this thread has cancelled.
-  std::mutex m;
-  std::condition_variable cv;
-  int n_events = 0;
-  bool cancelled = false;
   Collector c;
-  Submitted sub = sched->submit(r, [&] {
-    c.signal->notify();
-    std::unique_lock<std::mutex> lock(m);
-    if (++n_events == 6) cv.notify_all();
-    cv.wait(lock, [&] { return cancelled || n_events < 6; });
-  });
-  REQUIRE(sub.status == SubmitStatus::Accepted);
-  c.handle = sub.handle;
-  {
-    std::unique_lock<std::mutex> lock(m);
-    REQUIRE(cv.wait_for(lock, kHangGuard, [&] { return n_events >= 6; }));
-  }
-  sub.handle->cancel();
-  {
-    std::lock_guard<std::mutex> lock(m);
-    cancelled = true;
-  }
-  cv.notify_all();
-  REQUIRE(c.wait());
+  cancel_while_held(*sched, r, c, [] {});
   CHECK(c.end.finish_reason == "cancelled");
   CHECK(eventually([&] { return sched->stats().running == 0; }));
   CHECK(sched->stats().kv_blocks_used == 0);
   CHECK(sched->stats().draft_tokens_total > 0);
-  sched.reset();  // the engine may still be in on_event, which uses the locals above
 }
 
 TEST_CASE("on Gemma 3 270M, an answer that copies its prompt keeps drafts and is the answer without them") {
