@@ -5,10 +5,10 @@
 // a cancel mid-verification. A pair of models whose tokenizers differ is refused.
 #include "engine/scheduler/draft_model.h"
 
-#include <bit>
 #include <catch2/catch.hpp>
 
 #include "tests/engine/scheduler_fixture.h"
+#include "tests/engine/spec_answer.h"
 
 using namespace hearth;
 using namespace hearth::test;
@@ -38,42 +38,6 @@ struct Pair {
     return std::move(*Scheduler::create(*target.model, *target.backend, *target.tok, so));
   }
 };
-
-struct Answer {
-  std::vector<int32_t> ids;
-  std::vector<uint32_t> logprob_bits;
-  std::string text, finish_reason;
-  RequestUsage usage;
-  RequestTimings timings;
-  bool operator==(const Answer& o) const {
-    return ids == o.ids && logprob_bits == o.logprob_bits && text == o.text && finish_reason == o.finish_reason;
-  }
-};
-std::vector<Answer> run_all(Scheduler& s, const std::vector<GenerationRequest>& reqs) {
-  std::vector<std::unique_ptr<Collector>> cs = submit_all(s, reqs);
-  std::vector<Answer> out;
-  for (auto& c : cs) {
-    REQUIRE(c->wait());
-    REQUIRE(c->end.kind == RequestEvent::Kind::Finished);
-    Answer a{{}, {}, c->text, c->end.finish_reason, c->end.usage, c->end.timings};
-    for (const TokenLogprob& lp : c->logprobs) {
-      a.ids.push_back(lp.token);
-      a.logprob_bits.push_back(std::bit_cast<uint32_t>(lp.logprob));
-      for (const TokenLogprob::Alternative& alt : lp.top)
-        a.logprob_bits.push_back(std::bit_cast<uint32_t>(alt.logprob));
-    }
-    out.push_back(std::move(a));
-  }
-  return out;
-}
-Answer run(Scheduler& s, const GenerationRequest& r) {
-  return run_all(s, {r})[0];
-}
-GenerationRequest request(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r = greedy(std::move(prompt), max_tokens);
-  r.top_logprobs = 2;
-  return r;
-}
 
 // Every request's answer with the drafter equals the answer without speculation, alone and
 // all at once; returns the drafting scheduler's stats after both.

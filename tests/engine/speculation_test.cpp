@@ -5,12 +5,12 @@
 // the block pool and the prompt cache (memory and disk) end exactly as they do without.
 #include "engine/scheduler/speculation.h"
 
-#include <bit>
 #include <catch2/catch.hpp>
 
 #include "engine/sampling/grammar.h"
 #include "engine/scheduler/token_loop.h"
 #include "tests/engine/scheduler_fixture.h"
+#include "tests/engine/spec_answer.h"
 #include "tests/test_model.h"
 
 using namespace hearth;
@@ -25,47 +25,6 @@ std::unique_ptr<Scheduler> scheduler(Fixture& f, Spec spec, int32_t n_parallel =
   so.n_parallel = n_parallel;
   so.speculative = spec;
   return std::move(*Scheduler::create(*f.model, *f.backend, *f.tok, so));
-}
-
-// What an answer must keep with drafts: its text, finish, token ids and logprob bits.
-struct Answer {
-  std::string text, finish_reason;
-  std::vector<int32_t> ids;
-  std::vector<uint32_t> logprob_bits;
-  RequestUsage usage;
-  RequestTimings timings;
-  bool operator==(const Answer& o) const {
-    return text == o.text && finish_reason == o.finish_reason && ids == o.ids && logprob_bits == o.logprob_bits &&
-           usage.completion_tokens == o.usage.completion_tokens;
-  }
-};
-Answer answer_of(Collector& c) {
-  Answer a{c.text, c.end.finish_reason, {}, {}, c.end.usage, c.end.timings};
-  for (const TokenLogprob& lp : c.logprobs) {
-    a.ids.push_back(lp.token);
-    a.logprob_bits.push_back(std::bit_cast<uint32_t>(lp.logprob));
-    for (const TokenLogprob::Alternative& alt : lp.top) a.logprob_bits.push_back(std::bit_cast<uint32_t>(alt.logprob));
-  }
-  return a;
-}
-std::vector<Answer> run_all(Scheduler& s, const std::vector<GenerationRequest>& reqs) {
-  std::vector<std::unique_ptr<Collector>> cs = submit_all(s, reqs);
-  std::vector<Answer> out;
-  for (auto& c : cs) {
-    REQUIRE(c->wait());
-    REQUIRE(c->end.kind == RequestEvent::Kind::Finished);
-    out.push_back(answer_of(*c));
-  }
-  return out;
-}
-Answer run(Scheduler& s, const GenerationRequest& r) {
-  return run_all(s, {r})[0];
-}
-
-GenerationRequest request(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r = greedy(std::move(prompt), max_tokens);
-  r.top_logprobs = 2;
-  return r;
 }
 
 // A prompt that repeats itself (what drafts from the prompt predict), and one that does not.
