@@ -65,15 +65,15 @@ import random
 import re
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from hearthd_process import (SKIP, CacheDaemon, cache_dir_problems, cached, chunk_files,  # noqa: E402
-                             gemma_model_or_skip, long_prompt, model_or_skip, sse_events, text_of)
+from hearthd_process import (OTHER_UIDS, SKIP, CacheDaemon, cache_dir_problems, cached, chunk_files,  # noqa: E402
+                             gemma_model_or_skip, long_prompt, model_or_skip, open_to_other_users, other_users_args,
+                             post_as_user, sse_events, text_of)
 from crashloop_pull import Pulls  # noqa: E402
 from soak_kinds import SCHEMA_QUESTIONS, schema_errors  # noqa: E402
 
@@ -114,39 +114,6 @@ def schema_problem(r, i, cold):
     except ValueError as e:
         errs = ["not JSON: %s" % e]
     return "schema%d answered %r: %s" % (i, text, "; ".join(errs)) if errs else None
-
-
-# Requests as other users (when run as root): the socket gets group SOCKET_GID (mode 0660, its
-# folder 0711), and a child python running as one of OTHER_UIDS (in that group) sends each, so
-# the daemon learns its uid from the kernel (SO_PEERCRED) and files its prefixes under that
-# owner. Then the per-owner figures checked after each start cover more than root's.
-SOCKET_GID = 40000
-OTHER_UIDS = [65534, 40001]
-AS_USER = r"""
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(600)
-s.connect(sys.argv[1])
-body = sys.argv[3].encode()
-s.sendall(b"POST %s HTTP/1.1\r\nHost: hearth\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-          b"Connection: close\r\n\r\n" % (sys.argv[2].encode(), len(body)) + body)
-data = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    data += b
-print(data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/1.1 ") else "")
-"""
-
-
-def as_user(uid, socket_path, path, body):
-    """POSTs body as uid from a child process: the status, or None when no answer came (a kill)."""
-    r = subprocess.run(["/usr/bin/python3", "-c", AS_USER, socket_path, path, json.dumps(body)], cwd="/",
-                       user=uid, group=SOCKET_GID if uid != 65534 else 65534, extra_groups=[SOCKET_GID],
-                       capture_output=True, timeout=900, check=False)
-    out = r.stdout.strip()
-    return int(out) if out.isdigit() else None
 
 
 # The start's reconcile line (storage/store_check.cpp).
@@ -256,7 +223,7 @@ class Clients:
         path, body = rng.choice([("/v1/completions", {"prompt": prompt, "max_tokens": rng.randint(1, MAX_TOKENS),
                                                        "temperature": 0}),
                                  ("/api/cache/warm", {"prompt": prompt})])
-        status = as_user(rng.choice(OTHER_UIDS), self.d.socket, path, body)
+        status, _ = post_as_user(rng.choice(OTHER_UIDS), self.d.socket, path, body)
         with self.lock:
             self.as_user_sent += 1
         if status is not None:
@@ -402,8 +369,7 @@ class Loop:
 
     def daemon_args(self, budget=None):
         out = ["--ctx", str(self.args.ctx), "--parallel", "2"]
-        if os.geteuid() == 0:
-            out += ["--socket-group", str(SOCKET_GID)]
+        out += other_users_args()
         if budget:
             out += ["--cache-max-bytes", str(budget)]
         return out
@@ -421,7 +387,7 @@ class Loop:
             t0 = time.monotonic()
             d = CacheDaemon(self.args.hearthd, self.model, self.cache_dir, *self.daemon_args(budget), *quota_args,
                             wait=False)
-            os.chmod(d.dir, 0o711)  # other users pass through to the socket (see SOCKET_GID)
+            open_to_other_users(d)
             if aim_start:
                 self.kill_during_start(d)
                 return None

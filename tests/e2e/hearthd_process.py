@@ -51,6 +51,52 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+# Requests as other users, when the tests run as root: hearthd is started with
+# other_users_args() (its socket in group SOCKET_GID, mode 0660), its socket's folder is
+# opened with open_to_other_users(), and a child python running as the user sends the
+# request, so hearthd learns the uid from the kernel (SO_PEERCRED).
+SOCKET_GID = 40000
+OTHER_UIDS = [65534, 40001]
+AS_USER = r"""
+import http.client, socket, sys
+class Conn(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(sys.argv[1])
+c = Conn("hearth", timeout=float(sys.argv[4]))
+try:
+    c.request("POST", sys.argv[2], sys.argv[3], {"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+except (OSError, http.client.HTTPException):
+    sys.exit(0)  # no whole answer (the daemon was killed)
+sys.stdout.write("%d\n" % r.status)
+sys.stdout.flush()
+sys.stdout.buffer.write(data)
+"""
+
+
+def other_users_args():
+    """hearthd's arguments letting OTHER_UIDS reach its socket (as root), else none."""
+    return ["--socket-group", str(SOCKET_GID)] if os.geteuid() == 0 else []
+
+
+def open_to_other_users(daemon):
+    """Lets other users pass through the daemon's socket folder to the socket itself."""
+    os.chmod(os.path.dirname(daemon.socket), 0o711)
+
+
+def post_as_user(uid, socket_path, path, body, timeout=HANG_GUARD_S):
+    """POSTs body as uid (root only) from a child process: (status, body bytes), or
+    (None, b"") when no whole answer came (the daemon was killed)."""
+    r = subprocess.run(["/usr/bin/python3", "-c", AS_USER, socket_path, path, json.dumps(body), str(timeout)],
+                       cwd="/", user=uid, group=SOCKET_GID if uid != 65534 else 65534, extra_groups=[SOCKET_GID],
+                       capture_output=True, timeout=timeout + 60, check=False)
+    status, _, data = r.stdout.partition(b"\n")
+    return (int(status), data) if status.isdigit() else (None, b"")
+
+
 def models_dir():
     return os.environ.get("HEARTH_MODELS") or os.path.join(
         os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "hearth", "models")

@@ -4,7 +4,8 @@ pointing at it, is the front every client talks to. Checks that the front lists 
 upstream's models, that chat and stream through it equal the upstream's own greedy answers
 with hearth's timings measured at the front, that clients at once on local and upstream
 models each get the answer they get alone, that each cache scope gets its own cache_salt
-upstream (no cross-scope hit) and the same one after the front restarts, that an upstream
+upstream (no cross-scope hit) and the same one after the front restarts (run as root, also
+for requests from two other real uids: the kernel names the caller), that an upstream
 killed mid-stream ends the stream with an error event, that a stopped one is a 502 naming
 it (then an open circuit: 503, closed again by the background probe once the upstream is
 back), and that the front serves its local model throughout.
@@ -30,7 +31,8 @@ import threading
 import time
 
 from fault_proxy import FaultProxy, make_certs
-from hearthd_process import HANG_GUARD_S, CacheDaemon, Hearthd, gemma_model_or_skip, long_prompt, sse_events
+from hearthd_process import (HANG_GUARD_S, OTHER_UIDS, CacheDaemon, Hearthd, gemma_model_or_skip, long_prompt,
+                             open_to_other_users, other_users_args, post_as_user, sse_events)
 
 UPSTREAM_MODEL = "up/gemma3:270m"
 LOCAL_MODEL = "gemma3:270m"
@@ -169,6 +171,32 @@ def check_scopes(front, prompt):
     bare = upstream_cached(front, prompt)
     assert bare <= 1, "the caller's own scope hit %d tokens of a salted scope's cache upstream" % bare
     print("scopes: alice hit %d tokens of her own prompt; bob and the bare scope none of hers" % alice)
+
+
+def upstream_cached_as(front, uid, prompt):
+    """upstream_cached() for a request sent by the user uid through the kernel-checked socket."""
+    body = {"model": UPSTREAM_MODEL, "prompt": prompt, "max_tokens": 2, "temperature": 0}
+    status, data = post_as_user(uid, front.socket, "/v1/completions", body)
+    assert status == 200, (uid, status, data)
+    return json.loads(data)["timings"]["cached_tokens"]["memory"]
+
+
+def check_users(front, prompt):
+    """Real Unix users (as root): the scope is the caller's uid, from SO_PEERCRED, so each
+    user's prompt lives under a salt of its own upstream. False when not root (not checked)."""
+    if os.geteuid() != 0:
+        print("not root: requests as other users are not checked")
+        return False
+    a, b = OTHER_UIDS
+    assert upstream_cached_as(front, a, prompt) == 0
+    mine = upstream_cached_as(front, a, prompt)
+    assert mine > 100, "uid %d found %d tokens of its own prompt upstream" % (a, mine)
+    other = upstream_cached_as(front, b, prompt)
+    assert other <= 1, "uid %d hit %d tokens of uid %d's cache upstream" % (b, other, a)
+    root = upstream_cached(front, prompt)
+    assert root <= 1, "root hit %d tokens of uid %d's cache upstream" % (root, a)
+    print("users: uid %d hit %d tokens of its own prompt; uid %d and root none of them" % (a, mine, b))
+    return True
 
 
 def check_kill_mid_stream(front, upstream):
@@ -345,7 +373,9 @@ def check_other_surfaces(front, want, clients):
 
 
 def front_daemon(hearthd, model, cache_dir, config):
-    return CacheDaemon(hearthd, model, cache_dir, "--config", config)
+    front = CacheDaemon(hearthd, model, cache_dir, "--config", config, *other_users_args())
+    open_to_other_users(front)
+    return front
 
 
 def main():
@@ -379,10 +409,14 @@ def main():
         check_local(front)
         prompt = long_prompt(45, 6)
         check_scopes(front, prompt)
+        users_prompt = "Whose notes are these? " + long_prompt(46, 6)  # no head shared with the above
+        users = check_users(front, users_prompt)
         front.stop()
         front = front_daemon(args.hearthd, model, cache_dir, config)
         assert upstream_cached(front, prompt, "alice") > 0, "alice's salt changed when the front restarted"
-        print("restart: alice's scope still hits her prompt upstream")
+        if users:
+            assert upstream_cached_as(front, OTHER_UIDS[0], users_prompt) > 0, "a user's salt changed at the restart"
+        print("restart: alice's scope (and a user's) still hits her prompt upstream")
         check_kill_mid_stream(front, upstream)
         check_local(front)
         check_stopped(front)
