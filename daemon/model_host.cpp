@@ -68,13 +68,22 @@ uint64_t default_memory_budget() {
   return uint64_t{8} << 30;
 }
 
+// What an unload takes out of its slot; destroyed off the host's lock.
+struct DaemonModelHost::Taken {
+  std::string id;
+  std::shared_ptr<Serving> serving;
+  std::shared_ptr<const ipc::EngineRef> engine;
+};
+
 struct DaemonModelHost::Slot {
   ipc::HostedModel info;  // what the listing read; the loaded fields are filled by models()
-  enum class State { Unloaded, Loading, Loaded } state = State::Unloaded;
+  // Unloading: taken out of service, its cache writes being finished and its memory freed
+  // (still charged to the budgets and listed by models() until that is done).
+  enum class State { Unloaded, Loading, Loaded, Unloading } state = State::Unloaded;
   std::shared_ptr<Serving> serving;              // while loaded
   std::shared_ptr<const ipc::EngineRef> engine;  // while loaded; its owner is serving
-  uint64_t charge = 0;                           // bytes charged to RAM's budget while loading or loaded
-  uint64_t device_charge = 0;                    // bytes charged to the GPU's budget while loading or loaded
+  uint64_t charge = 0;                           // bytes charged to RAM's budget while loading, loaded or unloading
+  uint64_t device_charge = 0;                    // bytes charged to the GPU's budget while loading, loaded or unloading
   Clock::time_point last_used{};
   int64_t loaded_at = 0;
   std::optional<ipc::KeepAlive> keep_alive;  // nullopt: the daemon's --keep-alive
@@ -83,29 +92,6 @@ struct DaemonModelHost::Slot {
   uint64_t attempts = 0;  // loads ended, well or not: a waiter tells the end of the one it waited for
   std::optional<ipc::HostError> last_error;
 };
-
-namespace {
-
-// What an unload takes out of its slot; destroyed off the host's lock.
-struct Taken {
-  std::string id;
-  std::shared_ptr<Serving> serving;
-  std::shared_ptr<const ipc::EngineRef> engine;
-};
-
-size_t finish_unload(Taken t, std::chrono::milliseconds flush, const char* why) {
-  const auto t0 = std::chrono::steady_clock::now();
-  t.serving->scheduler->stop_accepting();
-  const size_t dropped = t.serving->scheduler->close_cache(flush);
-  t.engine.reset();
-  t.serving.reset();  // joins the engine thread, then frees the weights
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  LOG_INFO("unloaded " + t.id + " (" + why + ") in " + std::to_string(static_cast<int64_t>(ms)) + " ms");
-  if (dropped > 0) LOG_WARN("prompt cache: " + std::to_string(dropped) + " chunks of " + t.id + " were not written");
-  return dropped;
-}
-
-}  // namespace
 
 DaemonModelHost::DaemonModelHost(DaemonConfig cfg, HostOptions options)
     : cfg_(std::move(cfg)),
@@ -190,6 +176,24 @@ const DaemonModelHost::Slot* DaemonModelHost::find(const std::string& id) const 
   return nullptr;
 }
 
+size_t DaemonModelHost::finish(Taken t, std::chrono::milliseconds flush, const char* why) {
+  const auto t0 = std::chrono::steady_clock::now();
+  t.serving->scheduler->stop_accepting();
+  const size_t dropped = t.serving->scheduler->close_cache(flush);
+  t.engine.reset();
+  t.serving.reset();  // joins the engine thread, then frees the weights
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  LOG_INFO("unloaded " + t.id + " (" + why + ") in " + std::to_string(static_cast<int64_t>(ms)) + " ms");
+  if (dropped > 0) LOG_WARN("prompt cache: " + std::to_string(dropped) + " chunks of " + t.id + " were not written");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Slot* s = find(t.id); s != nullptr && s->state == Slot::State::Unloading) {
+    s->state = Slot::State::Unloaded;
+    s->charge = s->device_charge = 0;
+  }
+  changed_.notify_all();
+  return dropped;
+}
+
 ipc::KeepAlive DaemonModelHost::keep_alive_of(const Slot& s) const {
   return s.unload_requested ? ipc::KeepAlive{0ms} : s.keep_alive.value_or(options_.keep_alive);
 }
@@ -260,7 +264,10 @@ std::string DaemonModelHost::loaded_summary() const {
     const uint64_t bytes = s->charge + s->device_charge;
     if (s->state == Slot::State::Unloaded || bytes == 0) continue;  // 0: waiting for room, not charged yet
     if (!out.empty()) out += ", ";
-    out += s->info.id + " (" + mib(bytes) + (s->state == Slot::State::Loading ? ", loading" : "") + ")";
+    const char* state = s->state == Slot::State::Loading     ? ", loading"
+                        : s->state == Slot::State::Unloading ? ", unloading"
+                                                             : "";
+    out += s->info.id + " (" + mib(bytes) + state + ")";
   }
   return out;
 }
@@ -278,6 +285,10 @@ ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
     if (s->state == Slot::State::Loaded) {
       s->unload_requested = false;
       return s->engine;
+    }
+    if (s->state == Slot::State::Unloading) {  // loaded again once its unload has ended
+      changed_.wait(lock, [&] { return s->state != Slot::State::Unloading || stopping_; });
+      continue;
     }
     if (s->state == Slot::State::Loading) {
       const uint64_t attempt = s->attempts;
@@ -304,10 +315,11 @@ ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
   s->device_charge = 0;
   s->last_error.reset();
   std::vector<Taken> evicted;
+  uint64_t freeing = 0, freeing_device = 0;  // what the evicted hold: freed by this caller before it loads
   const Clock::time_point busy_deadline = Clock::now() + kBusyWait;
   const auto short_of = [&](bool device) {
-    return device ? need_device > 0 && charged_bytes(true) + need_device > gpu_budget()
-                  : charged_bytes(false) + need_host > budget_;
+    return device ? need_device > 0 && charged_bytes(true) - freeing_device + need_device > gpu_budget()
+                  : charged_bytes(false) - freeing + need_host > budget_;
   };
   while (short_of(false) || short_of(true)) {
     const bool device = !short_of(false);  // RAM's room first, then the GPU's
@@ -341,7 +353,9 @@ ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
       return *s->last_error;
     }
     evicted.push_back(Taken{lru->info.id, std::move(lru->serving), std::move(lru->engine)});
-    lru->state = Slot::State::Unloaded;
+    lru->state = Slot::State::Unloading;
+    freeing += lru->charge;
+    freeing_device += lru->device_charge;
   }
   // The first model this process loads reconciles the shared cache directory; later ones
   // must not, while another model's store may be writing there.
@@ -351,7 +365,7 @@ ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
   s->device_charge = need_device;
   lock.unlock();
 
-  for (Taken& t : evicted) finish_unload(std::move(t), kUnloadFlush, ("to make room for " + id).c_str());
+  for (Taken& t : evicted) finish(std::move(t), kUnloadFlush, ("to make room for " + id).c_str());
   // A draft model must fit the start model (or hearthd does not start); others go without.
   Result<Serving> started = start_engine(cfg_, s->info.path, reconcile_cache, id == default_id_);
   std::shared_ptr<Serving> serving;
@@ -388,7 +402,7 @@ ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
       s->last_error = *e;
       changed_.notify_all();
       lock.unlock();
-      finish_unload(Taken{id, std::move(serving), std::move(engine)}, kUnloadFlush, "over the GPU memory budget");
+      finish(Taken{id, std::move(serving), std::move(engine)}, kUnloadFlush, "over the GPU memory budget");
       return *e;
     }
   }
@@ -437,6 +451,13 @@ std::vector<ipc::HostedModel> DaemonModelHost::models() const {
     ipc::HostedModel m = s->info;
     m.loads = s->loads;
     m.loaded = s->state == Slot::State::Loaded;
+    m.unloading = s->state == Slot::State::Unloading;
+    if (m.unloading) {
+      m.memory_bytes = s->charge + s->device_charge;
+      m.device_memory_bytes = s->device_charge;
+      m.loaded_at = s->loaded_at;
+      m.expires_in_s = 0.0;
+    }
     if (m.loaded) {
       m.backend = s->engine->model.backend;
       m.memory_bytes = s->charge + s->device_charge;
@@ -481,7 +502,7 @@ void DaemonModelHost::reap() {
         next = std::min(next, deadline);
       } else if (idle(*s)) {
         expired.push_back(Taken{s->info.id, std::move(s->serving), std::move(s->engine)});
-        s->state = Slot::State::Unloaded;
+        s->state = Slot::State::Unloading;
         s->unload_requested = false;
       } else {
         next = std::min(next, now + 50ms);  // its last request is letting go of it
@@ -489,7 +510,7 @@ void DaemonModelHost::reap() {
     }
     if (!expired.empty()) {
       lock.unlock();
-      for (Taken& t : expired) finish_unload(std::move(t), kUnloadFlush, "keep-alive over");
+      for (Taken& t : expired) finish(std::move(t), kUnloadFlush, "keep-alive over");
       lock.lock();
       continue;
     }
@@ -538,12 +559,12 @@ size_t DaemonModelHost::unload_all(std::chrono::milliseconds flush) {
     for (const auto& s : slots_) {
       if (s->state != Slot::State::Loaded) continue;
       all.push_back(Taken{s->info.id, std::move(s->serving), std::move(s->engine)});
-      s->state = Slot::State::Unloaded;
+      s->state = Slot::State::Unloading;
     }
   }
   if (reaper_.joinable()) reaper_.join();
   size_t dropped = 0;
-  for (Taken& t : all) dropped += finish_unload(std::move(t), flush, "stopping");
+  for (Taken& t : all) dropped += finish(std::move(t), flush, "stopping");
   return dropped;
 }
 

@@ -81,7 +81,11 @@ class DaemonModelHost final : public ipc::ModelHost {
 
  private:
   struct Slot;
+  struct Taken;
   using Clock = std::chrono::steady_clock;
+  // Finishes an unload begun under mutex_ (the slot Unloading): writes its queued cache
+  // chunks, frees its engine, then marks the slot Unloaded and its memory free. Off the lock.
+  size_t finish(Taken t, std::chrono::milliseconds flush, const char* why);
   Slot* find(const std::string& id);
   const Slot* find(const std::string& id) const;
   static bool idle(const Slot& s);

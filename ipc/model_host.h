@@ -105,6 +105,9 @@ struct HostedModel {
   bool available = true;     // false: the file cannot be served (reason says why)
   std::string reason;
   bool loaded = false;
+  // Its unload has begun: out of service, finishing its cache writes and freeing its memory
+  // (memory_bytes, still charged to the budgets), then no longer listed as loaded.
+  bool unloading = false;
   // Loaded models only.
   std::string backend;
   uint64_t memory_bytes = 0;         // weights + KV pool, as charged to the budgets

@@ -43,12 +43,14 @@ int run_ps(const GlobalOptions& global, bool json) {
               "UNLOADS IN");
   for (const nlohmann::json& m : j.value("models", nlohmann::json::array())) {
     const long in_flight = m.value("in_flight", 0L);
+    const bool unloading = m.value("state", std::string()) == "unloading";  // writing its cache, freeing memory
     // Where its weights and KV pool are: the GPU's memory or RAM.
     const char* where = m.value("device_memory_bytes", 0.0) > 0 ? "GPU" : "RAM";
     std::printf("%-28s %9s  %-4s %-7s %6ld %8ld  %-10s %s\n", m.value("id", std::string("-")).c_str(),
                 human_bytes(m.value("memory_bytes", 0.0)).c_str(), where, m.value("backend", std::string("-")).c_str(),
                 m.value("n_ctx", 0L), in_flight, in_flight > 0 ? "serving" : duration_text(m["idle_s"]).c_str(),
-                duration_text(m.contains("expires_in_s") ? m["expires_in_s"] : nlohmann::json()).c_str());
+                unloading ? "now (unloading)"
+                          : duration_text(m.contains("expires_in_s") ? m["expires_in_s"] : nlohmann::json()).c_str());
   }
   return kExitOk;
 }

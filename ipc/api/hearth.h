@@ -27,7 +27,8 @@ RouteResult detokenize(const Call& call);
 RouteResult installed_models(const Call& call);
 // hearth's fields of one loaded model, which GET /api/ps (ollama_ps) lists beside Ollama's:
 // {"id", "aliases", "path", "backend", "memory_bytes", "device", "device_memory_bytes",
-// "n_ctx", "in_flight", "idle_s", "loaded_at", "loads", "expires_in_s"}.
+// "n_ctx", "in_flight", "idle_s", "loaded_at", "loads", "expires_in_s", "state"}; "state" is "loaded",
+// or "unloading" from the start of its unload until its cache writes end and its memory is free.
 nlohmann::ordered_json loaded_model_json(const HostedModel& m);
 // A model's sampling defaults: {"source", "temperature", "top_k", "top_p", "min_p",
 // "repetition_penalty", "penalty_last_n", "no_thinking": {...}}, each field only when the

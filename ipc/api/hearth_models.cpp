@@ -94,6 +94,7 @@ json loaded_model_json(const HostedModel& m) {
          {"loads", m.loads},
          {"expires_in_s", nullptr}};
   if (m.expires_in_s) j["expires_in_s"] = *m.expires_in_s;
+  j["state"] = m.unloading ? "unloading" : "loaded";
   return j;
 }
 

@@ -221,7 +221,7 @@ RouteResult ollama_ps(const Call& call) {
   json models = json::array();
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   for (const HostedModel& h : call.ctx.host->models()) {
-    if (!h.loaded) continue;
+    if (!h.loaded && !h.unloading) continue;  // an unloading model is listed until its memory is free
     const InstalledModel m = inspect_model(h.path);
     json j = loaded_model_json(h);
     j["name"] = h.id;

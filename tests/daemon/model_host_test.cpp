@@ -75,6 +75,12 @@ json body_of(const HttpResponse& r) {
   return json::parse(r.body, nullptr, false);
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("without --model, hearthd lists every model in its folder and loads each on first use", "[daemon][models]") {
@@ -208,6 +214,33 @@ TEST_CASE("keep_alive 0 unloads the model after its answer, and /api/load and /a
   CHECK(wait_until([&] { return h.ps().count("synth-b") == 0; }));
   CHECK(http_request(h.socket, "POST", "/api/load", R"({"model": "nope"})").status == 404);
   CHECK(http_request(h.socket, "POST", "/api/load", R"({})").status == 400);
+}
+
+TEST_CASE("an unloading model stays in /api/ps, as unloading, until its cache writes end and its memory is free",
+          "[daemon][models]") {
+  Host h;
+  REQUIRE(h.start());
+  for (int round = 0; round < 3; ++round) {
+    // A fresh prompt each round, so the unload has chunks of it to write.
+    const std::string body = R"({"model": "synth-b", "max_tokens": 4, "temperature": 0, "prompt": "round )" +
+                             std::to_string(round) + " " + Host::prompt() + "\"}";
+    REQUIRE(http_request(h.socket, "POST", "/v1/completions", body).status == 200);
+    const size_t unloaded_before = count_of(h.stderr_text(), "unloaded synth-b (");
+    REQUIRE(body_of(http_request(h.socket, "POST", "/api/unload", R"({"model": "synth-b"})"))["was_loaded"] == true);
+    bool gone = false;
+    REQUIRE(wait_until([&] {
+      const std::map<std::string, json> ps = h.ps();
+      const auto it = ps.find("synth-b");
+      if (it != ps.end() && it->second["state"] == "unloading") {
+        CHECK(it->second["memory_bytes"].get<uint64_t>() > 0);  // still held, still charged
+        CHECK(it->second["expires_at"].is_string());            // Ollama's fields are there too
+      }
+      gone = it == ps.end();
+      return gone;
+    }));
+    // Gone from the listing only once hearthd has logged the end of the unload.
+    CHECK(count_of(h.stderr_text(), "unloaded synth-b (") == unloaded_before + 1);
+  }
 }
 
 TEST_CASE("a budget that fits one model unloads the idle one for the other, and its cache hits survive",
