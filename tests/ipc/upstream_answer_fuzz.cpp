@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "fuzz_seeds.h"
 #include "ipc/api/anthropic_response.h"
 #include "ipc/api/ollama_response.h"
 #include "ipc/api/upstream_surface_relay.h"
@@ -222,10 +223,7 @@ void write_seeds(const std::filesystem::path& dir) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   hearth::set_log_level(hearth::LogLevel::Off);  // a broken stream's warning, once an input
-  if (const char* dir = std::getenv("HEARTH_FUZZ_WRITE_SEEDS"); dir && *dir) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  hearth::test::write_seeds_if_asked(write_seeds);
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_seeds.h"
 #include "ipc/upstream_relay.h"
 #include "sse_events.h"
 
@@ -118,10 +119,7 @@ void write_seeds(const std::filesystem::path& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("HEARTH_FUZZ_WRITE_SEEDS"); dir && *dir) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  hearth::test::write_seeds_if_asked(write_seeds);
   return 0;
 }
 
