@@ -7,9 +7,11 @@
 #include <charconv>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <variant>
 
 #include "common/duration.h"
+#include "daemon/upstream_flags.h"
 #include "daemon/upstream_toml.h"
 
 namespace hearth::daemon {
@@ -400,7 +402,63 @@ std::string value_name(const Spec& s) {
 std::string help_footer() {
   return "Every option can also be set in the TOML file given with --config (key: the option name with '-' -> '_',\n"
          "e.g. socket_group = \"hearth\") or as an environment variable (HEARTH_ + the key in upper case, e.g.\n"
-         "HEARTH_SOCKET_GROUP). Flags win over the environment, which wins over the file.\n";
+         "HEARTH_SOCKET_GROUP). Flags win over the environment, which wins over the file.\n"
+         "The --upstream-* options describe one upstream as an [[upstream]] table of the file does (key: the\n"
+         "option name without 'upstream-', e.g. api_key_file; variable: HEARTH_UPSTREAM_API_KEY_FILE); it is served\n"
+         "beside the file's tables, under a name none of them has.\n";
+}
+
+constexpr const char* kUpstreamGroup = "Upstream (one; more as [[upstream]] tables in the config file)";
+constexpr const char* kNoKey =
+    ": an API key is never read from the command line or the environment, which other users may read; put it in a "
+    "file only you can read (chmod 600) and give --upstream-api-key-file FILE";
+
+// The --upstream-* options as registered: a text each, and --upstream-api-key, hidden and refused.
+struct UpstreamOptions {
+  std::vector<std::string> texts;
+  std::vector<CLI::Option*> opts;
+  std::string refused_key;
+  CLI::Option* api_key = nullptr;
+};
+
+void add_upstream_options(CLI::App& app, UpstreamOptions* u) {
+  const std::vector<UpstreamFlag>& flags = upstream_flags();
+  u->texts.resize(flags.size());
+  for (size_t i = 0; i < flags.size(); ++i)
+    u->opts.push_back(app.add_option(upstream_flag_name(flags[i].key), u->texts[i], flags[i].help)
+                          ->type_name(flags[i].value_name)
+                          ->group(kUpstreamGroup));
+  u->api_key = app.add_option("--upstream-api-key", u->refused_key)->group("");
+}
+
+// The upstream of the --upstream-* flags and HEARTH_UPSTREAM_* variables (a flag wins over its
+// variable; an empty value counts as unset), added after the file's [[upstream]] tables.
+Status apply_flag_upstream(const UpstreamOptions& u, const EnvLookup& env, DaemonConfig* cfg) {
+  if (u.api_key->count() > 0) return make_error(std::string("option --upstream-api-key") + kNoKey);
+  if (std::optional<std::string> k = env("HEARTH_UPSTREAM_API_KEY"); k && !k->empty())
+    return make_error(std::string("environment variable HEARTH_UPSTREAM_API_KEY") + kNoKey);
+  std::map<std::string, UpstreamText> texts;
+  const std::vector<UpstreamFlag>& flags = upstream_flags();
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const std::string key = flags[i].key, var = upstream_env_name(key);
+    if (u.opts[i]->count() > 0) {
+      texts[key] = {u.texts[i], "option " + upstream_flag_name(key)};
+    } else if (std::optional<std::string> e = env(var)) {
+      texts[key] = {*e, "environment variable " + var};
+    }
+    if (texts.count(key) != 0 && texts[key].text.empty()) texts.erase(key);
+  }
+  Result<std::optional<UpstreamConfig>> up = upstream_from_texts(texts);
+  if (!up) return up.error();
+  if (!*up) return {};
+  for (size_t i = 0; i < cfg->upstreams.size(); ++i) {
+    if (cfg->upstreams[i].name != (*up)->name) continue;
+    return make_error("the upstream of the flags and environment is named '" + (*up)->name + "' like [[upstream]] #" +
+                      std::to_string(i + 1) + " of config file " + cfg->config_file +
+                      ": give it another name (--upstream-name)");
+  }
+  cfg->upstreams.push_back(std::move(**up));
+  return {};
 }
 
 }  // namespace
@@ -439,6 +497,8 @@ Result<DaemonConfig> load_config(const std::vector<std::string>& args, const Env
       if (s.kind == Kind::Listen) opts[i]->expected(0, 1);
     }
   }
+  UpstreamOptions upstream;
+  add_upstream_options(app, &upstream);
   app.add_flag("--list-devices", list_devices, "print the compute devices this build can use, then exit");
   app.add_flag("--version", version, "print the version, then exit");
 
@@ -487,6 +547,8 @@ Result<DaemonConfig> load_config(const std::vector<std::string>& args, const Env
     Status st = apply(s, *v, source, &cfg);
     if (!st) return st.error();
   }
+  // 4. One upstream from flags and variables, beside the file's.
+  if (Status st = apply_flag_upstream(upstream, env, &cfg); !st) return st.error();
   if (list_devices) cfg.action = Action::ListDevices;
   return cfg;
 }

@@ -65,7 +65,8 @@ struct DaemonConfig {
   int32_t shutdown_grace_s = 30;  // seconds in-flight requests get after SIGTERM
   int32_t write_timeout_s = 60;   // seconds a client may read nothing of a response before it is cut off
   DType kv_type = DType::F16;
-  std::vector<UpstreamConfig> upstreams;  // [[upstream]] tables of the config file (upstream_config.h)
+  std::vector<UpstreamConfig>
+      upstreams;  // the file's [[upstream]] tables, then the --upstream-* one (upstream_flags.h)
 };
 
 // Returns the value of an environment variable, or nullopt when it is unset.

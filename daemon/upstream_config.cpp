@@ -21,35 +21,41 @@ bool name_ok(const std::string& name) {
   return true;
 }
 
-Status get_string(const toml::table& t, const char* key, const std::string& source, std::string* out) {
+// Where a setting's errors are reported: the table's source and the setting's name in it.
+struct Where {
+  const std::string& source;
+  const UpstreamKeyName& key_name;
+  std::string operator()(const char* key) const { return source + ": " + key_name(key); }
+};
+
+Status get_string(const toml::table& t, const char* key, const Where& where, std::string* out) {
   const toml::node* n = t.get(key);
   if (n == nullptr) return {};
-  if (!n->is_string()) return make_error(source + ": '" + key + "' must be a string");
+  if (!n->is_string()) return make_error(where(key) + " must be a string");
   *out = n->as_string()->get();
   return {};
 }
 
-Status get_int(const toml::table& t, const char* key, int64_t min, int64_t max, const std::string& source,
-               int32_t* out) {
+Status get_int(const toml::table& t, const char* key, int64_t min, int64_t max, const Where& where, int32_t* out) {
   const toml::node* n = t.get(key);
   if (n == nullptr) return {};
-  if (!n->is_integer()) return make_error(source + ": '" + key + "' must be an integer");
+  if (!n->is_integer()) return make_error(where(key) + " must be an integer");
   const int64_t v = n->as_integer()->get();
   if (v < min || v > max)
-    return make_error(source + ": '" + key + "' = " + std::to_string(v) + " is out of range (" + std::to_string(min) +
-                      ".." + std::to_string(max) + ")");
+    return make_error(where(key) + " = " + std::to_string(v) + " is out of range (" + std::to_string(min) + ".." +
+                      std::to_string(max) + ")");
   *out = static_cast<int32_t>(v);
   return {};
 }
 
-Status get_models(const toml::table& t, const std::string& source, std::vector<std::string>* out) {
+Status get_models(const toml::table& t, const Where& where, std::vector<std::string>* out) {
   const toml::node* n = t.get("models");
   if (n == nullptr) return {};
   const toml::array* a = n->as_array();
-  if (a == nullptr) return make_error(source + ": 'models' must be an array of strings");
+  if (a == nullptr) return make_error(where("models") + " must be an array of strings");
   for (const toml::node& m : *a) {
     if (!m.is_string() || m.as_string()->get().empty())
-      return make_error(source + ": 'models' must hold non-empty strings");
+      return make_error(where("models") + " must hold non-empty strings");
     out->push_back(m.as_string()->get());
   }
   return {};
@@ -93,28 +99,32 @@ Status check_upstream_url(const std::string& url) {
   return make_error("'" + url + "' is not http://HOST[:PORT], https://HOST[:PORT] or unix:/PATH");
 }
 
-Result<UpstreamConfig> parse_upstream(const toml::table& t, const std::string& source) {
+std::string quoted_key(const std::string& key) {
+  return "'" + key + "'";
+}
+
+Result<UpstreamConfig> parse_upstream(const toml::table& t, const std::string& source,
+                                      const UpstreamKeyName& key_name) {
   UpstreamConfig u;
   if (Status s = check_keys(t, source); !s) return s.error();
-  std::string src = source;
-  for (Status s :
-       {get_string(t, "name", src, &u.name), get_string(t, "url", src, &u.url),
-        get_string(t, "api_key_file", src, &u.api_key_file), get_string(t, "model_prefix", src, &u.model_prefix),
-        get_string(t, "ca_file", src, &u.ca_file), get_string(t, "fallback", src, &u.fallback),
-        get_models(t, src, &u.models), get_int(t, "connect_timeout", 1, 3600, src, &u.connect_timeout_s),
-        get_int(t, "first_byte_timeout", 1, 86400, src, &u.first_byte_timeout_s),
-        get_int(t, "idle_timeout", 1, 86400, src, &u.idle_timeout_s),
-        get_int(t, "max_concurrency", 1, 4096, src, &u.max_concurrency),
-        get_int(t, "discover_interval", 1, 86400, src, &u.discover_interval_s)}) {
+  const Where w{source, key_name};
+  for (Status s : {get_string(t, "name", w, &u.name), get_string(t, "url", w, &u.url),
+                   get_string(t, "api_key_file", w, &u.api_key_file), get_string(t, "model_prefix", w, &u.model_prefix),
+                   get_string(t, "ca_file", w, &u.ca_file), get_string(t, "fallback", w, &u.fallback),
+                   get_models(t, w, &u.models), get_int(t, "connect_timeout", 1, 3600, w, &u.connect_timeout_s),
+                   get_int(t, "first_byte_timeout", 1, 86400, w, &u.first_byte_timeout_s),
+                   get_int(t, "idle_timeout", 1, 86400, w, &u.idle_timeout_s),
+                   get_int(t, "max_concurrency", 1, 4096, w, &u.max_concurrency),
+                   get_int(t, "discover_interval", 1, 86400, w, &u.discover_interval_s)}) {
     if (!s) return s.error();
   }
-  if (!name_ok(u.name))
-    return make_error(source + ": 'name' must be 1..64 of A-Z a-z 0-9 . _ - (got '" + u.name + "')");
+  if (!name_ok(u.name)) return make_error(w("name") + " must be 1..64 of A-Z a-z 0-9 . _ - (got '" + u.name + "')");
   const std::string named = source + " (" + u.name + ")";
-  if (u.url.empty()) return make_error(named + ": 'url' is required");
-  if (Status s = check_upstream_url(u.url); !s) return make_error(named + ": 'url': " + s.error().message);
+  const Where nw{named, key_name};
+  if (u.url.empty()) return make_error(nw("url") + " is required");
+  if (Status s = check_upstream_url(u.url); !s) return make_error(nw("url") + ": " + s.error().message);
   if (!u.ca_file.empty() && u.url.rfind("https://", 0) != 0)
-    return make_error(named + ": 'ca_file' is for an https:// url");
+    return make_error(nw("ca_file") + " is for an https:// url");
   return u;
 }
 

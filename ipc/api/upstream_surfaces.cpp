@@ -10,109 +10,16 @@
 #include "ipc/api/ollama_request.h"
 #include "ipc/api/ollama_response.h"
 #include "ipc/api/upstream_forward.h"
+#include "ipc/api/upstream_surface_relay.h"
 #include "ipc/api/upstream_translate.h"
 #include "ipc/json_fields.h"
 #include "ipc/upstream.h"
-#include "ipc/upstream_relay.h"
 
 namespace hearth::ipc {
 
 using json = nlohmann::ordered_json;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// An answer that is not a stream (a whole one, an upstream's 4xx) is kept up to this many
-// bytes; more is an error.
-constexpr size_t kMaxWholeBytes = 64u << 20;
-
-// One forwarded request of a surface: what the upstream's callbacks share.
-class SurfaceRelay {
- public:
-  SurfaceRelay(const UpstreamModel& model, std::unique_ptr<ResponseWriter> writer, const StreamCall::Emit& emit)
-      : model_(model), writer_(std::move(writer)), emit_(emit), reader_(model.upstream, sent_) {}
-
-  bool head(int status) {
-    status_ = status;
-    first_byte_ = Clock::now();
-    streaming_ = writer_->streamed() && status == 200;
-    if (streaming_)
-      if (std::string opening = writer_->open(); !opening.empty()) emit_(std::move(opening));
-    return true;
-  }
-
-  bool data(const char* bytes, size_t n) {
-    if (!streaming_) {
-      if (whole_.size() + n > kMaxWholeBytes) return false;
-      whole_.append(bytes, n);
-      return true;
-    }
-    const Clock::time_point now = Clock::now();
-    for (const SseFramer::Event& ev : framer_.feed(std::string_view(bytes, n))) {
-      if (!ev.data || ended_) continue;
-      json chunk;
-      if (*ev.data == "[DONE]") {
-        write(reader_.done(now));
-      } else if (!parse_json(*ev.data, &chunk)) {
-        write(reader_.chunk(chunk, now));
-      }
-    }
-    return !framer_.too_big();
-  }
-
-  // After the exchange: what the connection sends (streamed: the rest was emitted).
-  HttpResponse finish(std::string broken, const std::atomic<bool>& cancelled) {
-    if (framer_.too_big()) broken = "the upstream sent an event over 1 MiB";
-    if (!streaming_) return whole(broken);
-    if (!ended_ && reader_.finished() && broken.empty()) write(reader_.done(Clock::now()));
-    if (!ended_ && !cancelled.load()) {
-      const std::string why =
-          "the upstream '" + model_.upstream + "' broke off the answer" + (broken.empty() ? "" : ": " + broken);
-      LOG_WARN(why);
-      ApiEvent e;
-      e.kind = ApiEvent::Kind::Error;
-      e.error = ApiError{502, why, "upstream_error", "", "upstream_broken"};
-      write({e});
-    }
-    return HttpResponse{200, writer_->content_type(), "", "", {}};
-  }
-
- private:
-  void write(const std::vector<ApiEvent>& events) {
-    std::string out;
-    for (const ApiEvent& ev : events) {
-      if (ended_) break;
-      out += writer_->write(ev);
-      ended_ = ev.kind == ApiEvent::Kind::Done || ev.kind == ApiEvent::Kind::Error;
-    }
-    if (!out.empty()) emit_(std::move(out));
-  }
-
-  HttpResponse whole(const std::string& broken) {
-    const ErrorShape shape = writer_->error_shape();
-    if (!broken.empty())
-      return error_response(failure_error({502, "the upstream '" + model_.upstream + "' broke off: " + broken}), shape);
-    if (status_ != 200) return error_response(upstream_answer_error(status_, whole_, model_.upstream), shape);
-    json body;
-    if (parse_json(whole_, &body))
-      return error_response(upstream_answer_error(502, "an answer that is not a JSON object", model_.upstream), shape);
-    write(reader_.whole(body, first_byte_, Clock::now()));
-    return writer_->response();
-  }
-
-  const UpstreamModel& model_;
-  std::unique_ptr<ResponseWriter> writer_;
-  const StreamCall::Emit& emit_;
-  Clock::time_point sent_ = Clock::now();
-  Clock::time_point first_byte_ = sent_;
-  OpenAiAnswerReader reader_;
-  SseFramer framer_;
-  int status_ = 0;
-  bool streaming_ = false;  // a 200 stream: events written as they come
-  bool ended_ = false;      // Done or Error written
-  std::string whole_;       // not streaming: the body
-};
 
 // The StreamCall of one surface's request: body (OpenAI, for the upstream) sent, the answer
 // written by the writer make_writer makes.
@@ -132,12 +39,12 @@ RouteResult forward(const Call& call, const ApiRequest& req, json body,
                                                              const std::atomic<bool>& cancelled) {
     std::unique_ptr<ResponseWriter> writer = make_writer();
     const ErrorShape shape = writer->error_shape();
-    SurfaceRelay relay(model, std::move(writer), emit);
+    SurfaceRelay relay(model.upstream, std::move(writer), emit);
     std::string broken;
     const std::optional<ForwardFailure> failed = forwarder->forward(
         fc, [&](int status, const std::string&) { return relay.head(status); },
         [&](const char* data, size_t n) { return relay.data(data, n); }, cancelled, &broken);
-    if (!failed) return relay.finish(broken, cancelled);
+    if (!failed) return relay.finish(broken, cancelled.load());
     LOG_WARN(failed->message);
     if (!fall_back(*failed)) return error_response(failure_error(*failed), shape);
     LOG_WARN("answering " + model.id + " with the local fallback model " + model.fallback);

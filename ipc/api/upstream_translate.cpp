@@ -1,5 +1,8 @@
 #include "ipc/api/upstream_translate.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling/defaults.h"
@@ -89,14 +92,21 @@ std::string string_of(const json& j, const char* key) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
+// A count the upstream sent, clamped to 0..INT32_MAX (so sums and differences of two stay in
+// range); 0 when it is not an integer.
 int32_t count_of(const json& j, const char* key) {
   const json* v = find(j, key);
-  return v != nullptr && v->is_number_integer() ? static_cast<int32_t>(v->get<int64_t>()) : 0;
+  if (v == nullptr || !v->is_number_integer()) return 0;
+  if (v->is_number_unsigned()) return static_cast<int32_t>(std::min<uint64_t>(v->get<uint64_t>(), INT32_MAX));
+  return static_cast<int32_t>(std::clamp<int64_t>(v->get<int64_t>(), 0, INT32_MAX));
 }
 
+// A duration the upstream sent, in ms: clamped to 0..kMaxUpstreamMs (so the nanoseconds of
+// Ollama's durations fit an int64); 0 when it is not a number.
+constexpr double kMaxUpstreamMs = 1e9;  // 11.6 days: more than any answer takes
 double ms_of(const json& j, const char* key) {
   const json* v = find(j, key);
-  return v != nullptr && v->is_number() ? v->get<double>() : 0.0;
+  return v != nullptr && v->is_number() ? std::clamp(v->get<double>(), 0.0, kMaxUpstreamMs) : 0.0;
 }
 
 // OpenAI's finish_reason as the engine's: what the writers know.
@@ -194,6 +204,7 @@ void OpenAiAnswerReader::read_usage(const json& chunk) {
     usage_.prompt_tokens = count_of(*u, "prompt_tokens");
     usage_.completion_tokens = count_of(*u, "completion_tokens");
     if (const json* d = find(*u, "prompt_tokens_details")) usage_.cached_tokens = count_of(*d, "cached_tokens");
+    usage_.cached_tokens = std::min(usage_.cached_tokens, usage_.prompt_tokens);  // a part of the prompt, never more
     usage_.prefilled_tokens = usage_.prompt_tokens - usage_.cached_tokens;
   }
   const json* t = find(chunk, "timings");

@@ -216,15 +216,16 @@ def sse_events(response):
 
 class CacheDaemon(Hearthd):
     """hearthd with a prompt cache directory that outlives it (the cache tests, the crash loop).
-    wait=False returns as soon as the process runs (wait_ready() then waits for /health)."""
+    wait=False returns as soon as the process runs (wait_ready() then waits for /health); env,
+    when given, is its whole environment."""
 
-    def __init__(self, hearthd, model, cache_dir, *args, wait=True):  # pylint: disable=super-init-not-called
+    def __init__(self, hearthd, model, cache_dir, *args, wait=True, env=None):  # pylint: disable=super-init-not-called
         self.dir = tempfile.mkdtemp(prefix="hearth-cache-e2e-")
         self.socket = os.path.join(self.dir, "hearth.sock")
         self.log_path = os.path.join(self.dir, "hearthd.log")
         self.log = open(self.log_path, "wb")
         cmd = [hearthd, "--model", model, "--socket", self.socket, "--threads", "2", "--cache-dir", cache_dir, *args]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         if wait:
             self.wait_ready()
 

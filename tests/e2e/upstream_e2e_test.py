@@ -5,7 +5,9 @@ upstream's models, that chat and stream through it equal the upstream's own gree
 with hearth's timings measured at the front, that clients at once on local and upstream
 models each get the answer they get alone, that each cache scope gets its own cache_salt
 upstream (no cross-scope hit) and the same one after the front restarts (run as root, also
-for requests from two other real uids: the kernel names the caller), that an upstream
+for requests from two other real uids: the kernel names the caller; restarted with its
+upstream given by --upstream-* flags and HEARTH_UPSTREAM_* variables instead of the file: it
+lists and answers the upstream's model the same), that an upstream
 killed mid-stream ends the stream with an error event, that a stopped one is a 502 naming
 it (then an open circuit: 503, closed again by the background probe once the upstream is
 back), and that the front serves its local model throughout.
@@ -378,6 +380,28 @@ def front_daemon(hearthd, model, cache_dir, config):
     return front
 
 
+def front_by_flags(hearthd, model, cache_dir, port):
+    """The front again, its upstream given by --upstream-* flags and HEARTH_UPSTREAM_*
+    variables only (no config file); the prefix's variable is overridden by its flag."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTH_UPSTREAM_") and k != "HEARTH_CONFIG"}
+    env.update({"HEARTH_UPSTREAM_NAME": "up", "HEARTH_UPSTREAM_FIRST_BYTE_TIMEOUT": "120",
+                "HEARTH_UPSTREAM_IDLE_TIMEOUT": "60", "HEARTH_UPSTREAM_MODEL_PREFIX": "lost/"})
+    front = CacheDaemon(hearthd, model, cache_dir, "--upstream-url", "http://127.0.0.1:%d" % port,
+                        "--upstream-model-prefix", "up/", "--upstream-connect-timeout", "5", *other_users_args(),
+                        env=env)
+    open_to_other_users(front)
+    return front
+
+
+def check_flags_front(front, want):
+    """The front configured by flags and variables lists the upstream's model and answers it."""
+    check_listings(front)
+    status, r = front.post_json("/v1/chat/completions", chat_body(UPSTREAM_MODEL))
+    assert status == 200 and r["choices"][0]["message"]["content"] == want, (status, r)
+    assert r["timings"]["upstream"] == "up", r["timings"]
+    print("flags and environment only: the upstream 'up' listed and answering %r" % want)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hearthd", required=True)
@@ -412,11 +436,12 @@ def main():
         users_prompt = "Whose notes are these? " + long_prompt(46, 6)  # no head shared with the above
         users = check_users(front, users_prompt)
         front.stop()
-        front = front_daemon(args.hearthd, model, cache_dir, config)
+        front = front_by_flags(args.hearthd, model, cache_dir, port)
+        check_flags_front(front, want)
         assert upstream_cached(front, prompt, "alice") > 0, "alice's salt changed when the front restarted"
         if users:
             assert upstream_cached_as(front, OTHER_UIDS[0], users_prompt) > 0, "a user's salt changed at the restart"
-        print("restart: alice's scope (and a user's) still hits her prompt upstream")
+        print("restart (now by flags): alice's scope (and a user's) still hits her prompt upstream")
         check_kill_mid_stream(front, upstream)
         check_local(front)
         check_stopped(front)

@@ -19,6 +19,7 @@
 #include "engine/gguf/writer.h"
 #include "fetch/gguf_head.h"
 #include "fetch/hub.h"
+#include "fuzz_seeds.h"
 
 namespace {
 
@@ -98,10 +99,7 @@ void write_seeds(const std::filesystem::path& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("HEARTH_FUZZ_WRITE_SEEDS"); dir && *dir) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  hearth::test::write_seeds_if_asked(write_seeds);
   return 0;
 }
 

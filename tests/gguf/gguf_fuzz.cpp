@@ -12,6 +12,7 @@
 #include <string>
 
 #include "engine/gguf/gguf.h"
+#include "fuzz_seeds.h"
 #include "gguf_test_util.h"
 
 namespace {
@@ -45,10 +46,7 @@ void write_seeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("HEARTH_FUZZ_WRITE_SEEDS"); dir && *dir) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  hearth::test::write_seeds_if_asked(write_seeds);
   return 0;
 }
 

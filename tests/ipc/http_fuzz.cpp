@@ -77,6 +77,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/writer.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "fuzz_seeds.h"
 #include "http_client.h"
 #include "ipc/api/anthropic_request.h"
 #include "ipc/api/ollama_request.h"
@@ -724,10 +725,7 @@ hi<|im_end|>
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("HEARTH_FUZZ_WRITE_SEEDS"); dir && *dir) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  hearth::test::write_seeds_if_asked(write_seeds);
   engines();
   return 0;
 }

@@ -23,7 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_seeds.h"
 #include "ipc/upstream_relay.h"
+#include "sse_events.h"
 
 namespace {
 
@@ -34,35 +36,12 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-// One event of a stream as a plain reader sees it: its data lines joined with "\n", or
-// nullopt when it has none.
+// One event of a stream as a plain reader sees it: its data, or nullopt when it has none.
 using Event = std::optional<std::string>;
 
-// The events of a whole text by the EventSource rules, read all at once: lines end in CRLF,
-// LF or CR; an empty line ends an event, which has at least one line; a last event without
-// its empty line is not one yet.
 std::vector<Event> read_events(std::string_view text) {
   std::vector<Event> out;
-  Event ev;
-  bool has_line = false;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = text.find_first_of("\r\n", at);
-    if (end == std::string_view::npos) break;
-    std::string_view line = text.substr(at, end - at);
-    at = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);
-    if (line.empty()) {
-      if (has_line) out.push_back(std::move(ev));
-      ev.reset();
-      has_line = false;
-      continue;
-    }
-    has_line = true;
-    if (line.substr(0, 5) != "data:") continue;
-    line.remove_prefix(5);
-    if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-    ev = ev ? *ev + "\n" + std::string(line) : std::string(line);
-  }
+  for (hearth::test::SseEvent& e : hearth::test::read_sse_events(text)) out.push_back(std::move(e.data));
   return out;
 }
 
@@ -140,10 +119,7 @@ void write_seeds(const std::filesystem::path& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("HEARTH_FUZZ_WRITE_SEEDS"); dir && *dir) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  hearth::test::write_seeds_if_asked(write_seeds);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include "engine/tokenizer/python_json.h"
 #include "engine/tokenizer/tool_calls.h"
+#include "fuzz_seeds.h"
 
 namespace {
 
@@ -115,10 +116,7 @@ void write_seeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("HEARTH_FUZZ_WRITE_SEEDS"); dir && *dir) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  hearth::test::write_seeds_if_asked(write_seeds);
   return 0;
 }
 

@@ -1,0 +1,104 @@
+// An upstream's answer read for Ollama's and Anthropic's routes (ipc/api/upstream_translate.h,
+// ipc/api/upstream_surface_relay.h): what the reader makes of counts and durations it cannot
+// trust, and how a stream that broke off ends. The fuzz target upstream_answer_fuzz checks the
+// same properties over arbitrary bytes; these are the cases it found, kept.
+#include <catch2/catch.hpp>
+#include <climits>
+#include <nlohmann/json.hpp>
+
+#include "ipc/api/anthropic_response.h"
+#include "ipc/api/ollama_response.h"
+#include "ipc/api/upstream_surface_relay.h"
+#include "ipc/api/upstream_translate.h"
+
+using namespace hearth::ipc;
+using json = nlohmann::ordered_json;
+using Clock = OpenAiAnswerReader::Clock;
+
+namespace {
+
+// The Done event of a stream of these chunks.
+ApiEvent done_after(const std::vector<json>& chunks) {
+  OpenAiAnswerReader reader("up", Clock::time_point{});
+  for (const json& c : chunks) reader.chunk(c, Clock::time_point{});
+  std::vector<ApiEvent> end = reader.done(Clock::time_point{});
+  REQUIRE(end.back().kind == ApiEvent::Kind::Done);
+  return end.back();
+}
+
+// Ollama's streamed lines for an upstream's body, the connection broken after it or not.
+std::vector<json> ollama_stream(const std::string& body, const std::string& broken) {
+  std::string out;
+  const StreamCall::Emit emit = [&out](std::string piece) { out += piece; };
+  OllamaMeta meta;
+  meta.model = "up/m";
+  SurfaceRelay relay("up", ollama_writer(meta, true), emit, [] { return Clock::time_point{}; });
+  relay.head(200);
+  for (char c : body) relay.data(&c, 1);  // one byte at a time
+  relay.finish(broken, false);
+  std::vector<json> lines;
+  for (size_t at = 0, nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(json::parse(out.substr(at, nl - at)));
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("an upstream's token counts are clamped to 0..INT32_MAX, cached ones to the prompt", "[ipc][upstream]") {
+  // Found by upstream_answer_fuzz: INT32_MIN - 1 overflowed (UBSan) computing prefilled tokens.
+  const ApiEvent negative =
+      done_after({json{{"usage", {{"prompt_tokens", INT32_MIN}, {"prompt_tokens_details", {{"cached_tokens", 1}}}}}}});
+  CHECK(negative.usage.prompt_tokens == 0);
+  CHECK(negative.usage.cached_tokens == 0);
+  CHECK(negative.usage.prefilled_tokens == 0);
+
+  const ApiEvent huge = done_after({json{{"usage",
+                                          {{"prompt_tokens", 5000000000000LL},
+                                           {"completion_tokens", 18446744073709551615ULL},
+                                           {"prompt_tokens_details", {{"cached_tokens", 7000000000000LL}}}}}}});
+  CHECK(huge.usage.prompt_tokens == INT32_MAX);
+  CHECK(huge.usage.completion_tokens == INT32_MAX);
+  CHECK(huge.usage.cached_tokens == INT32_MAX);
+  CHECK(huge.usage.prefilled_tokens == 0);
+
+  const ApiEvent lying =
+      done_after({json{{"usage", {{"prompt_tokens", 10}, {"prompt_tokens_details", {{"cached_tokens", 50}}}}}}});
+  CHECK(lying.usage.cached_tokens == 10);  // never more than the prompt
+  CHECK(anthropic_usage(lying.usage)["input_tokens"] == 0);
+}
+
+TEST_CASE("an upstream's durations are clamped, so Ollama's nanoseconds are never negative", "[ipc][upstream]") {
+  const ApiEvent d =
+      done_after({json{{"timings", {{"prefill_ms", 1e300}, {"cache_restore_ms", -5.0}, {"queue_ms", -1e300}}}}});
+  CHECK(d.timings.prefill_ms == 1e9);
+  CHECK(d.timings.cache_restore_ms == 0.0);
+  CHECK(d.timings.queue_ms == 0.0);
+  const OllamaDurations ns = ollama_durations(d, std::chrono::nanoseconds(0), std::chrono::nanoseconds(0));
+  CHECK(ns.prompt_eval_ns == 1000000000000000LL);
+  CHECK(ns.eval_ns >= 0);
+}
+
+TEST_CASE("a streamed answer is done only when the upstream said so on an unbroken connection", "[ipc][upstream]") {
+  const std::string text = R"(data: {"choices":[{"delta":{"content":"Hi"}}]})"
+                           "\n\n";
+  const std::string finish = R"(data: {"choices":[{"delta":{},"finish_reason":"stop"}]})"
+                             "\n\n";
+  // [DONE]: complete, whatever came after it.
+  std::vector<json> lines = ollama_stream(text + finish + "data: [DONE]\n\n", "reset");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["message"]["content"] == "Hi");
+  CHECK(lines[1]["done"] == true);
+  // A finish_reason and the connection closed cleanly: complete.
+  lines = ollama_stream(text + finish, "");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1]["done"] == true);
+  // A finish_reason, then the connection broke before [DONE]: an error, never done.
+  lines = ollama_stream(text + finish, "reset");
+  REQUIRE(lines.size() == 2);
+  CHECK_THAT(lines[1]["error"].get<std::string>(), Catch::Contains("'up' broke off the answer: reset"));
+  // No finish at all: an error even on a clean close.
+  lines = ollama_stream(text, "");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].contains("error"));
+  CHECK_FALSE(lines[1].contains("done"));
+}
