@@ -48,6 +48,13 @@ Status check_same_vocab(const Tokenizer& target, const std::string& target_name,
   return {};
 }
 
+uint64_t draft_kv_bytes(const ModelConfig& c, int32_t n_ctx, int32_t n_parallel) {
+  const uint64_t tokens = static_cast<uint64_t>(std::max(0, n_ctx) + Speculator::kMaxDraft);
+  const uint64_t row = 2 * static_cast<uint64_t>(std::max(0, c.kv_dim()));  // F16: 2 bytes an element
+  return static_cast<uint64_t>(std::max(0, n_parallel)) * 2 * static_cast<uint64_t>(std::max(0, c.n_layer)) * tokens *
+         row;
+}
+
 DraftState::DraftState(const DraftModel& owner) : owner_(owner) {
   ++owner_.n_states_;
 }

@@ -92,6 +92,11 @@ class DraftModel {
   mutable std::atomic<int64_t> n_states_{0};
 };
 
+// The most KV a draft model `c` holds for its target's sequences: n_parallel contexts of
+// n_ctx + Speculator::kMaxDraft tokens (DraftModel::catch_up), K and V of every layer in F16
+// (bytes; the contexts' activations aside). The daemon charges it to the memory budget.
+uint64_t draft_kv_bytes(const ModelConfig& c, int32_t n_ctx, int32_t n_parallel);
+
 // Whether two tokenizers are the same vocabulary (see DraftModel::create); the error names
 // the first difference and both models.
 Status check_same_vocab(const Tokenizer& target, const std::string& target_name, const Tokenizer& draft,
