@@ -12,6 +12,7 @@
 #include "engine/model/catalog.h"
 #include "engine/model/installed.h"
 #include "engine/model/model_path.h"
+#include "engine/scheduler/draft_model.h"
 #include "engine/scheduler/scheduler.h"
 #include "fetch/hub.h"
 
@@ -221,13 +222,25 @@ std::shared_ptr<const ipc::EngineRef> DaemonModelHost::loaded(const std::string&
 }
 
 uint64_t DaemonModelHost::estimate_bytes(const Slot& s) const {
-  // The weights as the file has them, plus the KV pool the scheduler will allocate.
+  // The weights as the file has them, plus the KV pool the scheduler will allocate, plus
+  // the draft model's weights and KV when one is given.
   uint64_t bytes = s.info.file_bytes;
   Result<std::unique_ptr<gguf::File>> file = gguf::File::open(s.info.path);
   if (!file) return bytes;
   ModelConfig c;
   if (!read_model_config(**file, c)) return bytes;
-  return bytes + kv_pool_bytes(c, scheduler_options(cfg_, c));
+  const SchedulerOptions o = scheduler_options(cfg_, c);
+  return bytes + kv_pool_bytes(c, o) + draft_estimate(o);
+}
+
+uint64_t DaemonModelHost::draft_estimate(const SchedulerOptions& o) const {
+  if (cfg_.draft_model.empty() || o.speculative == SchedulerOptions::Speculative::Off) return 0;
+  Result<std::string> path = resolve_model_arg(cfg_.draft_model);
+  if (!path) return 0;  // the load says why
+  Result<std::unique_ptr<gguf::File>> file = gguf::File::open(*path);
+  ModelConfig c;
+  if (!file || !read_model_config(**file, c)) return 0;
+  return (*file)->size() + draft_kv_bytes(c, o.n_ctx, o.n_parallel);
 }
 
 uint64_t DaemonModelHost::charged_bytes(bool device) const {
@@ -389,7 +402,10 @@ ipc::ModelHost::Loaded DaemonModelHost::load(const std::string& id) {
   }
   // Charged what it holds: its weights and KV pool, in the GPU's memory or in RAM.
   const DeviceInfo device = serving->engine.backend->info();
-  const uint64_t holds = s->info.file_bytes + serving->scheduler->cache_stats().memory_capacity_bytes;
+  uint64_t holds = s->info.file_bytes + serving->scheduler->cache_stats().memory_capacity_bytes;
+  if (serving->draft)  // the draft model's weights, and the most KV its sequences take
+    holds += serving->draft->file->size() +
+             draft_kv_bytes(serving->draft->model->config(), serving->options.n_ctx, serving->options.n_parallel);
   const bool on_gpu = device.memory_bytes > 0;
   if (on_gpu && !gpu_) gpu_ = device;
   s->charge = on_gpu ? 0 : holds;

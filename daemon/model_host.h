@@ -28,6 +28,7 @@
 
 #include "backends/backend.h"
 #include "daemon/config.h"
+#include "engine/scheduler/scheduler.h"
 #include "ipc/model_host.h"
 
 namespace hearth::daemon {
@@ -92,6 +93,8 @@ class DaemonModelHost final : public ipc::ModelHost {
   // How long s stays after its last request: 0 once an unload is asked for.
   ipc::KeepAlive keep_alive_of(const Slot& s) const;
   uint64_t estimate_bytes(const Slot& s) const;
+  // The draft model's weights and KV for a model with options o (0: none, or unreadable).
+  uint64_t draft_estimate(const SchedulerOptions& o) const;
   // Under mutex_: the bytes charged to the GPU's budget (device) or to RAM's.
   uint64_t charged_bytes(bool device) const;
   uint64_t gpu_budget() const;  // under mutex_, with gpu_

@@ -78,6 +78,18 @@ void labelled(std::string& out, const char* name, const char* label, const char*
   out += '\n';
 }
 
+// The speculative decoding totals by drafter: the n-gram lookup and the draft model.
+void drafter_metrics(std::string& out, const SchedulerStats& s) {
+  const char* drafted = "hearth_draft_tokens_by_drafter_total";
+  header(out, drafted, "counter", "Speculative decoding: tokens drafted and verified, by drafter.");
+  labelled(out, drafted, "drafter", "ngram", s.ngram_draft_tokens_total);
+  labelled(out, drafted, "drafter", "model", s.model_draft_tokens_total);
+  const char* accepted = "hearth_accepted_tokens_by_drafter_total";
+  header(out, accepted, "counter", "Speculative decoding: drafted tokens kept, by drafter.");
+  labelled(out, accepted, "drafter", "ngram", s.ngram_accepted_tokens_total);
+  labelled(out, accepted, "drafter", "model", s.model_accepted_tokens_total);
+}
+
 // Memory and disk tiers of one family.
 template <class T>
 void tiers(std::string& out, const char* name, const char* type, const char* help, T memory, T disk) {
@@ -246,6 +258,7 @@ std::string render_metrics(const ResponseCounters& responses, const SchedulerSta
   sample(out, "hearth_accepted_tokens_total", "counter",
          "Speculative decoding: drafted tokens kept (each needed no forward pass of its own).",
          s.accepted_tokens_total);
+  drafter_metrics(out, s);
   sample(out, "hearth_queue_depth", "gauge", "Requests waiting for a free sequence.", s.queue_depth);
   sample(out, "hearth_running_sequences", "gauge", "Sequences admitted (prefilling or decoding).", s.running);
   sample(out, "hearth_kv_blocks_used", "gauge", "KV cache blocks in use.", s.kv_blocks_used);

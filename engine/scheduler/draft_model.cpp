@@ -48,6 +48,13 @@ Status check_same_vocab(const Tokenizer& target, const std::string& target_name,
   return {};
 }
 
+uint64_t draft_kv_bytes(const ModelConfig& c, int32_t n_ctx, int32_t n_parallel) {
+  const uint64_t tokens = static_cast<uint64_t>(std::max(0, n_ctx) + Speculator::kMaxDraft);
+  const uint64_t row = 2 * static_cast<uint64_t>(std::max(0, c.kv_dim()));  // F16: 2 bytes an element
+  return static_cast<uint64_t>(std::max(0, n_parallel)) * 2 * static_cast<uint64_t>(std::max(0, c.n_layer)) * tokens *
+         row;
+}
+
 DraftState::DraftState(const DraftModel& owner) : owner_(owner) {
   ++owner_.n_states_;
 }
@@ -67,7 +74,7 @@ Result<std::shared_ptr<DraftModel>> DraftModel::create(const Model& target, cons
 // Makes the state's cache hold tokens[0 .. len - 1) and run the last one, so its logits
 // give the first guess. The cache holds a prefix of `tokens` (the kept tokens only grow),
 // so only what it lacks runs; the pending token runs again after each proposal.
-Status DraftModel::catch_up(DraftState& st, std::span<const int32_t> tokens, int32_t n_ctx) const {
+Status DraftModel::catch_up(DraftState& st, std::span<const int32_t> tokens, int32_t n_ctx, int32_t& n_run) const {
   if (!st.ctx_) {
     ContextOptions co;
     co.n_ctx = n_ctx + Speculator::kMaxDraft;  // the kept tokens and one proposal's guesses
@@ -78,16 +85,19 @@ Status DraftModel::catch_up(DraftState& st, std::span<const int32_t> tokens, int
   }
   const int32_t keep = std::min(st.ctx_->n_past(), static_cast<int32_t>(tokens.size()) - 1);
   st.ctx_->rewind(keep);
+  n_run = static_cast<int32_t>(tokens.size()) - keep;
   return st.ctx_->eval(tokens.subspan(static_cast<size_t>(keep)));
 }
 
-std::vector<int32_t> DraftModel::propose(std::unique_ptr<DraftState>& state, std::span<const int32_t> tokens, int32_t k,
+DraftModel::Proposal DraftModel::propose(std::unique_ptr<DraftState>& state, std::span<const int32_t> tokens, int32_t k,
                                          int32_t n_ctx) const {
-  std::vector<int32_t> out;
-  if (k <= 0 || tokens.empty() || (state && state->failed_)) return out;
+  Proposal p;
+  std::vector<int32_t>& out = p.tokens;
+  if (k <= 0 || tokens.empty() || (state && state->failed_)) return p;
   if (!state) state = std::make_unique<DraftState>(*this);
   DraftState& st = *state;
-  Status s = catch_up(st, tokens, n_ctx);
+  Status s = catch_up(st, tokens, n_ctx, p.n_caught_up);
+  p.n_passes = 1;
   while (s) {
     const Top t = top_of(st.ctx_->logits_row(0));
     // An end-of-generation guess ends the answer whether kept or not: its row would be wasted.
@@ -95,15 +105,16 @@ std::vector<int32_t> DraftModel::propose(std::unique_ptr<DraftState>& state, std
     out.push_back(t.id);
     if (static_cast<int32_t>(out.size()) == k) break;
     s = st.ctx_->eval(std::span<const int32_t>(&out.back(), 1));
+    ++p.n_passes;
   }
   if (!s) {
     LOG_WARN("draft model " + model_.config().name + ": " + s.error().message + "; this answer goes on without it");
     st.failed_ = true;
     st.ctx_.reset();
-    return out;
+    return p;
   }
   st.ctx_->rewind(static_cast<int32_t>(tokens.size()));  // the guesses are not history
-  return out;
+  return p;
 }
 
 }  // namespace hearth

@@ -61,11 +61,17 @@ class DraftModel {
                                                     float p_min = kPMin);
 
   // Up to k greedy drafts to follow `tokens` (a sequence's kept tokens, the last one pending
-  // in the target); n_ctx: the most tokens the sequence holds. Empty when k <= 0, when the
-  // first guess is below p_min or ends the answer (an end-of-generation token), or after a failure (logged once;
-  // drafting then stops for this sequence, the answer goes on without).
-  std::vector<int32_t> propose(std::unique_ptr<DraftState>& state, std::span<const int32_t> tokens, int32_t k,
-                               int32_t n_ctx) const;
+  // in the target); n_ctx: the most tokens the sequence holds. No drafts when k <= 0, when
+  // the first guess is below p_min or ends the answer (an end-of-generation token), or after
+  // a failure (logged once; drafting then stops for this sequence, the answer goes on
+  // without). What it cost comes with them: the draft model's forward passes (each eval
+  // call: the catch-up, then one a guess but the last) and the tokens the catch-up ran.
+  struct Proposal {
+    std::vector<int32_t> tokens;
+    int32_t n_passes = 0;
+    int32_t n_caught_up = 0;  // the whole prompt at a sequence's first proposal, then a few
+  };
+  Proposal propose(std::unique_ptr<DraftState>& state, std::span<const int32_t> tokens, int32_t k, int32_t n_ctx) const;
 
   const Model& model() const { return model_; }
   // Sequences holding KV on the draft model now (each one's cache is freed with it).
@@ -75,7 +81,8 @@ class DraftModel {
   DraftModel(const Model& model, Backend& backend, int32_t n_vocab_target, std::vector<int32_t> eog, float p_min)
       : model_(model), backend_(backend), n_vocab_target_(n_vocab_target), eog_(std::move(eog)), p_min_(p_min) {}
   friend class DraftState;
-  Status catch_up(DraftState& st, std::span<const int32_t> tokens, int32_t n_ctx) const;
+  // Runs what the state lacks of tokens (see the .cpp); n_run: how many tokens that was.
+  Status catch_up(DraftState& st, std::span<const int32_t> tokens, int32_t n_ctx, int32_t& n_run) const;
 
   const Model& model_;
   Backend& backend_;
@@ -84,6 +91,11 @@ class DraftModel {
   const float p_min_;
   mutable std::atomic<int64_t> n_states_{0};
 };
+
+// The most KV a draft model `c` holds for its target's sequences: n_parallel contexts of
+// n_ctx + Speculator::kMaxDraft tokens (DraftModel::catch_up), K and V of every layer in F16
+// (bytes; the contexts' activations aside). The daemon charges it to the memory budget.
+uint64_t draft_kv_bytes(const ModelConfig& c, int32_t n_ctx, int32_t n_parallel);
 
 // Whether two tokenizers are the same vocabulary (see DraftModel::create); the error names
 // the first difference and both models.

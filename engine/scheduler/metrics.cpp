@@ -39,12 +39,15 @@ void EngineMetrics::step(double ms) {
   stats_.step_ms.observe(ms);
 }
 
-void EngineMetrics::tokens(const Sequence& s, int32_t n_generated_before, size_t n_itl_before, int32_t drafted,
-                           int32_t accepted) {
+void EngineMetrics::tokens(const Sequence& s, int32_t n_generated_before, size_t n_itl_before, StepDrafts drafts) {
+  const auto drafted = static_cast<uint64_t>(drafts.drafted), accepted = static_cast<uint64_t>(drafts.accepted);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.generated_tokens_total += static_cast<uint64_t>(s.n_generated() - n_generated_before);
-  stats_.draft_tokens_total += static_cast<uint64_t>(drafted);
-  stats_.accepted_tokens_total += static_cast<uint64_t>(accepted);
+  stats_.draft_tokens_total += drafted;
+  stats_.accepted_tokens_total += accepted;
+  const bool model = drafts.by == Drafter::Model;
+  (model ? stats_.model_draft_tokens_total : stats_.ngram_draft_tokens_total) += drafted;
+  (model ? stats_.model_accepted_tokens_total : stats_.ngram_accepted_tokens_total) += accepted;
   if (n_generated_before == 0 && s.n_generated() > 0) stats_.ttft_ms.observe(s.ttft_ms());
   for (size_t i = n_itl_before; i < s.itl_ms().size(); ++i) stats_.itl_ms.observe(s.itl_ms()[i]);
 }

@@ -15,6 +15,13 @@
 
 namespace hearth {
 
+// A step's drafts for one sequence: `drafted` of them verified, `accepted` kept.
+struct StepDrafts {
+  Drafter by = Drafter::Ngram;
+  int32_t drafted = 0;
+  int32_t accepted = 0;
+};
+
 class EngineMetrics {
  public:
   void queue_depth(int64_t n);
@@ -28,9 +35,8 @@ class EngineMetrics {
   // A forward pass took ms.
   void step(double ms);
   // s generated tokens in a step: those past n_generated_before, with the gaps from
-  // n_itl_before on; `drafted` drafts were verified and `accepted` of them kept.
-  void tokens(const Sequence& s, int32_t n_generated_before, size_t n_itl_before, int32_t drafted = 0,
-              int32_t accepted = 0);
+  // n_itl_before on, and verified `drafts`.
+  void tokens(const Sequence& s, int32_t n_generated_before, size_t n_itl_before, StepDrafts drafts = {});
   // s ended and its blocks went back to pool; n_running sequences remain.
   void retired(const Sequence& s, int64_t n_running, const BlockPool& pool);
   // The pool's gauges (kv_token_bytes: K and V of one token in the pool's blocks;

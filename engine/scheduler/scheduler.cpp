@@ -430,8 +430,11 @@ class Scheduler::Impl {
     SeqList::iterator seq;
     int32_t n;          // tokens run this step
     bool wants_logits;  // the chunk ends at the sequence's last known token
-    // With drafts: the tokens run (the pending one, then the drafts), each with logits.
+    // With drafts: the tokens run (the pending one, then the drafts), each with logits;
+    // which drafter made them, and what its own passes cost (one-row target passes).
     std::vector<int32_t> chunk;
+    Drafter by = Drafter::Ngram;
+    double spent = 0;
   };
   struct StepPlan {
     std::vector<Planned> seqs;
@@ -452,6 +455,7 @@ class Scheduler::Impl {
     const Clock::time_point end = clock_->now();
     const double step_ms = std::chrono::duration<double, std::milli>(end - start).count();
     if (st) costs_.observe(plan.shape, step_ms);
+    if (st && plan.shape.n_prefill == 0) draft_cost_.target_step(plan.shape.n_decode, step_ms);
     metrics_.step(step_ms);
     if (!st) {
       fail_step(plan.seqs, st.error().message, end);
@@ -503,8 +507,9 @@ class Scheduler::Impl {
 
   // Drafts for the decoding sequences of a step that reads no prompt tokens (a step with
   // prompt tokens is compute-bound already), while the step's rows stay within
-  // verify_rows(): the n-gram lookup's when it matches, else the draft model's if any. The step budget learns the
-  // decode part's cost per row, drafts included.
+  // verify_rows(): the n-gram lookup's when it matches, else the draft model's if any. Each
+  // drafter of a sequence asks for its own k and pauses on its own losses (DraftGuard).
+  // The step budget learns the decode part's cost per row, drafts included.
   void plan_drafts(StepPlan& plan) {
     if (options_.speculative == SchedulerOptions::Speculative::Off) return;
     int64_t rows_left = verify_rows() - plan.shape.n_decode;
@@ -512,11 +517,10 @@ class Scheduler::Impl {
       if (rows_left <= 0) return;
       Sequence& s = **p.seq;
       const int32_t pending = static_cast<int32_t>(s.tokens().size()) - 1;
-      const int64_t room = std::min<int64_t>({rows_left, s.n_left() - 1, draft_room(s.table(), pool_, pending)});
-      std::vector<int32_t> draft = s.speculator().draft(s.tokens(), static_cast<int32_t>(room));
-      if (draft.empty() && options_.draft_model)
-        draft = options_.draft_model->propose(s.draft_state(), s.tokens(),
-                                              s.speculator().wanted(static_cast<int32_t>(room)), options_.n_ctx);
+      const int32_t room =
+          static_cast<int32_t>(std::min<int64_t>({rows_left, s.n_left() - 1, draft_room(s.table(), pool_, pending)}));
+      std::vector<int32_t> draft = s.speculator().draft(s.tokens(), room, s.n_generated());
+      if (draft.empty() && options_.draft_model) draft = propose(p, room);
       if (draft.empty()) continue;
       p.chunk.reserve(draft.size() + 1);
       p.chunk.push_back(s.tokens().back());
@@ -525,6 +529,24 @@ class Scheduler::Impl {
       rows_left -= static_cast<int64_t>(draft.size());
       plan.shape.n_decode += static_cast<int32_t>(draft.size());
     }
+  }
+
+  // The draft model's drafts for p's sequence, timed: its passes are charged to its guard
+  // (p.spent, at the measured or configured cost ratio), at once when it proposed nothing.
+  std::vector<int32_t> propose(Planned& p, int32_t room) {
+    Sequence& s = **p.seq;
+    const int32_t k = s.speculator().model_wanted(room, s.n_generated());
+    if (k <= 0) return {};
+    const Clock::time_point t0 = clock_->now();
+    DraftModel::Proposal d = options_.draft_model->propose(s.draft_state(), s.tokens(), k, options_.n_ctx);
+    const double ms = std::chrono::duration<double, std::milli>(clock_->now() - t0).count();
+    // A first proposal also reads the prompt (a prefill): not a draft pass's cost.
+    if (d.n_caught_up <= Speculator::kMaxDraft + 1) draft_cost_.draft_passes(d.n_passes, ms);
+    const double ratio = options_.draft_cost_ratio >= 0 ? options_.draft_cost_ratio : draft_cost_.ratio();
+    p.by = Drafter::Model;
+    p.spent = ratio * d.n_passes;
+    if (d.tokens.empty()) s.speculator().verified(Drafter::Model, 0, 0, s.n_generated(), p.spent);
+    return std::move(d.tokens);
   }
 
   // Runs the planned tokens through the model and reads the wanted logits into logits_.
@@ -604,8 +626,8 @@ class Scheduler::Impl {
     const size_t n_itl_before = s.itl_ms().size();
     const int32_t n_before = s.n_generated();
     const std::span<const int32_t> draft = std::span<const int32_t>(p.chunk).subspan(1);
-    const Sequence::Verified v = s.verify(rows, model_.config().n_vocab, draft, end);
-    metrics_.tokens(s, n_before, n_itl_before, static_cast<int32_t>(draft.size()), v.n_valid - 1);
+    const Sequence::Verified v = s.verify(rows, model_.config().n_vocab, draft, p.by, p.spent, end);
+    metrics_.tokens(s, n_before, n_itl_before, {p.by, static_cast<int32_t>(draft.size()), v.n_valid - 1});
     s.on_computed(v.n_valid, end);
     if (cache_) cache_->on_computed(s.tokens(), s.n_computed(), s.table(), s.cache());
     s.table().slide(pool_, first_window_block(s.n_computed(), model_.config().sliding_window, pool_.block_tokens()));
@@ -688,7 +710,8 @@ class Scheduler::Impl {
   BlockPool pool_;
   ForwardBuffers buffers_;
   int64_t n_batch_ = 0;
-  StepCostModel costs_;  // learned from this engine's steps
+  StepCostModel costs_;        // learned from this engine's steps
+  DraftCostMeter draft_cost_;  // the draft model's pass against the target's, measured here
   Graph graph_;
   std::vector<float> logits_;
   SeqList running_;

@@ -65,6 +65,10 @@ struct SchedulerOptions {
   // the n-gram lookup finds nothing; used unless speculative is Off. Null: n-gram only. It
   // runs on the engine thread and outlives the Scheduler (the options hold it).
   std::shared_ptr<const DraftModel> draft_model;
+  // A draft-model pass's cost in one-row passes of the target, which its drafts must pay
+  // for (DraftGuard); < 0: measured on this engine (DraftCostMeter). Tests set it to be
+  // independent of the machine's speed.
+  double draft_cost_ratio = -1;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
@@ -101,6 +105,9 @@ struct SchedulerStats {
   // Speculative decoding: drafts verified, and those kept (tokens that needed no pass).
   uint64_t draft_tokens_total = 0;
   uint64_t accepted_tokens_total = 0;
+  // The same, by drafter (together the totals above).
+  uint64_t ngram_draft_tokens_total = 0, ngram_accepted_tokens_total = 0;
+  uint64_t model_draft_tokens_total = 0, model_accepted_tokens_total = 0;
   Histogram ttft_ms, itl_ms;
   Histogram step_ms;  // achieved duration of each forward pass
 };

@@ -67,8 +67,8 @@ const char* Sequence::on_logits(float* logits, int32_t n_vocab, Clock::time_poin
   return t.finished;
 }
 
-Sequence::Verified Sequence::verify(float* rows, int32_t n_vocab, std::span<const int32_t> draft,
-                                    Clock::time_point now) {
+Sequence::Verified Sequence::verify(float* rows, int32_t n_vocab, std::span<const int32_t> draft, Drafter by,
+                                    double spent, Clock::time_point now) {
   Verified v;
   const size_t stride = static_cast<size_t>(n_vocab);
   for (size_t i = 0; i <= draft.size(); ++i) {
@@ -78,7 +78,7 @@ Sequence::Verified Sequence::verify(float* rows, int32_t n_vocab, std::span<cons
   }
   // The drafts kept are the valid tokens after the pending one: each was the token drawn
   // from the row before it, so its own row was read too.
-  spec_.verified(static_cast<int32_t>(draft.size()), v.n_valid - 1, loop_.n_generated());
+  spec_.verified(by, static_cast<int32_t>(draft.size()), v.n_valid - 1, loop_.n_generated(), spent);
   return v;
 }
 

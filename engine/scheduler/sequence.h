@@ -68,12 +68,14 @@ class Sequence {
   // logits after the chunk's i-th token ([draft.size() + 1][n_vocab], modified in place).
   // Samples them in order as on_logits() does and stops at the first token that is not the
   // next draft, or at the end of the answer. n_valid: the chunk's tokens whose KV holds (the
-  // pending one and the drafts kept); finished as for on_logits().
+  // pending one and the drafts kept); finished as for on_logits(). `by` made the drafts,
+  // spending `spent` one-row target passes of its own (Speculator::verified).
   struct Verified {
     int32_t n_valid = 0;
     const char* finished = nullptr;
   };
-  Verified verify(float* rows, int32_t n_vocab, std::span<const int32_t> draft, Clock::time_point now);
+  Verified verify(float* rows, int32_t n_vocab, std::span<const int32_t> draft, Drafter by, double spent,
+                  Clock::time_point now);
   Speculator& speculator() { return spec_; }
   // The sequence's KV on the draft model (draft_model.h), made at its first proposal and
   // freed with the sequence; null without a draft model.

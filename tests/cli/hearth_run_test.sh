@@ -3,6 +3,7 @@
 # forced SIMD levels giving the same greedy text.
 set -uo pipefail
 run="$1"
+make_synthetic="${2:-}"  # hearth-make-synthetic: the --draft-model checks need two models
 fails=0; passes=0
 check() {  # check NAME CONDITION...
   local name="$1"; shift
@@ -66,6 +67,39 @@ else
   check "vk-device 99 exits 2" test "$rc" -eq 2
   check "vk-device 99 is named" grep -q -- "--vk-device 99: no such Vulkan device" "$tmp/err"
   grep -q "^vulkan [0-9]*: .*; usable" "$tmp/devices" && vulkan_usable=yes
+fi
+
+# --draft-model on synthetic models: another vocabulary is refused, naming both files; a
+# draft model of the same vocabulary leaves the greedy answer as it is and reports its drafts.
+if [ -n "$make_synthetic" ]; then
+  "$make_synthetic" --arch llama --seed 1 --out "$tmp/target.gguf" >/dev/null
+  "$make_synthetic" --arch llama --seed 2 --out "$tmp/draft.gguf" >/dev/null
+  "$make_synthetic" --arch gemma3 --out "$tmp/other.gguf" >/dev/null
+  "$run" -m "$tmp/target.gguf" -p hi -n 4 -t 1 --draft-model "$tmp/other.gguf" >"$tmp/out" 2>"$tmp/err"; rc=$?
+  check "another vocabulary exits 1" test "$rc" -eq 1
+  check "another vocabulary is named" grep -q -- "--draft-model: the draft model $tmp/other.gguf does not share the tokenizer of $tmp/target.gguf" "$tmp/err"
+  p="one two three four, one two three four, one two three four, one two"
+  "$run" -m "$tmp/target.gguf" -p "$p" -n 40 --temp 0 --json -t 1 >"$tmp/plain" 2>"$tmp/err"
+  "$run" -m "$tmp/target.gguf" -p "$p" -n 40 --temp 0 --json -t 1 --draft-model "$tmp/draft.gguf" >"$tmp/drafted" 2>"$tmp/err"; rc=$?
+  check "draft model run exits 0" test "$rc" -eq 0
+  check "draft model answer is the plain one, drafts reported" python3 - "$tmp/plain" "$tmp/drafted" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["text"] == b["text"] and a["finish_reason"] == b["finish_reason"], (a, b)
+assert b["tokens"] == a["tokens"][:len(b["tokens"])] and len(b["tokens"]) >= len(a["tokens"]) - 1, (a, b)
+t = b["timings"]
+assert t["generated_tokens"] == a["timings"]["generated_tokens"], (a, b)
+assert 0 <= t["accepted_tokens"] <= t["draft_tokens"], t
+assert "draft_tokens" not in a["timings"], a
+PY
+  # Peaks seeded far above anything (no probe runs: a tiny model's decode beats a cached read peak).
+  mkdir -p "$tmp/dcache/hearth"
+  printf '1\t1000000000\t1000000\tseeded\t%s\n' "$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)" \
+    >"$tmp/dcache/hearth/machine-peaks-v3.tsv"
+  XDG_CACHE_HOME="$tmp/dcache" "$run" -m "$tmp/target.gguf" --bench --pp 0 --tg 8 --reps 1 -t 1 \
+    --draft-model "$tmp/draft.gguf" >"$tmp/bench_d" 2>"$tmp/err"; rc=$?
+  check "bench with a draft model exits 0" test "$rc" -eq 0
+  check "bench with a draft model shows drafts" grep -qE "^\| tg8 \| on \| [0-9.]+ \| [0-9]+ \| [0-9]+ \|" "$tmp/bench_d"
 fi
 
 model="${HEARTH_TEST_MODEL:-${HEARTH_MODELS:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth/models}/gemma-3-270m-q4_k_m.gguf}"

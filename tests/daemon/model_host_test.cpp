@@ -346,6 +346,37 @@ TEST_CASE("a hearthd given --model several times serves those models only, the f
   CHECK(bad.stderr_text().find("missing.gguf") != std::string::npos);
 }
 
+TEST_CASE("a draft model's weights and KV are charged to the memory budget with the model it drafts for",
+          "[daemon][models]") {
+  // synth-b alone, then with a draft model of its vocabulary (another file of the same
+  // synthetic llama, outside the models folder so that it is not served itself).
+  Host plain;
+  const std::vector<std::string> args = {"--model", plain.models + "/synth-b.gguf"};
+  REQUIRE(plain.start(args));
+  const uint64_t alone = plain.ps().at("synth-b")["memory_bytes"].get<uint64_t>();
+  Host with;
+  const std::string draft = write_synthetic_model(with.dir.file(""), "draft.gguf", "", "llama");
+  const uint64_t draft_file = std::filesystem::file_size(draft);
+  std::vector<std::string> drafted = {"--model", with.models + "/synth-b.gguf", "--draft-model", draft};
+  REQUIRE(with.start(drafted));
+  INFO(with.stderr_text());
+  REQUIRE(with.stderr_text().find("draft model: ") != std::string::npos);
+  const uint64_t charged = with.ps().at("synth-b")["memory_bytes"].get<uint64_t>();
+  // Its weights, and KV for --parallel 2 contexts of --ctx 256 + 7 tokens (> 0).
+  CHECK(charged > alone + draft_file);
+  // A budget that holds synth-b alone but not with its draft model: hearthd does not start.
+  Host tight;
+  const std::string budget = std::to_string(alone + draft_file / 2);
+  drafted.insert(drafted.end(), {"--memory-budget", budget});
+  drafted[1] = tight.models + "/synth-b.gguf";
+  drafted[3] = write_synthetic_model(tight.dir.file(""), "draft.gguf", "", "llama");
+  CHECK_FALSE(tight.start(drafted));
+  CHECK(tight.process->wait_exit() == 1);
+  CHECK(tight.stderr_text().find("more than the memory budget") != std::string::npos);
+  Host fits;
+  REQUIRE(fits.start({"--model", fits.models + "/synth-b.gguf", "--memory-budget", budget}));
+}
+
 TEST_CASE("models on a GPU count against --gpu-memory-budget, not RAM's", "[daemon][models][vulkan]") {
   if (run_hearthd({"--list-devices", "--threads", "1"}).out.find("; usable") == std::string::npos) {
     WARN("no usable Vulkan device; test skipped");

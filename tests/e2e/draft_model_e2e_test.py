@@ -1,7 +1,9 @@
 """hearthd with --draft-model, end to end: a draft model that cannot be loaded, or whose
 tokenizer is not the served model's (SmolLM2-135M for Gemma 3 270M), stops hearthd at
 startup with an error naming it; SmolLM2-135M drafting for itself gives the answer a
-request without speculation gets, with the draft model's drafts counted in its timings."""
+request without speculation gets, with the draft model's drafts counted in its timings and
+in /metrics by drafter. (Drafting for itself, each guess costs a pass of the target: its
+guard turns it off once that shows, so it drafts little; see docs/scheduler.md.)"""
 import argparse
 import os
 import shutil
@@ -58,6 +60,12 @@ def main():
         text_on, lp_on, t_on = answer(d, True)
         assert (text_on, lp_on) == (text_off, lp_off), (text_on, text_off)
         assert t_off["draft_tokens"] == 0, t_off
+        m = d.metrics()
+        by = {k: m['hearth_%s_tokens_by_drafter_total{drafter="%s"}' % (k, who)]
+              for k, who in (("draft", "model"), ("accepted", "model"))}
+        assert by["draft"] > 0 and 0 <= by["accepted"] <= by["draft"], m
+        assert m['hearth_draft_tokens_by_drafter_total{drafter="ngram"}'] + by["draft"] == \
+            m["hearth_draft_tokens_total"], m
     finally:
         assert d.close() == 0
     # The same request to a daemon with n-gram drafts only: free text, which the lookup
@@ -68,9 +76,9 @@ def main():
         assert text_ngram == text_off, (text_ngram, text_off)
     finally:
         assert d.close() == 0
-    print("kept: %d of %d drafts with the draft model, %d of %d without" %
-          (t_on["accepted_tokens"], t_on["draft_tokens"], t_ngram["accepted_tokens"], t_ngram["draft_tokens"]))
-    assert t_on["accepted_tokens"] >= t_ngram["accepted_tokens"] + 10, (t_on, t_ngram)
+    print("kept: %d of %d drafts with the draft model (its own: %d of %d), %d of %d without" %
+          (t_on["accepted_tokens"], t_on["draft_tokens"], by["accepted"], by["draft"], t_ngram["accepted_tokens"],
+           t_ngram["draft_tokens"]))
     print("PASS")
 
 

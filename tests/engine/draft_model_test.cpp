@@ -30,10 +30,13 @@ struct Pair {
     draft_model = std::move(*Model::load(self ? target.file : other->file, *target.backend));
     drafter = std::move(*DraftModel::create(*target.model, *target.tok, *draft_model, *target.tok, *target.backend, 0));
   }
-  std::unique_ptr<Scheduler> scheduler(Spec spec, bool with_drafter, int32_t n_parallel = 4) {
+  // cost_ratio: a draft-model pass's cost in target passes, set rather than measured so
+  // that what the guard decides does not depend on the machine (0: its drafts cost only rows).
+  std::unique_ptr<Scheduler> scheduler(Spec spec, bool with_drafter, int32_t n_parallel = 4, double cost_ratio = 0) {
     SchedulerOptions so = options();
     so.n_parallel = n_parallel;
     so.speculative = spec;
+    so.draft_cost_ratio = cost_ratio;
     if (with_drafter) so.draft_model = drafter;
     return std::move(*Scheduler::create(*target.model, *target.backend, *target.tok, so));
   }
@@ -41,9 +44,9 @@ struct Pair {
 
 // Every request's answer with the drafter equals the answer without speculation, alone and
 // all at once; returns the drafting scheduler's stats after both.
-SchedulerStats check_identity(Pair& p, const std::vector<GenerationRequest>& reqs) {
+SchedulerStats check_identity(Pair& p, const std::vector<GenerationRequest>& reqs, double cost_ratio = 0) {
   auto off = p.scheduler(Spec::Off, false);
-  auto on = p.scheduler(Spec::Ngram, true);
+  auto on = p.scheduler(Spec::Ngram, true, 4, cost_ratio);
   std::vector<Answer> expected;
   for (const GenerationRequest& r : reqs) expected.push_back(run(*off, r));
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -80,6 +83,32 @@ TEST_CASE("a model drafting for itself has its drafts accepted, and the answers 
   // only); the few drafts lost are the n-gram lookup's, which goes first.
   CHECK(st.accepted_tokens_total >= n.accepted_tokens_total + 100);
   CHECK(st.accepted_tokens_total * 10 >= st.draft_tokens_total * 9);
+  // The totals are the two drafters' counts together.
+  CHECK(st.model_accepted_tokens_total >= 100);
+  CHECK(st.draft_tokens_total == st.ngram_draft_tokens_total + st.model_draft_tokens_total);
+  CHECK(st.accepted_tokens_total == st.ngram_accepted_tokens_total + st.model_accepted_tokens_total);
+}
+
+TEST_CASE("a draft model whose passes cost what the target's do is switched off, and the answers do not change") {
+  Pair p(true);
+  // Random prompts (the draft model's drafts), and one that repeats itself (the lookup's).
+  std::vector<int32_t> rep = random_prompt(24, 9), again(rep.begin() + 1, rep.end());
+  for (int i = 0; i < 2; ++i) rep.insert(rep.end(), again.begin(), again.end());
+  const std::vector<GenerationRequest> reqs{request(random_prompt(40, 2), 100), request(random_prompt(17, 5), 100),
+                                            request(rep, 30)};
+  const SchedulerStats free = check_identity(p, reqs, 0);
+  // Drafting for itself, each guess costs a pass of the target: a kept guess saves one
+  // pass and its row costs kRowCost more, so even all kept is a loss; its guard turns it
+  // off after kJudgeAfter verifications (~29 tokens with k 4, 7, 7, 7): a third of the
+  // drafts of 100 tokens.
+  const SchedulerStats dear = check_identity(p, reqs, 1.0);
+  INFO("model drafts: " << dear.model_draft_tokens_total << " at ratio 1, " << free.model_draft_tokens_total
+                        << " at ratio 0");
+  CHECK(dear.model_draft_tokens_total > 0);
+  CHECK(dear.model_draft_tokens_total * 2 < free.model_draft_tokens_total);
+  // The n-gram lookup, free, is not paused with it.
+  CHECK(dear.ngram_accepted_tokens_total > 0);
+  CHECK(dear.ngram_draft_tokens_total >= free.ngram_draft_tokens_total);
 }
 
 TEST_CASE("another model's drafts leave the answers those without speculation, alone and beside others") {

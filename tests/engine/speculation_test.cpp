@@ -56,31 +56,116 @@ TEST_CASE("the n-gram drafter proposes what followed the latest, longest match")
 
 TEST_CASE("a sequence drafts more after full acceptance, less after a miss, and pauses while drafting loses") {
   const std::vector<int32_t> t{1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 5, 6};
+  const Drafter ng = Drafter::Ngram;
   Speculator off(false);
-  CHECK(off.draft(t, 7).empty());
+  CHECK(off.draft(t, 7, 0).empty());
+  CHECK(off.model_wanted(7, 0) == 0);
   Speculator s(true);
-  CHECK(s.draft(t, 7).size() == 4);  // k starts at 4
-  CHECK(s.draft(t, 2).size() == 2);  // never more than the room
-  s.verified(4, 4, 10);
-  CHECK(s.k() == 7);  // doubled, at most kMaxDraft
-  s.verified(7, 2, 20);
-  CHECK(s.k() == 3);  // accepted + 1
+  CHECK(s.draft(t, 7, 0).size() == 4);  // k starts at 4
+  CHECK(s.draft(t, 2, 0).size() == 2);  // never more than the room
+  s.verified(ng, 4, 4, 10);
+  CHECK(s.guard(ng).k() == 7);  // doubled, at most kMaxDraft
+  s.verified(ng, 7, 2, 20);
+  CHECK(s.guard(ng).k() == 3);  // accepted + 1
   CHECK(s.drafted_total() == 11);
   CHECK(s.accepted_total() == 6);
   // Drafts wholly rejected: longer matches are asked for, and once the recent acceptance is
   // under kRowCost drafting pauses (16 tokens, then 32).
   int32_t generated = 20;
-  while (s.paused_until() == 0) s.verified(s.k(), 0, ++generated);
+  while (s.guard(ng).paused_until() == 0) s.verified(ng, s.guard(ng).k(), 0, ++generated);
   CHECK(s.n_min() == Speculator::kMaxMatch);
-  CHECK(s.paused_until() == generated + 16);
-  CHECK(s.draft(t, 7).empty());
-  s.verified(0, 0, generated + 16);  // a step without drafts at the end of the pause
+  CHECK(s.guard(ng).paused_until() == generated + 16);
+  CHECK(s.draft(t, 7, generated + 15).empty());
   const std::vector<int32_t> w{1, 5, 6, 7, 8, 9, 5, 6, 7, 8};
-  CHECK(s.draft(w, 7) == std::vector<int32_t>{9});  // k = 1 after a pause
+  // The pause ends with the answer's 16th token after it, with k = 1.
+  CHECK(s.draft(w, 7, generated + 16) == std::vector<int32_t>{9});
   const int32_t resumed = generated + 16;
   generated = resumed;
-  while (s.paused_until() <= resumed) s.verified(1, 0, ++generated);
-  CHECK(s.paused_until() == generated + 32);
+  while (s.guard(ng).paused_until() <= resumed) s.verified(ng, 1, 0, ++generated);
+  CHECK(s.guard(ng).paused_until() == generated + 32);
+}
+
+TEST_CASE("drafting pays when its kept tokens cover the rows and the drafter's own passes") {
+  // 8 drafts at kRowCost 0.25 cost 2 passes: 2 kept pay, 1 does not.
+  CHECK(drafting_pays(2, 8, 0));
+  CHECK_FALSE(drafting_pays(1.9, 8, 0));
+  // A draft model whose 8 passes cost 0.5 of a target pass each (4 passes) needs 6 kept.
+  CHECK(drafting_pays(6, 8, 8 * 0.5));
+  CHECK_FALSE(drafting_pays(5.9, 8, 8 * 0.5));
+  // Drafting for itself (ratio 1): even every draft kept is a loss.
+  CHECK_FALSE(drafting_pays(8, 8, 8 * 1.0));
+}
+
+TEST_CASE("each drafter's k and pause move only with its own verifications") {
+  const std::vector<int32_t> t{1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 5, 6};
+  Speculator s(true);
+  // A run of fully accepted draft-model guesses makes the draft model bolder, not the lookup.
+  for (int32_t g = 1; g <= 6; ++g) s.verified(Drafter::Model, s.model_wanted(7, g), s.model_wanted(7, g), 8 * g);
+  CHECK(s.guard(Drafter::Model).k() == Speculator::kMaxDraft);
+  CHECK(s.guard(Drafter::Ngram).k() == 4);
+  CHECK(s.draft(t, 7, 48).size() == 4);
+  CHECK(s.n_min() == Speculator::kMinMatch);
+  // The n-gram drafter losing pauses it alone.
+  int32_t generated = 48;
+  while (s.guard(Drafter::Ngram).paused_until() == 0) s.verified(Drafter::Ngram, 4, 0, ++generated);
+  CHECK(s.draft(t, 7, generated).empty());
+  CHECK(s.model_wanted(7, generated) == Speculator::kMaxDraft);
+  // And the draft model losing pauses it alone: the lookup resumes after its own pause.
+  Speculator u(true);
+  generated = 0;
+  while (u.guard(Drafter::Model).paused_until() == 0) u.verified(Drafter::Model, 2, 0, ++generated);
+  CHECK(u.model_wanted(7, generated) == 0);
+  CHECK(u.draft(t, 7, generated).size() == 4);
+  CHECK(u.guard(Drafter::Ngram).drafted_total() == 0);
+  CHECK(u.guard(Drafter::Model).drafted_total() == 2 * Speculator::kJudgeAfter);
+}
+
+TEST_CASE("a draft model whose passes cost more than its kept guesses save is switched off; one that wins stays on") {
+  // The same acceptance (5 of 7 kept) at two cost ratios: at 0.1 a proposal costs
+  // 7 * 0.25 + 7 * 0.1 = 2.45 passes and saves 5; at 0.8 it costs 7.35 and saves 5.
+  auto run = [](double ratio) {
+    Speculator s(true);
+    for (int32_t g = 1; g <= 40; ++g) {
+      const int32_t k = s.model_wanted(7, g * 6);
+      if (k == 0) continue;
+      s.verified(Drafter::Model, k, std::min(k, 5), g * 6, ratio * k);
+    }
+    return s;
+  };
+  const Speculator cheap = run(0.1), dear = run(0.8);
+  CHECK(cheap.guard(Drafter::Model).paused_until() == 0);
+  CHECK_FALSE(cheap.guard(Drafter::Model).off());
+  // At 0.8 even 7 of 7 kept (cost 7.35) would lose: off after its first kJudgeAfter.
+  CHECK(dear.guard(Drafter::Model).off());
+  CHECK(dear.model_wanted(7, 1000) == 0);
+  CHECK(dear.guard(Drafter::Model).drafted_total() < cheap.guard(Drafter::Model).drafted_total());
+  // At 0.3, 1 of 7 kept loses (cost 3.85) but all kept would win: paused, not off.
+  Speculator poor(true);
+  int32_t g = 0;
+  while (poor.guard(Drafter::Model).paused_until() == 0) poor.verified(Drafter::Model, 7, 1, ++g, 0.3 * 7);
+  CHECK_FALSE(poor.guard(Drafter::Model).off());
+  CHECK(poor.model_wanted(7, poor.guard(Drafter::Model).paused_until()) == 1);
+  // Proposals with no guess (the draft model unsure) still cost its passes: a run of them
+  // pauses it, and the n-gram drafter is untouched.
+  Speculator unsure(true);
+  int32_t generated = 0;
+  while (unsure.guard(Drafter::Model).paused_until() == 0) unsure.verified(Drafter::Model, 0, 0, ++generated, 0.3);
+  CHECK(unsure.model_wanted(7, generated) == 0);
+  CHECK(unsure.guard(Drafter::Model).off());
+  CHECK(unsure.guard(Drafter::Ngram).paused_until() == 0);
+}
+
+TEST_CASE("the draft model's cost ratio is measured against a one-row target pass") {
+  DraftCostMeter m;
+  CHECK(m.ratio() == 0);
+  m.draft_passes(4, 8);   // 2 ms a pass
+  CHECK(m.ratio() == 0);  // no target step seen yet
+  m.target_step(1, 10);   // 10 ms for one row
+  CHECK(m.ratio() == Approx(0.2));
+  DraftCostMeter r;
+  r.target_step(5, 20);  // 5 rows count as 1 + 4 * 0.25 = 2 one-row passes: 10 ms each
+  r.draft_passes(1, 5);
+  CHECK(r.ratio() == Approx(0.5));
 }
 
 TEST_CASE("drafts take only blocks the table has or the pool holds unused, and rollback returns them") {

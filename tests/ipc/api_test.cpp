@@ -429,6 +429,13 @@ TEST_CASE("/metrics is Prometheus text with requests by status, tokens, histogra
   REQUIRE(values.count("hearth_cached_tokens_total") == 1);
   REQUIRE(values.count("hearth_cancelled_total") == 1);
   REQUIRE(values.at("hearth_accepted_tokens_total") <= values.at("hearth_draft_tokens_total"));
+  // By drafter: together the totals.
+  REQUIRE(values.at("hearth_draft_tokens_by_drafter_total{drafter=\"ngram\"}") +
+              values.at("hearth_draft_tokens_by_drafter_total{drafter=\"model\"}") ==
+          values.at("hearth_draft_tokens_total"));
+  REQUIRE(values.at("hearth_accepted_tokens_by_drafter_total{drafter=\"ngram\"}") +
+              values.at("hearth_accepted_tokens_by_drafter_total{drafter=\"model\"}") ==
+          values.at("hearth_accepted_tokens_total"));
   REQUIRE(values.at("hearth_queue_depth") == 0);
   REQUIRE(values.at("hearth_running_sequences") == 0);
   REQUIRE(values.count("hearth_kv_blocks_used") == 1);

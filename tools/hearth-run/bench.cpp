@@ -10,6 +10,7 @@
 // (common/probe), so a figure reads as compute- or memory-bound and how far from the limit.
 // A figure above a cached peak measures the peaks again once; one still above says the peak
 // is a lower bound (common/probe/peak_report.h), never "over 100%".
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -61,7 +62,10 @@ double run_once(Loaded& l, bool prefill, int n, int ubatch, DType kv_type, std::
   }
   // Random ordinary tokens (not control ids); the numbers do not depend on content, so the
   // bench needs no tokenizer.
-  std::uniform_int_distribution<int32_t> pick(1000, l.model->config().n_vocab - 1000);
+  // (Away from either end of the vocabulary, a small one too: 1000 past a 300-token one
+  // was an empty range, undefined behaviour.)
+  const int32_t n_vocab = l.model->config().n_vocab, edge = std::min(1000, n_vocab / 4);
+  std::uniform_int_distribution<int32_t> pick(edge, n_vocab - 1 - edge);
   std::vector<int32_t> tokens(n);
   for (int32_t& t : tokens) t = pick(rng);
   const Clock::time_point t0 = Clock::now();

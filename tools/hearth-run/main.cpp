@@ -32,6 +32,7 @@ constexpr int kExitUsage = 2;  // a backend or device this build or machine cann
 
 struct Args {
   std::string model, prompt, system_prompt, simd, log_level = "warn", chat_template, kv_type = "f16";
+  std::string draft_model;  // --draft-model: speculative decoding (speculate.cpp)
   int n_predict = 128, n_ctx = 0;
   daemon::BackendChoice device;  // --backend, --threads, --vk-device, --cuda-device
   GenerateOptions gen;
@@ -80,6 +81,10 @@ void add_options(CLI::App& app, Args& a) {
       ->envname("HEARTH_CHAT_TEMPLATE");
   app.add_option("--kv-type", a.kv_type, "KV cache element type (default f16), as hearthd's --kv-type")
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
+  app.add_option("--draft-model", a.draft_model,
+                 "a smaller model with the same tokenizer that drafts tokens for -m to verify (speculative decoding, "
+                 "as hearthd's --draft-model; the answer does not change); with --bench, decode is timed without and "
+                 "with drafts");
   app.add_flag("--json", a.json, "print one JSON object: text, tokens, timings");
   app.add_flag("--bench", a.bench, "benchmark prefill and decode throughput");
   app.add_option("--pp", a.bo.pp, "bench: prompt tokens")->check(CLI::Range(0, 1 << 20));
@@ -133,7 +138,8 @@ Result<std::vector<int32_t>> prompt_tokens(const Args& a, const Loaded& l, const
   return l.tokenizer->encode_segments(*segs);
 }
 
-void print_result(const GenerateResult& r, bool json) {
+// drafts: the drafts verified and kept, with --draft-model (else null).
+void print_result(const GenerateResult& r, bool json, const RequestTimings* drafts = nullptr) {
   const GenerateTimings& t = r.timings;
   if (json) {
     nlohmann::json j;
@@ -147,13 +153,51 @@ void print_result(const GenerateResult& r, bool json) {
                     {"prefill_tok_s", t.prefill_tok_s()},
                     {"decode_tok_s", t.decode_tok_s()},
                     {"itl_ms_mean", t.itl_ms_mean()}};
+    if (drafts)
+      j["timings"].update({{"draft_tokens", drafts->draft_tokens}, {"accepted_tokens", drafts->accepted_tokens}});
     std::cout << j.dump() << std::endl;
   } else {
     std::printf("\n");
     std::fprintf(stderr,
                  "\n[prompt %d tokens, ttft %.1f ms, prefill %.1f tok/s | %d tokens, decode %.1f tok/s, itl %.2f ms]\n",
                  t.prompt_tokens, t.ttft_ms, t.prefill_tok_s(), t.generated_tokens, t.decode_tok_s(), t.itl_ms_mean());
+    if (drafts)
+      std::fprintf(stderr, "[drafts: %lld verified, %lld kept]\n", static_cast<long long>(drafts->draft_tokens),
+                   static_cast<long long>(drafts->accepted_tokens));
   }
+}
+
+// The same generation through a one-sequence scheduler with drafts (speculate.cpp).
+int generate_with_drafts(const Args& a, Loaded& l, const std::string& path, const std::vector<int32_t>& ids,
+                         int32_t n_ctx, const TextCallback& stream) {
+  Result<std::unique_ptr<LoadedDraft>> d = load_draft(l, path, a.draft_model);
+  if (!d) return fail(d.error().message);
+  Result<std::unique_ptr<Scheduler>> s = one_sequence_scheduler(l, n_ctx, kv_type_of(a.kv_type), (*d)->bound);
+  if (!s) return fail(s.error().message);
+  GenerationRequest req;
+  req.prompt = ids;
+  req.max_tokens = a.n_predict;
+  req.sampling = a.gen.sampling;
+  req.sampling.seed = a.seed;
+  req.stop = a.gen.stop;
+  req.top_logprobs = 0;  // the ids of the tokens, for --json
+  GenerateResult r;
+  Result<RequestEvent> end = run_request(**s, std::move(req), [&](const RequestEvent& ev) {
+    r.text += ev.text;
+    for (const TokenLogprob& lp : ev.logprobs) r.tokens.push_back(lp.token);
+    return !stream || stream(ev.text);
+  });
+  if (!end) return fail(end.error().message);
+  r.finish_reason = end->finish_reason;
+  GenerateTimings& t = r.timings;
+  t.prompt_tokens = end->usage.prompt_tokens;
+  t.generated_tokens = end->usage.completion_tokens;
+  t.prefill_ms = end->timings.prefill_ms;
+  t.ttft_ms = end->timings.ttft_ms;
+  t.decode_ms = end->timings.decode_ms;
+  if (end->timings.itl_mean_ms > 0) t.itl_ms = {end->timings.itl_mean_ms};  // the scheduler reports the mean gap
+  print_result(r, a.json, &end->timings);
+  return 0;
 }
 
 // Generates for the prompt (text streamed to stdout unless --json) and prints the result.
@@ -169,12 +213,6 @@ int run_generate(const Args& a, Loaded& l, const std::string& path) {
   co.n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int32_t>(ids->size()) + a.n_predict;
   if (co.n_ctx > l.model->config().n_ctx_train) co.n_ctx = l.model->config().n_ctx_train;
   if (auto problem = check_prompt(*ids, co.n_ctx)) return fail(problem->message);
-  Result<std::unique_ptr<InferenceContext>> ctx = InferenceContext::create(*l.model, *l.backend, co);
-  if (!ctx) return fail(ctx.error().message);
-
-  GenerateOptions gen = a.gen;
-  gen.max_tokens = a.n_predict;
-  gen.sampling.seed = a.seed;
   TextCallback stream;
   if (!a.json)
     stream = [](std::string_view s) {
@@ -182,6 +220,14 @@ int run_generate(const Args& a, Loaded& l, const std::string& path) {
       std::fflush(stdout);
       return true;
     };
+  // The scheduler's n_ctx counts the position of the token after the last, which generate() never runs.
+  if (!a.draft_model.empty()) return generate_with_drafts(a, l, path, *ids, co.n_ctx + 1, stream);
+  Result<std::unique_ptr<InferenceContext>> ctx = InferenceContext::create(*l.model, *l.backend, co);
+  if (!ctx) return fail(ctx.error().message);
+
+  GenerateOptions gen = a.gen;
+  gen.max_tokens = a.n_predict;
+  gen.sampling.seed = a.seed;
   Result<GenerateResult> r = generate(**ctx, *l.tokenizer, *ids, gen, stream);
   if (!r) return fail(r.error().message);
   print_result(*r, a.json);
@@ -227,5 +273,13 @@ int main(int argc, char** argv) {
   bo.kv_type = kv_type_of(a.kv_type);
   bo.json = a.json;
   bo.threads = a.device.threads;
-  return run_bench(*l, *path, bo);
+  if (a.draft_model.empty()) return run_bench(*l, *path, bo);
+  // With drafts: the tokenizer and the draft model first, so that a mismatch fails early.
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(*l->file);
+  if (!tok) return fail(tok.error().message);
+  l->tokenizer = std::move(*tok);
+  Result<std::unique_ptr<LoadedDraft>> d = load_draft(*l, *path, a.draft_model);
+  if (!d) return fail(d.error().message);
+  if (int rc = run_bench(*l, *path, bo); rc != 0) return rc;
+  return bench_drafts(*l, **d, bo);  // with --json, a second line: its own object
 }
