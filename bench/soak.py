@@ -32,14 +32,16 @@ greedy chats for "up/<model>" through the front on OpenAI's route, whole and str
 on Ollama's and Anthropic's (equal to their answers alone, asked once through the front
 before the load), and sampled ones (complete); every answer's timings must say `upstream`.
 Once, at 15% of the load, the upstream is killed (SIGKILL, mid-answer when one is in
-flight) and started again on its port --upstream-down-s later: until every upstream request
+flight) and started again on its port --upstream-down-s later (while it is down the soak
+itself asks a greedy chat on each route, whole and streamed): until every upstream request
 begun before the restart has ended and the front's /health shows the circuit closed again,
 an upstream request may instead get the fallback's answer (timings say `fallback_from`;
 greedy ones still equal their solo answers when the fallback is the same model), a 502/503/
 504 naming the upstream, or a stream that ends with an error event and no finish; outside
 that window any of those fails the soak, and a cut stream fails it always. Local requests
 are judged as usual throughout. The summary counts upstream requests by route and outcome,
-inside and outside the fault window, and when the window opened and closed. A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
+inside and outside the fault window, and when the window opened and closed.
+A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
 open descriptors (/proc/PID) and its gauges (/metrics) every --sample-s seconds.
 
 Before the load, every greedy request is sent once alone (one at a time, empty cache); during
@@ -885,8 +887,8 @@ class Soak:
         if fd0 is not None:
             over = [s for s in load if s["fds"] > fd0 + self.fds_in_flight() + FD_SLACK]
             if over:
-                self.violate("descriptors: %d during the load at %.0f s, over %d (idle) + %d (requests in flight) + %d" % (
-                    over[0]["fds"], over[0]["t"], fd0, self.fds_in_flight(), FD_SLACK))
+                self.violate("descriptors: %d during the load at %.0f s, over %d (idle) + %d (requests in flight) "
+                             "+ %d" % (over[0]["fds"], over[0]["t"], fd0, self.fds_in_flight(), FD_SLACK))
         self.rss_rules = []
         if a.no_rss:
             pass
@@ -1019,7 +1021,10 @@ def start_upstream(args, extra):
     if args.model not in MODEL_FILES:
         print("upstream: none (--model %s is not one of %s, which the fallback needs)" % (args.model, sorted(MODEL_FILES)))
         return None
-    path = model_or_skip(args.upstream_model, MODEL_FILES[args.upstream_model])
+    path = os.path.join(models_dir(), MODEL_FILES[args.upstream_model])
+    if not os.path.exists(path):
+        print("upstream: none (%s is not installed: %s)" % (args.upstream_model, path))
+        return None
     flags = ["--parallel", str(args.parallel), *(["--ctx", str(args.ctx)] if args.ctx else []), *args.hearthd_arg]
     up = Upstream(args.hearthd, path, args.upstream_model, args.model, flags, args.clients)
     print("upstream: hearthd %s on 127.0.0.1:%d (%s), the front's fallback %s" % (
@@ -1055,7 +1060,8 @@ def main():
                     help="the max_tokens of the greedy requests, comma-separated (default 1,6,24; each value "
                     "adds 14 solo requests before the load)")
     ap.add_argument("--only", type=lambda v: v.split(","), help="only these actions, comma-separated (greedy, "
-                    "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled, speculative, models, "
+                    "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled, speculative, "
+                    "models, "
                     "upstream, upstream_sampled, upstream_surfaces): to find which one a problem needs")
     ap.add_argument("--spec-tokens", type=int, default=24,
                     help="max_tokens of the speculative requests, with drafts and without (default 24)")

@@ -11,7 +11,9 @@ and the fault it injects once mid-run.
                their solo answers (asked once alone through the front before the load), the
                three actions, and the fault thread: at 15% of the load (once an upstream request
                has been in flight 0.3 s, waiting up to 10 s for one) the upstream is killed,
-               --upstream-down-s later started again on its port; the fault window closes once
+               --upstream-down-s later started again on its port (meanwhile the fault thread
+               itself asks a greedy chat on each route, whole and streamed, so the window
+               holds answers whatever the clients send); the fault window closes once
                every upstream request begun before the restart has ended and the front's
                /health says the upstream's circuit is closed again.
 
@@ -23,6 +25,7 @@ upstream, or a stream that ends with an error event and no finish (never a cut a
 looks complete). Anything else fails the soak. Standard library only.
 """
 import collections
+import http.client
 import json
 import os
 import shutil
@@ -99,7 +102,8 @@ def upstream_cases(model, max_tokens, prefix):
         for i, q in enumerate(QUESTIONS):
             cases.append(Case("openai", chat_body("openai", model, [{"role": "user", "content": q}], mt, 0),
                               "openai%d" % i))
-        msgs = [{"role": "system", "content": prefix}, {"role": "user", "content": "Summarise the list in one sentence."}]
+        msgs = [{"role": "system", "content": prefix},
+                {"role": "user", "content": "Summarise the list in one sentence."}]
         cases.append(Case("openai", chat_body("openai", model, msgs, mt, 0), "openai-long"))
     for surface in ("ollama", "anthropic"):
         for i, q in enumerate(QUESTIONS[:2]):
@@ -245,6 +249,8 @@ class UpstreamLoad:
         self.outcomes = collections.Counter()  # (in the fault window?, outcome) -> n
         self.after_fault = 0  # upstream answers begun after the window closed
         self.thread = None
+        self.down_asked = collections.Counter()  # (surface, outcome) of ask_while_down's requests
+        self.fault_errors = []
 
     def precompute(self):
         for c in self.cases:
@@ -319,7 +325,7 @@ class UpstreamLoad:
         with self.lock:
             self.t_kill = time.monotonic()
         self.upstream.kill()
-        time.sleep(down_s)
+        self.ask_while_down(t_kill=self.t_kill, down_s=down_s)
         self.upstream.restart()
         self.t_restart = time.monotonic()
         deadline = self.t_restart + self.timeout
@@ -335,6 +341,27 @@ class UpstreamLoad:
         self.fault = {k: v - t_load for k, v in (("killed", self.t_kill), ("restarted", self.t_restart),
                                                  ("closed", self.t_closed)) if v is not None}
 
+    def ask_while_down(self, t_kill, down_s):
+        """While the upstream is down: a greedy chat on each route, whole and streamed, all at
+        once, so the window holds answers whatever the clients happen to send (the fallback's,
+        or 502s); then the rest of down_s."""
+        def one(c, stream):
+            try:
+                outcome = self.run(c.surface, c.body, stream, c.solo, c.label)
+                with self.lock:
+                    self.down_asked[(c.surface, outcome)] += 1
+            except (Invalid, OSError, http.client.HTTPException) as e:
+                with self.lock:
+                    self.fault_errors.append("upstream down, %s %s: %r" % (c.label, stream, e))
+
+        threads = [threading.Thread(target=one, args=(c, stream), daemon=True)
+                   for c in self.cases if c.label in ("openai0", "ollama0", "anthropic0") for stream in (False, True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(self.timeout)
+        time.sleep(max(0.0, t_kill + down_s - time.monotonic()))
+
     def wait_fault(self, limit_s):
         if self.thread is not None:
             self.thread.join(limit_s)
@@ -346,6 +373,7 @@ class UpstreamLoad:
                 out.append("upstream: the circuit did not close again after the restart (%r)" % self.fault)
             elif self.after_fault == 0:
                 out.append("upstream: no answer from the upstream after its restart")
+        out += self.fault_errors
         return out
 
     def report(self):
@@ -355,6 +383,9 @@ class UpstreamLoad:
         print("upstream (%s, fallback %s): outside the fault window %s; inside it %s" % (
             self.model, self.upstream.model_id if self.same_model else "another model",
             ", ".join(by[False]) or "none", ", ".join(by[True]) or "none"))
+        if self.down_asked:
+            print("upstream down, asked by the fault thread: %s" % ", ".join(
+                "%s %s %d" % (s, o, n) for (s, o), n in sorted(self.down_asked.items())))
         if self.fault:
             print("upstream fault: killed at %.1f s, restarted at %.1f s, circuit closed at %s s; %d upstream answers "
                   "begun after it" % (self.fault["killed"], self.fault.get("restarted", float("nan")),
