@@ -401,11 +401,13 @@ class Soak:
                 c.solo = c.run(self.target.connection, False, self.args.timeout)
             except Invalid as e:
                 raise Failure(e.kind, "%s alone: %s" % (c.label, e))
+        t_up = time.monotonic()
         if self.up:
             self.up.precompute()
-        print("solo answers: %d greedy requests, %d of the other kinds and %d for the upstream's model, one at a "
-              "time, in %.1f s" % (len(self.cases), len(self.kind_cases), len(self.up.cases) if self.up else 0,
-                                   time.monotonic() - t))
+        print("solo answers: %d greedy requests, %d of the other kinds and %d for the upstream's model (%.1f s of "
+              "it), one at a time, in %.1f s" % (len(self.cases), len(self.kind_cases),
+                                                len(self.up.cases) if self.up else 0, time.monotonic() - t_up,
+                                                time.monotonic() - t))
         if self.hearth and not self.args.no_rss:
             self.fill_pool()
             if self.args.tools_model and not self.churn_model:  # a churned model is unloaded at rest
