@@ -996,8 +996,8 @@ class Soak:
                 print("RSS flatness: not judged (--no-rss)")
             fd0 = self.idle_before.get("fds")
             print("fds: idle before %s, at the checkpoint %s, max during load %d (bound %d), idle after %s" % (
-                fd0, self.idle_middle.get("fds"), max(s["fds"] for s in load), fd0 + self.fds_in_flight() + FD_SLACK,
-                self.idle_after.get("fds")))
+                fd0, self.idle_middle.get("fds"), max(s["fds"] for s in load),
+                fd0 + self.fds_in_flight() + FD_SLACK, self.idle_after.get("fds")))
         if self.up:
             self.up.report()
         if a.greedy == "report":
@@ -1021,7 +1021,8 @@ def start_upstream(args, extra):
     if args.no_upstream or not args.wanted_upstream:
         return None
     if args.model not in MODEL_FILES:
-        print("upstream: none (--model %s is not one of %s, which the fallback needs)" % (args.model, sorted(MODEL_FILES)))
+        print("upstream: none (--model %s is not one of %s, which the fallback needs)" % (
+            args.model, sorted(MODEL_FILES)))
         return None
     path = os.path.join(models_dir(), MODEL_FILES[args.upstream_model])
     if not os.path.exists(path):
@@ -1063,8 +1064,7 @@ def main():
                     "adds 14 solo requests before the load)")
     ap.add_argument("--only", type=lambda v: v.split(","), help="only these actions, comma-separated (greedy, "
                     "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled, speculative, "
-                    "models, "
-                    "upstream, upstream_sampled, upstream_surfaces): to find which one a problem needs")
+                    "models, upstream, upstream_sampled, upstream_surfaces): to find which one a problem needs")
     ap.add_argument("--spec-tokens", type=int, default=24,
                     help="max_tokens of the speculative requests, with drafts and without (default 24)")
     ap.add_argument("--skip", type=lambda v: v.split(","), help="leave out these actions, comma-separated")
@@ -1149,7 +1149,7 @@ def main():
             if rc != 0:
                 soak.violate("hearthd exited with %s after SIGTERM" % rc)
         if up is not None:
-            if not ok or soak.violations:
+            if (not ok or soak.violations) and os.path.exists(up.daemon.log_path):
                 print("upstream hearthd log (last 2000 characters):\n" + up.daemon.log_text()[-2000:])
             rc = up.close()
             if rc != 0:
