@@ -33,7 +33,7 @@ on Ollama's and Anthropic's (equal to their answers alone, asked once through th
 before the load), and sampled ones (complete); every answer's timings must say `upstream`.
 Once, at 15% of the load, the upstream is killed (SIGKILL, mid-answer when one is in
 flight) and started again on its port --upstream-down-s later (while it is down the soak
-itself asks a greedy chat on each route, whole and streamed): until every upstream request
+itself asks a greedy chat on each route): until every upstream request
 begun before the restart has ended and the front's /health shows the circuit closed again,
 an upstream request may instead get the fallback's answer (timings say `fallback_from`;
 greedy ones still equal their solo answers when the fallback is the same model), a 502/503/
