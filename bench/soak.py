@@ -4,6 +4,7 @@ desktop daemon meets, then checks that nothing broke and nothing leaked (issue 1
 
   bench/soak.py --hearthd build/daemon/hearthd [--model smollm2:135m] [--clients 64]
                 [--duration 600] [--parallel 4] [--threads 2] [--hearthd-arg=--kv-type=q8_0 ...]
+                [--no-upstream] [--upstream-model smollm2:135m] [--upstream-down-s 3] [--no-upstream-fault]
   bench/soak.py --socket /run/user/1000/hearth/hearth.sock      (a running hearthd)
   bench/soak.py --url http://127.0.0.1:8080 [--pid PID]          (another OpenAI server, e.g.
                 llama-server on the same model file: no /api/cache, no hearth gauges)
@@ -24,7 +25,23 @@ are made, with drafts and with "speculative": false; the summary adds up their d
 accepted tokens from the answers' timings, and one without drafts must show none), and the
 tools model unloaded (/api/unload, or Ollama's keep_alive 0) and loaded (/api/load) while
 others ask it, /api/ps read after each (it is unloaded before every rest, so each rest holds
-the same models). A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
+the same models), and (--hearthd, unless --no-upstream; bench/soak_upstream.py) models
+served by an upstream: a second hearthd serving --upstream-model on a loopback TCP port, the
+soak's hearthd (the front) configured with one [[upstream]] for it whose `fallback` is --model;
+greedy chats for "up/<model>" through the front on OpenAI's route, whole and streamed, and
+on Ollama's and Anthropic's (equal to their answers alone, asked once through the front
+before the load), and sampled ones (complete); every answer's timings must say `upstream`.
+Once, at 15% of the load, the upstream is killed (SIGKILL, mid-answer when one is in
+flight) and started again on its port --upstream-down-s later (while it is down the soak
+itself asks a greedy chat on each route): until every upstream request
+begun before the restart has ended and the front's /health shows the circuit closed again,
+an upstream request may instead get the fallback's answer (timings say `fallback_from`;
+greedy ones still equal their solo answers when the fallback is the same model), a 502/503/
+504 naming the upstream, or a stream that ends with an error event and no finish; outside
+that window any of those fails the soak, and a cut stream fails it always. Local requests
+are judged as usual throughout. The summary counts upstream requests by route and outcome,
+inside and outside the fault window, and when the window opened and closed.
+A monitor asks /health every 0.5 s; a sampler records the daemon's RSS and
 open descriptors (/proc/PID) and its gauges (/metrics) every --sample-s seconds.
 
 Before the load, every greedy request is sent once alone (one at a time, empty cache); during
@@ -41,13 +58,18 @@ Invariants (exit 1 when one breaks):
   * the other kinds' answers are valid (soak_kinds.py: tool calls parse and fit their tool,
     JSON fits its schema, each surface's stream ends as it should);
   * greedy answers equal their solo answers (unless --greedy report);
+  * upstream answers as above; after the fault the circuit closes again and the upstream
+    answers; the upstream hearthd exits 0 after SIGTERM, like the front;
   * GET /health answers 200 within 1 s, every time;
   * after the load (once the daemon has had --settle-s to finish cancelled work): no sequence
     running or queued, one connection open (the one asking), no KV block used (every block
     not held by the prompt cache is free: free == total), the disk writer's queue empty;
   * descriptors: every sample during the load <= the idle count before it + clients + 16 (the
     connections the clients, the monitor and the sampler may hold, plus chunk files being
-    written or restored); at rest (halfway and after the load), exactly the idle count before;
+    written or restored), + 4 for each upstream request the clients had in flight at once at
+    most (the front's connection to the upstream and the io_context of that exchange: epoll,
+    eventfd, timerfd); at rest (halfway and after the load), exactly the idle count before:
+    the front keeps no connection to the upstream open between requests;
   * RSS flat: at rest after the load <= at rest at the checkpoint + max(4 MiB, 2%). Against
     hearthd, whose /metrics splits malloc's heap into bytes in use and bytes freed but kept,
     two figures are judged so: the heap in use (a leak is memory never freed), and RSS less the
@@ -87,6 +109,7 @@ import urllib.parse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 from hearthd_process import Hearthd, UnixHTTPConnection, model_or_skip, models_dir  # noqa: E402
 from soak_kinds import Invalid, KindCase, kind_cases  # noqa: E402
+from soak_upstream import Upstream, UpstreamLoad  # noqa: E402
 
 HEALTH_LIMIT_S = 1.0
 RSS_TOL_FRACTION, RSS_TOL_MIB = 0.02, 4.0
@@ -332,6 +355,7 @@ class Soak:
         self.churn_model = args.tools_model if hearth and self.wanted("models") else None
         self.max_loads = 0
         self.log_text, self.churn_file = None, None  # main() sets them when it starts hearthd
+        self.up = None  # the upstream's UpstreamLoad (soak_upstream.py): main() sets it with --hearthd
         # The kinds of soak_kinds.py (tools, schemas, Ollama, Anthropic), hearth only, at the
         # largest greedy length: each one's solo answer costs a request before the load.
         self.kind_cases = kind_cases(args.model, args.tools_model, args.greedy_max_tokens[-1:],
@@ -377,8 +401,13 @@ class Soak:
                 c.solo = c.run(self.target.connection, False, self.args.timeout)
             except Invalid as e:
                 raise Failure(e.kind, "%s alone: %s" % (c.label, e))
-        print("solo answers: %d greedy requests and %d of the other kinds, one at a time, in %.1f s" % (
-            len(self.cases), len(self.kind_cases), time.monotonic() - t))
+        t_up = time.monotonic()
+        if self.up:
+            self.up.precompute()
+        print("solo answers: %d greedy requests, %d of the other kinds and %d for the upstream's model (%.1f s of "
+              "it), one at a time, in %.1f s" % (len(self.cases), len(self.kind_cases),
+                                                len(self.up.cases) if self.up else 0, time.monotonic() - t_up,
+                                                time.monotonic() - t))
         if self.hearth and not self.args.no_rss:
             self.fill_pool()
             if self.args.tools_model and not self.churn_model:  # a churned model is unloaded at rest
@@ -659,7 +688,20 @@ class Soak:
             a += [(10, self.act_speculative)]
         if self.churn_model:
             a += [(2, self.act_models)]
+        if self.up:
+            a += [(8, self.act_upstream), (3, self.act_upstream_sampled), (3, self.act_upstream_surfaces)]
         return [(w, f) for w, f in a if self.wanted(f.__name__[4:])]
+
+    def act_upstream(self, rng):
+        """A greedy chat for the upstream's model on OpenAI's route (soak_upstream.py)."""
+        return self.up.act_greedy(rng)
+
+    def act_upstream_sampled(self, rng):
+        return self.up.act_sampled(rng)
+
+    def act_upstream_surfaces(self, rng):
+        """A greedy chat for the upstream's model on Ollama's or Anthropic's route."""
+        return self.up.act_surfaces(rng)
 
     def wanted(self, action):
         """Whether --only and --skip leave this action in."""
@@ -764,7 +806,12 @@ class Soak:
         for t in threads:
             t.start()
         t_load = time.monotonic()
+        if self.up and self.args.upstream_fault:
+            self.up.start_fault(t_load, self.args.duration * 0.15, self.args.upstream_down_s, self.stop,
+                                lambda: json.loads(request(self.target, "GET", "/health", None, 60)[1]))
         self.stop.wait(self.args.duration / 2)
+        if self.up:  # the fault ends in the first half, so both rests hold the same upstream
+            self.up.wait_fault(self.args.timeout)
         t_mid = time.monotonic()
         self.idle_middle = self.checkpoint()
         self.t_middle = self.idle_middle["t"]
@@ -813,6 +860,9 @@ class Soak:
         strict_errors = {k: n for k, n in self.errors.items() if k != "greedy_mismatch(reported)"}
         if strict_errors:
             self.violate("requests failed: %s" % ", ".join("%s %d" % kv for kv in sorted(strict_errors.items())))
+        if self.up:
+            for v in self.up.violations():
+                self.violate(v)
         if self.stuck_clients:
             self.violate("%d client threads still waiting after the hang guard" % self.stuck_clients)
         lat = [d for _, d in self.health if d is not None]
@@ -837,10 +887,10 @@ class Soak:
                 self.violate("descriptors: %s %s, %d before the load" % (e.get("fds"), name, fd0))
         load = [s for s in self.samples if "rss_kib" in s]
         if fd0 is not None:
-            over = [s for s in load if s["fds"] > fd0 + a.clients + FD_SLACK]
+            over = [s for s in load if s["fds"] > fd0 + self.fds_in_flight() + FD_SLACK]
             if over:
-                self.violate("descriptors: %d during the load at %.0f s, over %d (idle) + %d clients + %d" % (
-                    over[0]["fds"], over[0]["t"], fd0, a.clients, FD_SLACK))
+                self.violate("descriptors: %d during the load at %.0f s, over %d (idle) + %d (requests in flight) "
+                             "+ %d" % (over[0]["fds"], over[0]["t"], fd0, self.fds_in_flight(), FD_SLACK))
         self.rss_rules = []
         if a.no_rss:
             pass
@@ -854,6 +904,14 @@ class Soak:
         elif self.pid is not None:
             self.violate("no RSS at the checkpoint or after the load")
         self.health_max = max(lat) if lat else None
+
+    def fds_in_flight(self):
+        """Descriptors the clients' requests in flight may hold in the daemon: one connection per
+        client, and 4 per upstream request in flight at once (the most the clients had): the
+        daemon's connection to the upstream and the private io_context fetch/http.cpp runs each
+        exchange on (an epoll, an eventfd and a timerfd), all closed with the request, none kept
+        at rest (measured: 15 descriptors in a front with one upstream stream, 10 idle)."""
+        return self.args.clients + (4 * self.up.max_inflight if self.up else 0)
 
     def memory_figures(self):
         """The figures judged flat, as (name, (KiB at the checkpoint, KiB after the load)): the heap
@@ -938,8 +996,10 @@ class Soak:
                 print("RSS flatness: not judged (--no-rss)")
             fd0 = self.idle_before.get("fds")
             print("fds: idle before %s, at the checkpoint %s, max during load %d (bound %d), idle after %s" % (
-                fd0, self.idle_middle.get("fds"), max(s["fds"] for s in load), fd0 + a.clients + FD_SLACK,
-                self.idle_after.get("fds")))
+                fd0, self.idle_middle.get("fds"), max(s["fds"] for s in load),
+                fd0 + self.fds_in_flight() + FD_SLACK, self.idle_after.get("fds")))
+        if self.up:
+            self.up.report()
         if a.greedy == "report":
             print("greedy check: REPORT ONLY (--greedy report): mismatches are counted, not failed")
         if a.json:
@@ -953,6 +1013,26 @@ class Soak:
                 print("  " + v)
         else:
             print("\nall invariants held")
+
+
+def start_upstream(args, extra):
+    """The upstream hearthd (soak_upstream.Upstream) for --hearthd, or None: --no-upstream, or a
+    --model that is not a catalog name (the fallback is named by it)."""
+    if args.no_upstream or not args.wanted_upstream:
+        return None
+    if args.model not in MODEL_FILES:
+        print("upstream: none (--model %s is not one of %s, which the fallback needs)" % (
+            args.model, sorted(MODEL_FILES)))
+        return None
+    path = os.path.join(models_dir(), MODEL_FILES[args.upstream_model])
+    if not os.path.exists(path):
+        print("upstream: none (%s is not installed: %s)" % (args.upstream_model, path))
+        return None
+    flags = ["--parallel", str(args.parallel), *(["--ctx", str(args.ctx)] if args.ctx else []), *args.hearthd_arg]
+    up = Upstream(args.hearthd, path, args.upstream_model, args.model, flags, args.clients)
+    print("upstream: hearthd %s on 127.0.0.1:%d (%s), the front's fallback %s" % (
+        args.upstream_model, up.port, " ".join(up.args), args.model))
+    return up
 
 
 def main():
@@ -983,8 +1063,8 @@ def main():
                     help="the max_tokens of the greedy requests, comma-separated (default 1,6,24; each value "
                     "adds 14 solo requests before the load)")
     ap.add_argument("--only", type=lambda v: v.split(","), help="only these actions, comma-separated (greedy, "
-                    "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled, speculative, models): to find which "
-                    "one a problem needs")
+                    "sampled, disconnect, cancel, half_open, info, warm, clear, kind, kind_sampled, speculative, "
+                    "models, upstream, upstream_sampled, upstream_surfaces): to find which one a problem needs")
     ap.add_argument("--spec-tokens", type=int, default=24,
                     help="max_tokens of the speculative requests, with drafts and without (default 24)")
     ap.add_argument("--skip", type=lambda v: v.split(","), help="leave out these actions, comma-separated")
@@ -998,14 +1078,25 @@ def main():
                     help="report RSS but do not judge it, and do not fill the KV pool first: for a daemon built "
                     "with AddressSanitizer, whose quarantine keeps freed memory (256 MiB by default) and so grows "
                     "RSS through any run that frees memory")
+    ap.add_argument("--no-upstream", action="store_true",
+                    help="no upstream: by default (--hearthd) a second hearthd on a loopback TCP port serves "
+                    "--upstream-model, and the soak's hearthd forwards to it (soak_upstream.py)")
+    ap.add_argument("--upstream-model", default="smollm2:135m", choices=sorted(MODEL_FILES),
+                    help="the upstream's model (default smollm2:135m; the front's --model is its fallback)")
+    ap.add_argument("--upstream-down-s", type=float, default=3,
+                    help="seconds the upstream stays killed before it is started again (default 3)")
+    ap.add_argument("--no-upstream-fault", dest="upstream_fault", action="store_false",
+                    help="do not kill the upstream during the load")
     ap.add_argument("--json", help="write every sample and count to this file")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # progress lines show up in a log as they happen
     args.greedy = args.greedy or ("report" if args.url else "strict")
     if args.tools_model == "none" or args.url:
         args.tools_model = None
+    args.wanted_upstream = any((not args.only or x in args.only) and x not in (args.skip or [])
+                               for x in ("upstream", "upstream_sampled", "upstream_surfaces"))
 
-    d = None
+    d = up = None
     if args.hearthd:
         extra = ["--parallel", str(args.parallel), "--queue-max", str(args.queue_max or 2 * args.clients),
                  *(["--ctx", str(args.ctx)] if args.ctx else []), *args.hearthd_arg]
@@ -1016,7 +1107,15 @@ def main():
         args.tools_model = args.tools_model if os.path.exists(tools_file) else None
         if args.tools_model:
             extra += ["--model", tools_file]
-        d = Hearthd(args.hearthd, model, *extra, threads=args.threads)
+        up = start_upstream(args, extra)
+        if up:
+            extra += ["--config", up.config]
+        try:
+            d = Hearthd(args.hearthd, model, *extra, threads=args.threads)
+        except BaseException:
+            if up:
+                up.close()
+            raise
         target, pid = Target(unix_path=d.socket), d.proc.pid
         args.target_desc = "hearthd %s --threads %d %s" % (args.model, args.threads, " ".join(extra))
     elif args.socket:
@@ -1032,6 +1131,9 @@ def main():
         target, pid = Target(host=u.hostname, port=u.port or 80), args.pid
         args.target_desc = args.url
     soak = Soak(args, target, pid, hearth=not args.url)
+    if up:
+        soak.up = UpstreamLoad(up, target.connection, args.greedy_max_tokens, long_prefix(), args.timeout,
+                               same_model=args.upstream_model == args.model)
     if d is not None and args.tools_model:
         soak.log_text, soak.churn_file = d.log_text, os.path.basename(tools_file)
     ok = False
@@ -1046,6 +1148,12 @@ def main():
             rc = d.close()
             if rc != 0:
                 soak.violate("hearthd exited with %s after SIGTERM" % rc)
+        if up is not None:
+            if (not ok or soak.violations) and os.path.exists(up.daemon.log_path):
+                print("upstream hearthd log (last 2000 characters):\n" + up.daemon.log_text()[-2000:])
+            rc = up.close()
+            if rc != 0:
+                soak.violate("the upstream hearthd exited with %s after SIGTERM" % rc)
     soak.report()
     return 1 if soak.violations else 0
 
