@@ -536,10 +536,11 @@ class Soak:
 
     def rest_models(self):
         """Unloads the churned model before each rest, so every rest holds the same models, and
-        waits (up to --settle-s) until it is gone: /api/ps no longer lists it and, when the soak
-        started hearthd, its log has an "unloaded" line for each load. /api/ps drops a model
-        before its unload ends (queued chunks written, weights and KV pool freed), and a rest
-        sampled in between holds the model's memory, loosening the RSS check."""
+        waits (up to --settle-s) until /api/ps no longer lists it. hearthd lists an unloading model
+        ("state": "unloading") until its queued chunks are written and its weights and KV pool
+        freed, so a rest sampled after that holds none of its memory; when the soak started
+        hearthd, its log must then already have an "unloaded" line for each load (a violation
+        otherwise)."""
         if not self.churn_model:
             return
         request(self.target, "POST", "/api/unload", {"model": self.churn_model}, self.args.timeout)
@@ -547,7 +548,9 @@ class Soak:
         while time.monotonic() < deadline:
             status, data = request(self.target, "GET", "/api/ps", None, self.args.timeout)
             listed = status != 200 or any(x.get("id") == self.churn_model for x in json.loads(data)["models"])
-            if not listed and self.unloads_logged():
+            if not listed:
+                if not self.unloads_logged():
+                    self.violate("%s left /api/ps before hearthd logged the end of its unload" % self.churn_model)
                 return
             time.sleep(0.2)
         self.violate("%s still loaded %.0f s after /api/unload" % (self.churn_model, self.args.settle_s))
