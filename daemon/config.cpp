@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "common/duration.h"
+#include "common/split.h"
 #include "daemon/upstream_flags.h"
 #include "daemon/upstream_toml.h"
 
@@ -47,21 +48,6 @@ const std::string& str(const Value& v) {
   return std::get<std::string>(v);
 }
 
-// "a, b,,c" -> {"a", "b", "c"}: items trimmed, empty ones dropped.
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-    start = end + 1;
-  }
-  return out;
-}
 int32_t i32(const Value& v) {
   return static_cast<int32_t>(std::get<int64_t>(v));
 }

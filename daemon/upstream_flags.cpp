@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "common/split.h"
 #include "daemon/upstream_toml.h"
 
 namespace hearth::daemon {
@@ -16,19 +17,10 @@ bool is_int_key(const std::string& key) {
          key == "discover_interval";
 }
 
-// "a, b,,c" -> ["a", "b", "c"]: items trimmed, empty ones dropped.
+// "a, b,,c" -> ["a", "b", "c"] (split_list) as a TOML array.
 toml::array model_list(const std::string& text) {
   toml::array out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-    start = end + 1;
-  }
+  for (std::string& item : split_list(text)) out.push_back(std::move(item));
   return out;
 }
 
