@@ -120,7 +120,7 @@ TEST_CASE("each drafter's k and pause move only with its own verifications") {
   CHECK(u.guard(Drafter::Model).drafted_total() == 2 * Speculator::kJudgeAfter);
 }
 
-TEST_CASE("a draft model whose passes cost more than its kept guesses save is switched off; one that wins stays on") {
+TEST_CASE("a draft model whose passes cost more than its kept guesses save is switched off, one that wins stays on") {
   // The same acceptance (5 of 7 kept) at two cost ratios: at 0.1 a proposal costs
   // 7 * 0.25 + 7 * 0.1 = 2.45 passes and saves 5; at 0.8 it costs 7.35 and saves 5.
   auto run = [](double ratio) {
