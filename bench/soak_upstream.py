@@ -30,12 +30,11 @@ import json
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
 
-from hearthd_process import Hearthd  # tests/e2e, on sys.path through bench/soak.py
+from hearthd_process import Hearthd, free_port  # tests/e2e, on sys.path through bench/soak.py
 from soak_kinds import Invalid, chat_body
 
 NAME, PREFIX = "up", "up/"
@@ -44,12 +43,6 @@ ENDPOINTS = {"openai": "/v1/chat/completions", "ollama": "/api/chat", "anthropic
 # What each surface says when an answer ends complete.
 FINISHED = {"openai": ("stop", "length"), "ollama": ("stop", "length"),
             "anthropic": ("end_turn", "max_tokens", "stop_sequence")}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Upstream:

@@ -97,6 +97,13 @@ def post_as_user(uid, socket_path, path, body, timeout=HANG_GUARD_S):
     return (int(status), data) if status.isdigit() else (None, b"")
 
 
+def free_port():
+    """A loopback TCP port free now (for a daemon's --listen-tcp)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def models_dir():
     return os.environ.get("HEARTH_MODELS") or os.path.join(
         os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "hearth", "models")

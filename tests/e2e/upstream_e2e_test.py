@@ -26,24 +26,17 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
 import time
 
 from fault_proxy import FaultProxy, make_certs
-from hearthd_process import (HANG_GUARD_S, OTHER_UIDS, CacheDaemon, Hearthd, gemma_model_or_skip, long_prompt,
-                             open_to_other_users, other_users_args, post_as_user, sse_events)
+from hearthd_process import (HANG_GUARD_S, OTHER_UIDS, CacheDaemon, Hearthd, free_port, gemma_model_or_skip,
+                             long_prompt, open_to_other_users, other_users_args, post_as_user, sse_events)
 
 UPSTREAM_MODEL = "up/gemma3:270m"
 LOCAL_MODEL = "gemma3:270m"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tcp_post(port, path, body):
