@@ -126,7 +126,9 @@ int run_bench(Loaded& l, const std::string& model_path, const BenchOptions& o) {
     peaks = probe::machine_peaks(probe::default_probe_cache_dir(), o.threads, true);
   }
   nlohmann::json ops;  // null unless --bench-ops
-  if (o.ops_steps > 0 && (ops = profile_decode_ops(l, o.tg, o.ops_steps, o.kv_type)).is_null()) return 1;
+  if (o.ops_steps > 0 &&
+      (ops = profile_decode_ops(l, o.ops_context >= 0 ? o.ops_context : o.tg, o.ops_steps, o.kv_type)).is_null())
+    return 1;
   if (o.json) {
     std::cout << nlohmann::json{{"model", c.name},
                                 {"backend", l.backend->info().name},

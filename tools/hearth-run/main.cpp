@@ -98,6 +98,10 @@ void add_options(CLI::App& app, Args& a) {
                  "bench: also time this many decode steps op by op (at --tg tokens of context), against the bytes "
                  "each op moves")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--ops-context", a.bo.ops_context,
+                 "bench: tokens of context before the steps --bench-ops times (default: --tg), e.g. 8192 for "
+                 "attention at long contexts without generating that many tokens")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--reprobe", a.bo.reprobe,
                "bench: measure this machine's int8 and memory-read peaks again (they are kept in the cache folder)");
   app.add_option("--simd", a.simd,

@@ -31,6 +31,7 @@ struct BenchOptions {
   bool reprobe = false;  // measure this machine's peaks again (else the cached ones)
   int threads = 0;       // CPU threads the backend runs (0: every core), for the probes
   int ops_steps = 0;     // decode steps timed op by op after the tests (0: none; decode_ops.h)
+  int ops_context = -1;  // tokens of context before those steps (-1: tg)
   DType kv_type = DType::F16;
 };
 
