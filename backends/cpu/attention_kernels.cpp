@@ -266,15 +266,124 @@ __attribute__((target("avx512f,avx512dq"))) void qk_avx512(const float* const* q
   }
 }
 
+// Asks for the lines of [p, p + bytes) to be brought into L1 ahead of their use.
+inline void prefetch_bytes(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+  _mm_prefetch(c + bytes - 1, _MM_HINT_T0);
+}
+
+// Keys read in place (f16 or Q8_0 rows, element col + d of row j): 16 keys at a time, 16 of
+// their elements converted (exactly) and transposed in registers, then one fma per head
+// and element, d in increasing order from 0, each score one chain: the arithmetic of
+// qk_avx512_n over the same keys converted and staged, bit for bit, with no staged copy.
+// J blocks of 16 keys go side by side so that H x J chains overlap. Row16: 16 elements of
+// key row i from element e (a multiple of 16).
+template <int H, int J, class Row16>
+HEARTH_AVX512 void qk_rows_avx512_n(const float* const* q, int64_t n_j, int64_t n, float* const* out, Row16 row16) {
+  for (int64_t j = 0; j < std::min<int64_t>(n_j, 16 * J); ++j) row16.prefetch(j, n);
+  for (int64_t j0 = 0; j0 < n_j; j0 += 16 * J) {
+    for (int64_t j = j0 + 16 * J; j < std::min<int64_t>(n_j, j0 + 32 * J); ++j) row16.prefetch(j, n);
+    __m512 acc[H][J];
+#pragma GCC unroll 16
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 16
+      for (int b = 0; b < J; ++b) acc[h][b] = _mm512_setzero_ps();
+    for (int64_t d0 = 0; d0 < n; d0 += 16) {
+#pragma GCC unroll 16
+      for (int b = 0; b < J; ++b) {
+        const int64_t first = j0 + 16 * b;
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) r[i] = first + i < n_j ? row16(first + i, d0) : _mm512_setzero_ps();
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c)
+#pragma GCC unroll 16
+          for (int h = 0; h < H; ++h) acc[h][b] = _mm512_fmadd_ps(_mm512_set1_ps(q[h][d0 + c]), r[c], acc[h][b]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int b = 0; b < J; ++b) {
+      const int64_t first = j0 + 16 * b;
+      const __mmask16 m = first < n_j ? tail_mask(n_j - first) : static_cast<__mmask16>(0);
+#pragma GCC unroll 16
+      for (int h = 0; h < H; ++h) _mm512_mask_storeu_ps(out[h] + first, m, acc[h][b]);
+    }
+  }
+}
+
+// 1 to 8 heads: two blocks of keys side by side for up to 4 heads, one for more (the 16
+// transposed elements and H x J sums stay within the 32 registers).
+template <class Row16>
+HEARTH_AVX512 void qk_rows_heads(const float* const* q, int n_heads, int64_t n_j, int64_t n, float* const* out,
+                                 Row16 row16) {
+  switch (n_heads) {
+    case 1:
+      return qk_rows_avx512_n<1, 2>(q, n_j, n, out, row16);
+    case 2:
+      return qk_rows_avx512_n<2, 2>(q, n_j, n, out, row16);
+    case 3:
+      return qk_rows_avx512_n<3, 2>(q, n_j, n, out, row16);
+    case 4:
+      return qk_rows_avx512_n<4, 2>(q, n_j, n, out, row16);
+    case 5:
+      return qk_rows_avx512_n<5, 1>(q, n_j, n, out, row16);
+    case 6:
+      return qk_rows_avx512_n<6, 1>(q, n_j, n, out, row16);
+    case 7:
+      return qk_rows_avx512_n<7, 1>(q, n_j, n, out, row16);
+    default:
+      return qk_rows_avx512_n<8, 1>(q, n_j, n, out, row16);
+  }
+}
+
+// Key loaders for qk_rows_heads: 16 elements of key row j from element e.
+struct F16Key {
+  const uint16_t* const* k;
+  int64_t col;
+  HEARTH_AVX512 __m512 operator()(int64_t j, int64_t e) const {
+    return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[j] + col + e)));
+  }
+  void prefetch(int64_t j, int64_t n) const { prefetch_bytes(k[j] + col, n * 2); }
+};
+struct Q8_0Key {
+  const uint8_t* const* k;
+  int64_t col;
+  HEARTH_AVX512 __m512 operator()(int64_t j, int64_t e) const { return q8_0_16(k[j], col + e); }
+  void prefetch(int64_t j, int64_t n) const { prefetch_bytes(k[j] + col / 32 * 34, (n + 31) / 32 * 34); }
+};
+
+__attribute__((target("avx512f,avx512dq"))) void qk_f16_rows_avx512(const float* const* q, int n_heads,
+                                                                    const uint16_t* const* k, int64_t col, int64_t n_j,
+                                                                    int64_t n, float* const* out) {
+  qk_rows_heads(q, n_heads, n_j, n, out, F16Key{k, col});
+}
+
+__attribute__((target("avx512f,avx512dq"))) void qk_q8_0_rows_avx512(const float* const* q, int n_heads,
+                                                                     const uint8_t* const* k, int64_t col, int64_t n_j,
+                                                                     int64_t n, float* const* out) {
+  qk_rows_heads(q, n_heads, n_j, n, out, Q8_0Key{k, col});
+}
+
+// Value rows per block of the weighted sums: every column chunk of a block's rows is summed
+// before the next block, so the rows (32 x 512 bytes for Gemma 3's 256 f16) are read from
+// memory once and then from L1; the next block's rows are prefetched meanwhile. Going
+// through all of a call's rows once per column chunk read each row from memory up to four
+// times, one or two lines at a stride of a row: at a 4,096-token context that made the
+// weighted sums most of a decode step's attention.
+constexpr int64_t kValueBlock = 32;
+
 // H heads x 64 output floats (32 from 7 heads, to stay within the 32 registers) in
-// registers while every value row passes once; per element a chain of fmas in increasing j
-// from 0, or from out with accumulate. Row j's 16 floats at i: load(j, i, mask).
-// acc[h][k] += w[h][j] * (row j's 16 floats at i + 16 k) for j < n_j, in increasing j; with
-// kFull every lane of the kVecs vectors is in the row (no masks to apply).
+// registers while the value rows of a block pass once; per element a chain of fmas in
+// increasing j from 0, or from out with accumulate (or after the first block: the chain
+// goes on from the float it was stored as, the same bits). Row j's 16 floats at i: load(j,
+// i, mask). acc[h][k] += w[h][j] * (row j's 16 floats at i + 16 k) for j in [j0, j1), in
+// increasing j; with kFull every lane of the kVecs vectors is in the row (no masks).
 template <int H, int kVecs, bool kFull, class Load>
-HEARTH_AVX512 void weighted_sum_rows(__m512 (&acc)[H][kVecs], const float* const* w, int64_t n_j, int64_t i,
+HEARTH_AVX512 void weighted_sum_rows(__m512 (&acc)[H][kVecs], const float* const* w, int64_t j0, int64_t j1, int64_t i,
                                      const __mmask16* m, Load load) {
-  for (int64_t j = 0; j < n_j; ++j) {
+  for (int64_t j = j0; j < j1; ++j) {
     __m512 x[kVecs];
 #pragma GCC unroll 16
     for (int k = 0; k < kVecs; ++k) x[k] = kFull ? load.full(j, i + 16 * k) : load(j, i + 16 * k, m[k]);
@@ -291,25 +400,31 @@ template <int H, class Load>
 HEARTH_AVX512 void weighted_sum_avx512_n(float* const* out, const float* const* w, int64_t n_j, int64_t n,
                                          bool accumulate, Load load) {
   constexpr int kVecs = H <= 6 ? 4 : 2;
-  for (int64_t i = 0; i < n; i += 16 * kVecs) {
-    __mmask16 m[kVecs];
+  for (int64_t j = 0; j < std::min(n_j, kValueBlock); ++j) load.prefetch(j, n);
+  for (int64_t j0 = 0; j0 < n_j || (j0 == 0 && !accumulate); j0 += kValueBlock) {
+    const int64_t j1 = std::min(n_j, j0 + kValueBlock);
+    for (int64_t j = j1; j < std::min(n_j, j1 + kValueBlock); ++j) load.prefetch(j, n);
+    const bool from_out = accumulate || j0 > 0;
+    for (int64_t i = 0; i < n; i += 16 * kVecs) {
+      __mmask16 m[kVecs];
 #pragma GCC unroll 16
-    for (int k = 0; k < kVecs; ++k) m[k] = i + 16 * k < n ? tail_mask(n - i - 16 * k) : static_cast<__mmask16>(0);
-    __m512 acc[H][kVecs];
+      for (int k = 0; k < kVecs; ++k) m[k] = i + 16 * k < n ? tail_mask(n - i - 16 * k) : static_cast<__mmask16>(0);
+      __m512 acc[H][kVecs];
 #pragma GCC unroll 16
-    for (int h = 0; h < H; ++h)
+      for (int h = 0; h < H; ++h)
 #pragma GCC unroll 16
-      for (int k = 0; k < kVecs; ++k)
-        acc[h][k] = accumulate ? _mm512_maskz_loadu_ps(m[k], out[h] + i + 16 * k) : _mm512_setzero_ps();
-    if (i + 16 * kVecs <= n && load.full_ok()) {
-      weighted_sum_rows<H, kVecs, true>(acc, w, n_j, i, m, load);
-    } else {
-      weighted_sum_rows<H, kVecs, false>(acc, w, n_j, i, m, load);
+        for (int k = 0; k < kVecs; ++k)
+          acc[h][k] = from_out ? _mm512_maskz_loadu_ps(m[k], out[h] + i + 16 * k) : _mm512_setzero_ps();
+      if (i + 16 * kVecs <= n && load.full_ok()) {
+        weighted_sum_rows<H, kVecs, true>(acc, w, j0, j1, i, m, load);
+      } else {
+        weighted_sum_rows<H, kVecs, false>(acc, w, j0, j1, i, m, load);
+      }
+#pragma GCC unroll 16
+      for (int h = 0; h < H; ++h)
+#pragma GCC unroll 16
+        for (int k = 0; k < kVecs; ++k) _mm512_mask_storeu_ps(out[h] + i + 16 * k, m[k], acc[h][k]);
     }
-#pragma GCC unroll 16
-    for (int h = 0; h < H; ++h)
-#pragma GCC unroll 16
-      for (int k = 0; k < kVecs; ++k) _mm512_mask_storeu_ps(out[h] + i + 16 * k, m[k], acc[h][k]);
   }
 }
 
@@ -419,6 +534,7 @@ struct F32Rows {
   }
   HEARTH_AVX512 __m512 full(int64_t j, int64_t i) const { return _mm512_loadu_ps(v + j * stride + i); }
   bool full_ok() const { return true; }
+  void prefetch(int64_t j, int64_t n) const { prefetch_bytes(v + j * stride, n * 4); }
 };
 struct F16Rows {
   const uint16_t* const* v;
@@ -435,6 +551,7 @@ struct F16Rows {
     return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v[j] + col + i)));
   }
   bool full_ok() const { return true; }
+  void prefetch(int64_t j, int64_t n) const { prefetch_bytes(v[j] + col, n * 2); }
 };
 
 struct Q8_0Rows {
@@ -455,6 +572,7 @@ struct Q8_0Rows {
   }
   HEARTH_AVX512 __m512 full(int64_t j, int64_t i) const { return q8_0_16(v[j], col + i); }
   bool full_ok() const { return col % 16 == 0; }  // 16 elements from col + i inside one block
+  void prefetch(int64_t j, int64_t n) const { prefetch_bytes(v[j] + col / 32 * 34, (n + 31) / 32 * 34); }
 };
 
 __attribute__((target("avx512f,avx512dq"))) void weighted_sum_avx512(float* const* out, const float* const* w,
@@ -488,6 +606,8 @@ AttnKernels attn_kernels(SimdLevel level) {
             transpose_rows_avx512,
             transpose_f16_rows_avx512,
             transpose_q8_0_rows_avx512,
+            qk_f16_rows_avx512,
+            qk_q8_0_rows_avx512,
             weighted_sum_avx512,
             weighted_sum_f16_avx512,
             weighted_sum_q8_0_avx512,
@@ -495,13 +615,17 @@ AttnKernels attn_kernels(SimdLevel level) {
             scale_avx512,
             exp_sum_avx512};
   if (level >= SimdLevel::AVX2)
-    return {qk_each<dot_avx2>, false,   nullptr,          nullptr,      nullptr,       weighted_sum_each<axpy_avx2>,
-            nullptr,           nullptr, scale_max_scalar, scale_scalar, exp_sum_scalar};
+    return {qk_each<dot_avx2>, false,   nullptr,          nullptr,
+            nullptr,           nullptr, nullptr,          weighted_sum_each<axpy_avx2>,
+            nullptr,           nullptr, scale_max_scalar, scale_scalar,
+            exp_sum_scalar};
 #else
   (void)level;
 #endif
   return {qk_each<dot_scalar>,
           false,
+          nullptr,
+          nullptr,
           nullptr,
           nullptr,
           nullptr,

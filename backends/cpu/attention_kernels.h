@@ -35,6 +35,15 @@ struct AttnKernels {
   // of 32): d * q is exact in f32, so this too equals dequantizing then transposing bit for
   // bit. Null where the level has none.
   void (*transpose_q8_0_rows)(const uint8_t* const* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
+  // qk over keys read in place, with the arithmetic of qk on those keys converted and
+  // transposed (the same bits): key j's element d is float(k[j][col + d]) (f16), or the
+  // dequantized element col + d of Q8_0 row k[j]; n and col multiples of 16. No staged copy,
+  // but each call converts and transposes its keys again: for calls that each read keys no
+  // other call reads (one query row). Null where the level has none.
+  void (*qk_f16_rows)(const float* const* q, int n_heads, const uint16_t* const* k, int64_t col, int64_t n_j, int64_t n,
+                      float* const* out);
+  void (*qk_q8_0_rows)(const float* const* q, int n_heads, const uint8_t* const* k, int64_t col, int64_t n_j, int64_t n,
+                       float* const* out);
   // For h < n_heads (1 .. kAttnMaxGroup): out[h][i] = sum over j < n_j, in increasing j, of
   // w[h][j] * v[j * v_stride + i], for i < n; out[h] is overwritten, or with accumulate the
   // sums start from out[h]'s values instead of 0. Each element is one chain of

@@ -122,65 +122,85 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   const bool v_f16 = op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr;
   const bool v_q8 = op.src3.type == DType::Q8_0 && kern.weighted_sum_q8_0 != nullptr;
   const bool v_in_place = v_f16 || v_q8;
-  std::vector<const uint16_t*> v_rows_f16;
-  std::vector<const uint8_t*> v_rows_q8;
-  for (int64_t j = 0; v_in_place && j < n_stage; ++j) {
-    if (v_f16) v_rows_f16.push_back(f16_row(op.src3, kv_slot[lo + j]));
-    if (v_q8) v_rows_q8.push_back(raw_row(op.src3, kv_slot[lo + j]));
+  // Keys too are read in place, converted and transposed in registers by each call, where
+  // no two calls read the same keys for the same heads: one query row (a decode step). A
+  // staged copy would be written and read again for that one use, and at long contexts the
+  // staging is most of the op. With more rows, the staged keys serve them all.
+  const bool k_f16 = op.src2.type == DType::F16 && kern.qk_f16_rows != nullptr;
+  const bool k_q8 = op.src2.type == DType::Q8_0 && kern.qk_q8_0_rows != nullptr;
+  const bool k_in_place = (k_f16 || k_q8) && n_q == 1 && head_dim % 16 == 0;
+  std::vector<const uint16_t*> v_rows_f16, k_rows_f16;
+  std::vector<const uint8_t*> v_rows_q8, k_rows_q8;
+  for (int64_t j = 0; (v_in_place || k_in_place) && j < n_stage; ++j) {
+    const int32_t slot = kv_slot[lo + j];
+    if (v_f16) v_rows_f16.push_back(f16_row(op.src3, slot));
+    if (v_q8) v_rows_q8.push_back(raw_row(op.src3, slot));
+    if (k_in_place && k_f16) k_rows_f16.push_back(f16_row(op.src2, slot));
+    if (k_in_place && k_q8) k_rows_q8.push_back(raw_row(op.src2, slot));
   }
-  const int64_t key_block = key_tile_for(head_dim);
+  const int64_t key_block = k_in_place ? kAttnTile : key_tile_for(head_dim);
   // Transposed keys (kern.k_transposed) in blocks of key_block keys: key lo + b * key_block
   // + i is column i of block b, whose element c sits at k_f32[(b * kv_dim + c) * key_block +
   // i]. A KV head's part of a block (head_dim x key_block floats) is one contiguous run, so a
   // tile of keys streams in order instead of touching head_dim rows a whole cache apart.
   const int64_t n_blocks = (n_stage + key_block - 1) / key_block;
-  const int64_t k_floats = kern.k_transposed ? n_blocks * key_block * kv_dim : n_stage * kv_dim;
+  const int64_t k_floats = k_in_place ? 0 : kern.k_transposed ? n_blocks * key_block * kv_dim : n_stage * kv_dim;
   const int64_t v_floats = v_in_place ? 0 : n_stage * kv_dim;
   float* staged = reinterpret_cast<float*>(ctx.scratch_bytes(static_cast<size_t>(k_floats + v_floats) * sizeof(float)));
   float* k_f32 = staged;             // row j at j * kv_dim, or (kern.k_transposed) in blocks as above
   float* v_f32 = staged + k_floats;  // staged values (only when not read in place)
   // Column j (from lo) of the transposed keys; its elements are key_block floats apart.
   const auto k_column = [&](int64_t j) { return k_f32 + j / key_block * kv_dim * key_block + j % key_block; };
-  ctx.pool->run([&](int ith, int nth) {
-    // Whole groups of 16 keys per thread, so that none straddles two blocks.
-    int64_t b, e;
-    split_range((n_stage + 15) / 16, ith, nth, &b, &e);
-    b = b * 16;
-    e = std::min(e * 16, n_stage);
-    if (!v_in_place)
-      for (int64_t j = b; j < e; ++j) load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
-    if (!kern.k_transposed) {
-      for (int64_t j = b; j < e; ++j) load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
-      return;
-    }
-    // Keys as columns, 16 rows at a time: f16 and Q8_0 rows converted and transposed in one
-    // pass; other types converted into this thread's scratch, then written out transposed.
-    const auto transpose_in_place = [&](auto row_of, auto transpose) {
-      std::remove_cvref_t<decltype(row_of(0))> rows[16];
+  if (!(k_in_place && v_in_place))
+    ctx.pool->run([&](int ith, int nth) {
+      // Whole groups of 16 keys per thread, so that none straddles two blocks.
+      int64_t b, e;
+      split_range((n_stage + 15) / 16, ith, nth, &b, &e);
+      b = b * 16;
+      e = std::min(e * 16, n_stage);
+      if (!v_in_place)
+        for (int64_t j = b; j < e; ++j) load_row_f32(op.src3, kv_slot[lo + j], v_f32 + j * kv_dim);
+      if (k_in_place) return;
+      if (!kern.k_transposed) {
+        for (int64_t j = b; j < e; ++j) load_row_f32(op.src2, kv_slot[lo + j], k_f32 + j * kv_dim);
+        return;
+      }
+      // Keys as columns, 16 rows at a time: f16 and Q8_0 rows converted and transposed in one
+      // pass; other types converted into this thread's scratch, then written out transposed.
+      const auto transpose_in_place = [&](auto row_of, auto transpose) {
+        std::remove_cvref_t<decltype(row_of(0))> rows[16];
+        for (int64_t j0 = b; j0 < e; j0 += 16) {
+          const int64_t n_rows = std::min<int64_t>(16, e - j0);
+          for (int64_t i = 0; i < n_rows; ++i) rows[i] = row_of(kv_slot[lo + j0 + i]);
+          transpose(rows, n_rows, kv_dim, k_column(j0), key_block);
+        }
+      };
+      if (op.src2.type == DType::F16 && kern.transpose_f16_rows != nullptr) {
+        return transpose_in_place([&](int32_t slot) { return f16_row(op.src2, slot); }, kern.transpose_f16_rows);
+      }
+      if (op.src2.type == DType::Q8_0 && kern.transpose_q8_0_rows != nullptr) {
+        return transpose_in_place([&](int32_t slot) { return raw_row(op.src2, slot); }, kern.transpose_q8_0_rows);
+      }
+      std::vector<float>& block = ctx.thread_scratch[ThreadPool::current_worker()];
+      if (static_cast<int64_t>(block.size()) < 16 * kv_dim) block.resize(16 * kv_dim);
       for (int64_t j0 = b; j0 < e; j0 += 16) {
         const int64_t n_rows = std::min<int64_t>(16, e - j0);
-        for (int64_t i = 0; i < n_rows; ++i) rows[i] = row_of(kv_slot[lo + j0 + i]);
-        transpose(rows, n_rows, kv_dim, k_column(j0), key_block);
+        for (int64_t i = 0; i < n_rows; ++i) load_row_f32(op.src2, kv_slot[lo + j0 + i], block.data() + i * kv_dim);
+        kern.transpose_rows(block.data(), n_rows, kv_dim, k_column(j0), key_block);
       }
-    };
-    if (op.src2.type == DType::F16 && kern.transpose_f16_rows != nullptr) {
-      return transpose_in_place([&](int32_t slot) { return f16_row(op.src2, slot); }, kern.transpose_f16_rows);
-    }
-    if (op.src2.type == DType::Q8_0 && kern.transpose_q8_0_rows != nullptr) {
-      return transpose_in_place([&](int32_t slot) { return raw_row(op.src2, slot); }, kern.transpose_q8_0_rows);
-    }
-    std::vector<float>& block = ctx.thread_scratch[ThreadPool::current_worker()];
-    if (static_cast<int64_t>(block.size()) < 16 * kv_dim) block.resize(16 * kv_dim);
-    for (int64_t j0 = b; j0 < e; j0 += 16) {
-      const int64_t n_rows = std::min<int64_t>(16, e - j0);
-      for (int64_t i = 0; i < n_rows; ++i) load_row_f32(op.src2, kv_slot[lo + j0 + i], block.data() + i * kv_dim);
-      kern.transpose_rows(block.data(), n_rows, kv_dim, k_column(j0), key_block);
-    }
-  });
+    });
 
   // out[h][j - j_begin] = q[h] . key j for j in [j_begin, j_end): one kern.qk call per block
   // of transposed keys.
   const auto qk = [&](const float* const* q, int nh, int64_t kvh, int64_t j_begin, int64_t j_end, float* const* out) {
+    if (k_in_place && k_f16) {
+      kern.qk_f16_rows(q, nh, k_rows_f16.data() + (j_begin - lo), kvh * head_dim, j_end - j_begin, head_dim, out);
+      return;
+    }
+    if (k_in_place) {
+      kern.qk_q8_0_rows(q, nh, k_rows_q8.data() + (j_begin - lo), kvh * head_dim, j_end - j_begin, head_dim, out);
+      return;
+    }
     if (!kern.k_transposed) {
       kern.qk(q, nh, k_f32 + (j_begin - lo) * kv_dim + kvh * head_dim, kv_dim, j_end - j_begin, head_dim, out);
       return;
@@ -275,7 +295,7 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
       const int64_t from = std::max(tile0, span_lo), to = std::min(tile0 + kAttnTile, span_hi);
       // Scores a block of staged keys at a time, so that it stays in L1 while every pair
       // goes through it.
-      for_each_part(key_block, lo, from, to, q_of, sc_of,
+      for_each_part(key_block, k_in_place ? tile0 : lo, from, to, q_of, sc_of,
                     [&](const PairBatch& b, int64_t j, int64_t n_j) { qk(b.in, b.n, kvh, j, j + n_j, b.out); });
       for (int64_t r = 0; r < nr; ++r) {
         const int64_t a = std::max(from, jb[r]), b = std::min(to, je[r]);

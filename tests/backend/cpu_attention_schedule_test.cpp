@@ -153,6 +153,51 @@ TEST_CASE("Attention's row-tiled schedule gives the per-row schedule's output bi
     }
 }
 
+// A decode step (one query row, whose keys are read in place where the level can) gives the
+// output the same row gets inside a batch (whose keys are staged once for all its rows), bit
+// for bit: the first, a middle and the last row of prefill chunks, on both models' shapes,
+// f16, Q8_0 and f32 caches, windows and a softcap, at every SIMD level and both schedules.
+TEST_CASE("Attention of one decoded row equals that row's inside a batch, bit for bit") {
+  Restore restore;
+  const Shape shapes[] = {{"gemma3-270m", 4, 1, 256}, {"qwen2.5-0.5b", 14, 2, 64}};
+  const Batch batches[] = {{0, 40, 40}, {300, 20, 320}, {200, 333, 533}};
+  const int32_t n_slots = 600;
+  std::mt19937 rng(2027);
+  for (const Shape& shape : shapes)
+    for (DType kv_type : {DType::F16, DType::Q8_0, DType::F32}) {
+      AttentionRun cache(shape, kv_type, n_slots, rng);
+      std::vector<int32_t> slots(n_slots);
+      std::iota(slots.begin(), slots.end(), 0);
+      std::shuffle(slots.begin(), slots.end(), rng);
+      const int64_t width = int64_t{shape.n_heads} * shape.head_dim;
+      for (const Batch& b : batches)
+        for (int32_t window : {0, 7}) {
+          const float softcap = window == 0 ? 30.0f : 0.0f;
+          std::vector<int32_t> pos(static_cast<size_t>(b.n_q));
+          std::iota(pos.begin(), pos.end(), b.first);
+          std::normal_distribution<float> d(0.0f, 1.0f);
+          std::vector<float> q(static_cast<size_t>(b.n_q * width));
+          for (float& x : q) x = d(rng);
+          const std::vector<int32_t> kv_slots(slots.begin(), slots.begin() + b.n_kv);
+          for (cpu::SimdLevel level : test::supported_levels())
+            for (cpu::AttnSchedule schedule : {cpu::AttnSchedule::RowTiles, cpu::AttnSchedule::PerRow}) {
+              cpu::set_simd_level(level);
+              cpu::set_attn_schedule(schedule);
+              const std::vector<float> batch = cache.run(q, pos, kv_slots, window, softcap);
+              for (int32_t r : {0, b.n_q / 2, b.n_q - 1}) {
+                INFO(shape.name << " kv " << dtype_name(kv_type) << " level " << cpu::simd_level_name(level)
+                                << " first " << b.first << " row " << r << " window " << window);
+                // The row alone sees the keys up to its own position, as a decode step does.
+                const std::vector<float> q1(q.begin() + r * width, q.begin() + (r + 1) * width);
+                const std::vector<int32_t> slots1(kv_slots.begin(), kv_slots.begin() + b.first + r + 1);
+                const std::vector<float> alone = cache.run(q1, {pos[static_cast<size_t>(r)]}, slots1, window, softcap);
+                REQUIRE(std::memcmp(alone.data(), batch.data() + r * width, alone.size() * sizeof(float)) == 0);
+              }
+            }
+        }
+    }
+}
+
 // Summing keys [0, a) and then accumulating [a, n_j) onto the stored sums equals one call
 // over [0, n_j), for every split, 1 to kAttnMaxGroup heads, f32, f16 and Q8_0 value rows,
 // head sizes with and without a partial 16 (and Q8_0 heads off the 16-element grid).

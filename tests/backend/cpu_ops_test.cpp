@@ -457,6 +457,68 @@ TEST_CASE("Attention's f16 key transpose equals convert-then-transpose at every 
   }
 }
 
+// Scoring keys read in place (a decode step) equals staging them (converted and transposed)
+// and scoring the staged columns, bit for bit: f16 and Q8_0 rows in any order, 1 to 8
+// heads, key counts around the kernels' blocks of 16 and 32, head sizes of 16 to 256 at a
+// column offset inside wider rows.
+TEST_CASE("Attention's in-place f16 and Q8_0 keys score as staged keys do at every SIMD level") {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (cpu::SimdLevel level : test::supported_levels()) {
+    const cpu::AttnKernels k = cpu::attn_kernels(level);
+    if (k.qk_f16_rows == nullptr) continue;
+    INFO(cpu::simd_level_name(level));
+    for (int64_t n : {256, 64, 16}) {
+      const int64_t n_keys = 70, col = n == 16 ? 32 : n, width = (col + n + 63) / 32 * 32;  // rows wider than a head
+      std::vector<float> f(static_cast<size_t>(n_keys * width));
+      for (float& x : f) x = u(rng);
+      std::vector<uint16_t> h(f.size());
+      const size_t q8_row = row_bytes(DType::Q8_0, width);
+      std::vector<uint8_t> q8(static_cast<size_t>(n_keys) * q8_row);
+      std::vector<const uint16_t*> h_rows(static_cast<size_t>(n_keys));
+      std::vector<const uint8_t*> q8_rows(static_cast<size_t>(n_keys));
+      for (int64_t j = 0; j < n_keys; ++j) {
+        cpu::quantize_row(DType::F16, f.data() + j * width, h.data() + j * width, width);
+        cpu::quantize_row(DType::Q8_0, f.data() + j * width, q8.data() + j * q8_row, width);
+        const int64_t at = (j * 29) % n_keys;  // rows anywhere, in any order
+        h_rows[static_cast<size_t>(at)] = h.data() + j * width;
+        q8_rows[static_cast<size_t>(at)] = q8.data() + j * q8_row;
+      }
+      std::vector<float> qv(static_cast<size_t>(cpu::kAttnMaxGroup * n));
+      for (float& x : qv) x = u(rng);
+      for (int64_t n_j : {1, 15, 16, 17, 33, 70}) {
+        // The staged columns of both kinds of rows: element d of key j at kt[d * stride + j].
+        const int64_t stride = (n_j + 15) / 16 * 16;
+        std::vector<float> kt_h(static_cast<size_t>(n * stride)), kt_q(kt_h), row(static_cast<size_t>(width));
+        for (int64_t j = 0; j < n_j; ++j) {
+          cpu::dequantize_row(DType::F16, h_rows[static_cast<size_t>(j)], row.data(), width);
+          for (int64_t d = 0; d < n; ++d) kt_h[static_cast<size_t>(d * stride + j)] = row[static_cast<size_t>(col + d)];
+          cpu::dequantize_row(DType::Q8_0, q8_rows[static_cast<size_t>(j)], row.data(), width);
+          for (int64_t d = 0; d < n; ++d) kt_q[static_cast<size_t>(d * stride + j)] = row[static_cast<size_t>(col + d)];
+        }
+        for (int heads = 1; heads <= cpu::kAttnMaxGroup; ++heads) {
+          INFO("n " << n << " keys " << n_j << " heads " << heads);
+          const float* q[cpu::kAttnMaxGroup];
+          std::vector<float> got(static_cast<size_t>(heads * n_j), 5.0f), want(got);
+          float* go[cpu::kAttnMaxGroup];
+          float* wo[cpu::kAttnMaxGroup];
+          for (int hh = 0; hh < heads; ++hh) {
+            q[hh] = qv.data() + hh * n;
+            go[hh] = got.data() + hh * n_j;
+            wo[hh] = want.data() + hh * n_j;
+          }
+          k.qk_f16_rows(q, heads, h_rows.data(), col, n_j, n, go);
+          k.qk(q, heads, kt_h.data(), stride, n_j, n, wo);
+          REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          k.qk_q8_0_rows(q, heads, q8_rows.data(), col, n_j, n, go);
+          k.qk(q, heads, kt_q.data(), stride, n_j, n, wo);
+          REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}
+
 // Reading f16 values in place equals converting them, then the f32 weighted sum, bit for
 // bit: 1 to 4 heads, head sizes with and without a partial 16, rows in any order.
 TEST_CASE("Attention's f16 weighted sum equals convert-then-sum at every SIMD level") {
