@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
+#include "backends/cpu/f16_convert.h"
 #include "common/fp16.h"
 
 #if defined(__x86_64__)
@@ -64,6 +66,51 @@ void weighted_sum_each(float* const* out, const float* const* w, int n_heads, co
   for (int h = 0; h < n_heads; ++h) {
     if (!accumulate) std::fill(out[h], out[h] + n, 0.0f);
     for (int64_t j = 0; j < n_j; ++j) kAxpy(out[h], w[h][j], v + j * v_stride, n);
+  }
+}
+
+// Keys and values read in place at the levels without a transposing kernel: each row's n
+// elements from col converted (exactly) into a buffer that stays in L1, then the level's own
+// dot or axpy, so the arithmetic is that of rows staged whole. f16 or Q8_0 rows.
+void f16_part(const uint16_t* row, int64_t col, int64_t n, float* dst) {
+  f16_to_f32_row(row + col, dst, n);
+}
+void q8_0_part(const uint8_t* row, int64_t col, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* blk = row + (col + i) / 32 * 34;
+    uint16_t d;
+    std::memcpy(&d, blk, 2);
+    dst[i] = static_cast<float>(static_cast<int8_t>(blk[2 + (col + i) % 32])) * fp16_to_fp32(d);  // exact
+  }
+}
+
+std::vector<float>& row_part(int64_t n) {
+  thread_local std::vector<float> part;
+  if (static_cast<int64_t>(part.size()) < n) part.resize(static_cast<size_t>(n));
+  return part;
+}
+
+template <float (*kDot)(const float*, const float*, int64_t), class Row,
+          void (*kPart)(const Row*, int64_t, int64_t, float*)>
+void qk_rows_each(const float* const* q, int n_heads, const Row* const* k, int64_t col, int64_t n_j, int64_t n,
+                  float* const* out) {
+  float* part = row_part(n).data();
+  for (int64_t j = 0; j < n_j; ++j) {
+    kPart(k[j], col, n, part);
+    for (int h = 0; h < n_heads; ++h) out[h][j] = kDot(q[h], part, n);
+  }
+}
+
+template <void (*kAxpy)(float*, float, const float*, int64_t), class Row,
+          void (*kPart)(const Row*, int64_t, int64_t, float*)>
+void weighted_sum_rows_each(float* const* out, const float* const* w, int n_heads, const Row* const* v, int64_t col,
+                            int64_t n_j, int64_t n, bool accumulate) {
+  if (!accumulate)
+    for (int h = 0; h < n_heads; ++h) std::fill(out[h], out[h] + n, 0.0f);
+  float* part = row_part(n).data();
+  for (int64_t j = 0; j < n_j; ++j) {
+    kPart(v[j], col, n, part);
+    for (int h = 0; h < n_heads; ++h) kAxpy(out[h], w[h][j], part, n);
   }
 }
 
@@ -611,13 +658,24 @@ AttnKernels attn_kernels(SimdLevel level) {
             weighted_sum_avx512,
             weighted_sum_f16_avx512,
             weighted_sum_q8_0_avx512,
+            true,
             scale_max_avx512,
             scale_avx512,
             exp_sum_avx512};
   if (level >= SimdLevel::AVX2)
-    return {qk_each<dot_avx2>, false,   nullptr,          nullptr,
-            nullptr,           nullptr, nullptr,          weighted_sum_each<axpy_avx2>,
-            nullptr,           nullptr, scale_max_scalar, scale_scalar,
+    return {qk_each<dot_avx2>,
+            false,
+            nullptr,
+            nullptr,
+            nullptr,
+            qk_rows_each<dot_avx2, uint16_t, f16_part>,
+            qk_rows_each<dot_avx2, uint8_t, q8_0_part>,
+            weighted_sum_each<axpy_avx2>,
+            weighted_sum_rows_each<axpy_avx2, uint16_t, f16_part>,
+            weighted_sum_rows_each<axpy_avx2, uint8_t, q8_0_part>,
+            false,
+            scale_max_scalar,
+            scale_scalar,
             exp_sum_scalar};
 #else
   (void)level;
@@ -627,11 +685,12 @@ AttnKernels attn_kernels(SimdLevel level) {
           nullptr,
           nullptr,
           nullptr,
-          nullptr,
-          nullptr,
+          qk_rows_each<dot_scalar, uint16_t, f16_part>,
+          qk_rows_each<dot_scalar, uint8_t, q8_0_part>,
           weighted_sum_each<axpy_scalar>,
-          nullptr,
-          nullptr,
+          weighted_sum_rows_each<axpy_scalar, uint16_t, f16_part>,
+          weighted_sum_rows_each<axpy_scalar, uint8_t, q8_0_part>,
+          false,
           scale_max_scalar,
           scale_scalar,
           exp_sum_scalar};

@@ -37,7 +37,8 @@ struct AttnKernels {
   void (*transpose_q8_0_rows)(const uint8_t* const* rows, int64_t n_rows, int64_t width, float* kt, int64_t kt_stride);
   // qk over keys read in place, with the arithmetic of qk on those keys converted and
   // transposed (the same bits): key j's element d is float(k[j][col + d]) (f16), or the
-  // dequantized element col + d of Q8_0 row k[j]; n and col multiples of 16. No staged copy,
+  // dequantized element col + d of Q8_0 row k[j]; n and col multiples of 16 (the AVX-512 level
+  // reads 16 elements of a block at a time). No staged copy,
   // but each call converts and transposes its keys again: for calls that each read keys no
   // other call reads (one query row). Null where the level has none.
   void (*qk_f16_rows)(const float* const* q, int n_heads, const uint16_t* const* k, int64_t col, int64_t n_j, int64_t n,
@@ -62,6 +63,10 @@ struct AttnKernels {
   // bit. Null where the level has none.
   void (*weighted_sum_q8_0)(float* const* out, const float* const* w, int n_heads, const uint8_t* const* v, int64_t col,
                             int64_t n_j, int64_t n, bool accumulate);
+  // The in-place value kernels convert inside their fma loops (AVX-512), so every call may
+  // read values in place at no extra cost; false: they convert each row into a buffer first
+  // (an extra pass per call), worth it only where no other call reads the row (one query row).
+  bool values_in_place_fused;
   // s[j] = f * s[j] for j < n (each product exact float multiplication: same bits at every
   // level); scale_max also returns max(-inf, s[0..n)) after scaling (NaNs ignored).
   float (*scale_max)(float* s, int64_t n, float f);

@@ -118,9 +118,10 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
     return reinterpret_cast<const uint16_t*>(raw_row(t, slot));
   };
   // f16 and Q8_0 values are read in place where the level can (no staging): their rows, in
-  // order.
-  const bool v_f16 = op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr;
-  const bool v_q8 = op.src3.type == DType::Q8_0 && kern.weighted_sum_q8_0 != nullptr;
+  // order. Levels whose in-place kernels convert a row per call do so for one query row only.
+  const bool v_any = kern.values_in_place_fused || n_q == 1;
+  const bool v_f16 = v_any && op.src3.type == DType::F16 && kern.weighted_sum_f16 != nullptr;
+  const bool v_q8 = v_any && op.src3.type == DType::Q8_0 && kern.weighted_sum_q8_0 != nullptr;
   const bool v_in_place = v_f16 || v_q8;
   // Keys too are read in place, converted and transposed in registers by each call, where
   // no two calls read the same keys for the same heads: one query row (a decode step). A

@@ -457,8 +457,8 @@ TEST_CASE("Attention's f16 key transpose equals convert-then-transpose at every 
   }
 }
 
-// Scoring keys read in place (a decode step) equals staging them (converted and transposed)
-// and scoring the staged columns, bit for bit: f16 and Q8_0 rows in any order, 1 to 8
+// Scoring keys read in place (a decode step) equals staging them (converted, and transposed
+// where the level's qk reads columns) and scoring the staged keys, bit for bit: f16 and Q8_0 rows in any order, 1 to 8
 // heads, key counts around the kernels' blocks of 16 and 32, head sizes of 16 to 256 at a
 // column offset inside wider rows.
 TEST_CASE("Attention's in-place f16 and Q8_0 keys score as staged keys do at every SIMD level") {
@@ -487,14 +487,19 @@ TEST_CASE("Attention's in-place f16 and Q8_0 keys score as staged keys do at eve
       std::vector<float> qv(static_cast<size_t>(cpu::kAttnMaxGroup * n));
       for (float& x : qv) x = u(rng);
       for (int64_t n_j : {1, 15, 16, 17, 33, 70}) {
-        // The staged columns of both kinds of rows: element d of key j at kt[d * stride + j].
-        const int64_t stride = (n_j + 15) / 16 * 16;
-        std::vector<float> kt_h(static_cast<size_t>(n * stride)), kt_q(kt_h), row(static_cast<size_t>(width));
+        // Both kinds of rows staged as the level's qk reads them: element d of key j at
+        // kt[d * stride + j] (transposed), or at kt[j * n + d] (stride n).
+        const int64_t stride = k.k_transposed ? (n_j + 15) / 16 * 16 : n;
+        std::vector<float> kt_h(static_cast<size_t>(n * std::max(stride, n_j))), kt_q(kt_h);
+        std::vector<float> row(static_cast<size_t>(width));
+        const auto at = [&](int64_t j, int64_t d) {
+          return static_cast<size_t>(k.k_transposed ? d * stride + j : j * n + d);
+        };
         for (int64_t j = 0; j < n_j; ++j) {
           cpu::dequantize_row(DType::F16, h_rows[static_cast<size_t>(j)], row.data(), width);
-          for (int64_t d = 0; d < n; ++d) kt_h[static_cast<size_t>(d * stride + j)] = row[static_cast<size_t>(col + d)];
+          for (int64_t d = 0; d < n; ++d) kt_h[at(j, d)] = row[static_cast<size_t>(col + d)];
           cpu::dequantize_row(DType::Q8_0, q8_rows[static_cast<size_t>(j)], row.data(), width);
-          for (int64_t d = 0; d < n; ++d) kt_q[static_cast<size_t>(d * stride + j)] = row[static_cast<size_t>(col + d)];
+          for (int64_t d = 0; d < n; ++d) kt_q[at(j, d)] = row[static_cast<size_t>(col + d)];
         }
         for (int heads = 1; heads <= cpu::kAttnMaxGroup; ++heads) {
           INFO("n " << n << " keys " << n_j << " heads " << heads);
