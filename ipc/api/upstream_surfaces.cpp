@@ -90,8 +90,9 @@ RouteResult upstream_anthropic_messages(const Call& call) {
   std::variant<ApiRequest, ApiError> parsed = parse_anthropic_request(call.body, AnthropicPurpose::Message);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e, ErrorShape::Anthropic);
   const ApiRequest& req = std::get<ApiRequest>(parsed);
-  // The prompt's length is the upstream's to know: message_start says 0, message_delta's
-  // usage the upstream's count.
+  // The prompt's length is the upstream's to know: message_start waits for its first chunk
+  // and says the count when that chunk has usage (continuous_usage_stats), else 0; then
+  // message_delta's usage has it (SurfaceRelay).
   AnthropicMeta meta = new_anthropic_meta(call.upstream->id, req.max_tokens);
   const bool stream = req.stream;
   return forward(call, req, openai_upstream_body(req, call.upstream->remote_id, req.chat_options.enable_thinking),

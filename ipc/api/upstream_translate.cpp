@@ -133,7 +133,9 @@ json openai_upstream_body(const ApiRequest& req, const std::string& remote_id, s
   if (enable_thinking) body["chat_template_kwargs"] = {{"enable_thinking", *enable_thinking}};
   if (req.reasoning_budget >= 0) body["thinking_budget_tokens"] = req.reasoning_budget;
   body["stream"] = req.stream;
-  if (req.stream) body["stream_options"] = {{"include_usage", true}};
+  // continuous_usage_stats (vLLM's; hearthd's in its opening chunk): the prompt's count comes
+  // before the answer, as Anthropic's message_start says it.
+  if (req.stream) body["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
   return body;
 }
 
@@ -201,6 +203,7 @@ void OpenAiAnswerReader::read_choice(const json& choice, Clock::time_point now, 
 // upstream hearthd, its own timings: where its prompt came from, its prefill.
 void OpenAiAnswerReader::read_usage(const json& chunk) {
   if (const json* u = find(chunk, "usage"); u != nullptr && u->is_object()) {
+    usage_seen_ = true;
     usage_.prompt_tokens = count_of(*u, "prompt_tokens");
     usage_.completion_tokens = count_of(*u, "completion_tokens");
     if (const json* d = find(*u, "prompt_tokens_details")) usage_.cached_tokens = count_of(*d, "cached_tokens");

@@ -102,3 +102,52 @@ TEST_CASE("a streamed answer is done only when the upstream said so on an unbrok
   CHECK(lines[1].contains("error"));
   CHECK_FALSE(lines[1].contains("done"));
 }
+
+namespace {
+
+// Anthropic's streamed events (name, data) for an upstream's body.
+std::vector<std::pair<std::string, json>> anthropic_stream(const std::string& body) {
+  std::string out;
+  const StreamCall::Emit emit = [&out](std::string piece) { out += piece; };
+  SurfaceRelay relay("up", anthropic_writer(new_anthropic_meta("up/m", 20), true), emit,
+                     [] { return Clock::time_point{}; });
+  relay.head(200);
+  relay.data(body.data(), body.size());
+  relay.finish("", false);
+  std::vector<std::pair<std::string, json>> events;
+  for (size_t at = 0, end; (end = out.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string ev = out.substr(at, end - at);
+    const size_t nl = ev.find('\n');
+    events.emplace_back(ev.substr(7, nl - 7), json::parse(ev.substr(nl + 7)));
+  }
+  return events;
+}
+
+std::string sse(const json& chunk) {
+  return "data: " + chunk.dump() + "\n\n";
+}
+
+}  // namespace
+
+TEST_CASE("message_start counts the prompt when the upstream's first chunk does, else message_delta does",
+          "[ipc][upstream]") {
+  const json role{{"choices", {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}}}}};
+  const json text{{"choices", {{{"index", 0}, {"delta", {{"content", "Hi"}}}, {"finish_reason", "stop"}}}}};
+  const json usage{{"choices", json::array()}, {"usage", {{"prompt_tokens", 9}, {"completion_tokens", 1}}}};
+  json counted = role;
+  counted["usage"] = {{"prompt_tokens", 9}, {"completion_tokens", 0}, {"total_tokens", 9}};
+
+  auto events = anthropic_stream(sse(counted) + sse(text) + sse(usage) + "data: [DONE]\n\n");
+  REQUIRE(events.size() == 7);
+  CHECK(events[0].first == "message_start");
+  CHECK(events[0].second["message"]["usage"]["input_tokens"] == 9);
+  CHECK(events[5].second["usage"]["input_tokens"] == 9);
+
+  // Usage only at the end (an upstream without continuous_usage_stats): message_start cannot
+  // know it; message_delta carries it, as Anthropic's cumulative usage allows.
+  events = anthropic_stream(sse(role) + sse(text) + sse(usage) + "data: [DONE]\n\n");
+  REQUIRE(events.size() == 7);
+  CHECK(events[0].second["message"]["usage"]["input_tokens"] == 0);
+  CHECK(events[5].first == "message_delta");
+  CHECK(events[5].second["usage"]["input_tokens"] == 9);
+}

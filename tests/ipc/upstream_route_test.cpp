@@ -155,6 +155,7 @@ TEST_CASE("Ollama's chat for an upstream model: sent as OpenAI chat, answered as
   CHECK_FALSE(sent.contains("top_k"));  // not given: the upstream's model's own default
   CHECK(sent["stream"] == true);
   CHECK(sent["stream_options"]["include_usage"] == true);
+  CHECK(sent["stream_options"]["continuous_usage_stats"] == true);
   CHECK(sent["cache_salt"].get<std::string>().rfind("salt-of-", 0) == 0);
 }
 
