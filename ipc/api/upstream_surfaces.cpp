@@ -63,14 +63,10 @@ RouteResult ollama(OllamaEndpoint endpoint, const Call& call) {
     const bool unload = req.keep_alive && req.keep_alive->duration && req.keep_alive->duration->count() == 0;
     return json_response(200, ollama_load_answer(endpoint, name, unload ? "unload" : "load"));
   }
-  if (req.logprobs) {
-    return error_response(bad_request("logprobs are not forwarded to upstream models ('" + name + "')", "logprobs",
-                                      "unsupported_parameter"),
-                          kShape);
-  }
   OllamaMeta meta;
   meta.endpoint = endpoint;
   meta.model = name;
+  meta.logprobs = req.logprobs;  // asked of the upstream as OpenAI's logprobs (upstream_translate.h)
   const bool stream = req.stream;
   return forward(call, req, openai_upstream_body(req, call.upstream->remote_id, req.think),
                  [meta, stream] { return ollama_writer(meta, stream); });

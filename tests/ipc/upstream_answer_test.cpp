@@ -151,3 +151,51 @@ TEST_CASE("message_start counts the prompt when the upstream's first chunk does,
   CHECK(events[5].first == "message_delta");
   CHECK(events[5].second["usage"]["input_tokens"] == 9);
 }
+
+TEST_CASE("an upstream's logprobs, chat's and completions', go with the text they came with", "[ipc][upstream]") {
+  OpenAiAnswerReader reader("up", Clock::time_point{});
+  // Chat's shape: exact bytes win over the token's text; an entry without a logprob is dropped.
+  const json lp = json::parse(R"({"content":[
+      {"token":"?","logprob":-0.5,"bytes":[226,130],"top_logprobs":[{"token":"a","logprob":-0.5},{"token":"b","logprob":-2}]},
+      {"token":"x","logprob":"high"},
+      {"token":"c","logprob":-1e300,"bytes":[300],"top_logprobs":[]}]})");
+  // First a chunk with a call's piece and no text: its logprobs wait for the next text.
+  json call = json::parse(R"({"choices":[{"index":0,"delta":{"tool_calls":[
+      {"index":0,"id":"c1","function":{"name":"f"}}]}}]})");
+  call["choices"][0]["logprobs"] = lp;
+  std::vector<ApiEvent> evs = reader.chunk(call, Clock::time_point{});
+  REQUIRE(evs.size() == 1);
+  CHECK(evs[0].kind == ApiEvent::Kind::CallBegin);
+  json text{{"choices", {{{"index", 0}, {"delta", {{"content", "ok"}}}, {"logprobs", nullptr}}}}};
+  evs = reader.chunk(text, Clock::time_point{});
+  REQUIRE(evs.size() == 2);  // the call ended, the text
+  REQUIRE(evs[1].logprobs.size() == 2);
+  CHECK(evs[1].logprobs[0].bytes == "\xe2\x82");
+  CHECK(evs[1].logprobs[0].logprob == -0.5f);
+  REQUIRE(evs[1].logprobs[0].top.size() == 2);
+  CHECK(evs[1].logprobs[0].top[1].bytes == "b");
+  CHECK(evs[1].logprobs[0].top[1].logprob == -2.0f);
+  CHECK(evs[1].logprobs[1].bytes == "c");  // a byte over 255: the token's text
+  CHECK(evs[1].logprobs[1].logprob == -3.0e38f);
+
+  // Completions' shape: parallel arrays, alternatives a map, sorted best first here.
+  OpenAiAnswerReader legacy("up", Clock::time_point{});
+  const json whole = json::parse(R"({"choices":[{"index":0,"text":"ab","finish_reason":"length","logprobs":{
+      "tokens":["a","b"],"token_logprobs":[-0.1,-0.2],"top_logprobs":[{"z":-3,"a":-0.1},null]}}]})");
+  evs = legacy.whole(whole, Clock::time_point{}, Clock::time_point{});
+  REQUIRE(evs.size() == 2);
+  REQUIRE(evs[0].logprobs.size() == 2);
+  REQUIRE(evs[0].logprobs[0].top.size() == 2);
+  CHECK(evs[0].logprobs[0].top[0].bytes == "a");
+  CHECK(evs[0].logprobs[0].top[1].bytes == "z");
+  CHECK(evs[0].logprobs[1].top.empty());
+
+  // Logprobs with no text after them at all still reach the writer, on an empty Text.
+  OpenAiAnswerReader calls_only("up", Clock::time_point{});
+  calls_only.chunk(call, Clock::time_point{});
+  evs = calls_only.done(Clock::time_point{});
+  REQUIRE(evs.size() == 3);  // CallEnd, the Text with the logprobs, Done
+  CHECK(evs[1].kind == ApiEvent::Kind::Text);
+  CHECK(evs[1].text.empty());
+  CHECK(evs[1].logprobs.size() == 2);
+}
