@@ -157,6 +157,9 @@ class ResponseWriter {
   virtual ErrorShape error_shape() const { return ErrorShape::OpenAi; }
   virtual std::string content_type() const { return "text/event-stream"; }  // of a stream
   virtual std::string open() { return ""; }
+  // The prompt's tokens when they are learned after the writer was made, before open(): an
+  // upstream model's count (its usage), which a local model's writer is given at once.
+  virtual void prompt_counted(int32_t /*n_tokens*/) {}
   virtual std::string write(const ApiEvent& ev) = 0;
   virtual HttpResponse response() = 0;
 };

@@ -62,6 +62,8 @@ class AnthropicWriter final : public ResponseWriter {
            sse("ping", json{{"type", "ping"}});
   }
 
+  void prompt_counted(int32_t n_tokens) override { meta_.prompt_tokens = n_tokens; }
+
   std::string write(const ApiEvent& ev) override { return stream_ ? stream(ev) : collect(ev); }
 
   HttpResponse response() override { return response_; }

@@ -23,8 +23,10 @@ namespace hearth::ipc {
 struct AnthropicMeta {
   std::string id;  // "msg_..."
   std::string model;
-  int32_t prompt_tokens = 0;  // the rendered prompt's tokens, for message_start
-  int32_t max_tokens = 0;     // the request's, to tell max_tokens from a full context window
+  // The rendered prompt's tokens, for message_start; an upstream model's come from its
+  // answer (ResponseWriter::prompt_counted), 0 when it says them only at the end.
+  int32_t prompt_tokens = 0;
+  int32_t max_tokens = 0;  // the request's, to tell max_tokens from a full context window
 };
 
 AnthropicMeta new_anthropic_meta(const std::string& model_id, int32_t max_tokens);

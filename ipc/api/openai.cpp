@@ -21,13 +21,16 @@ RouteResult generation(Endpoint endpoint, const Call& call) {
   const OpenAiRequest& req = std::get<OpenAiRequest>(parsed);
   ResponseMeta meta = new_response_meta(endpoint, engine.model.id, req.stream && req.include_usage);
   meta.logprobs = req.top_logprobs >= 0;
+  meta.continuous_usage = req.continuous_usage;
   meta.fallback_from = call.request.fallback_from;
   meta.fallback_reason = call.request.fallback_reason;
   std::string log_id = meta.id;
   std::variant<GenerationJob, ApiError> job =
       make_job(call, req, openai_writer(std::move(meta), req.stream), std::move(log_id));
   if (auto* e = std::get_if<ApiError>(&job)) return error_response(*e);
-  return std::move(std::get<GenerationJob>(job));
+  GenerationJob& made = std::get<GenerationJob>(job);
+  made.writer->prompt_counted(static_cast<int32_t>(made.request.prompt.size()));
+  return std::move(made);
 }
 
 // The loaded fields of a model's /v1/models object.

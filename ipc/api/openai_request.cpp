@@ -311,9 +311,10 @@ void read_output(FieldReader& r, OpenAiRequest* req) {
     } else {
       FieldReader sr(*so);
       sr.boolean("include_usage", &req->include_usage);
+      sr.boolean("continuous_usage_stats", &req->continuous_usage);
       if (sr.error()) {
         ApiError e = *sr.error();
-        e.param = "stream_options.include_usage";
+        e.param = "stream_options." + e.param;
         r.fail(std::move(e));
       }
     }

@@ -21,6 +21,9 @@ enum class Endpoint { Chat, Completions };
 struct OpenAiRequest : ApiRequest {
   Endpoint endpoint = Endpoint::Chat;
   bool include_usage = false;  // stream_options.include_usage
+  // stream_options.continuous_usage_stats (vLLM's): the usage counted so far before the end
+  // too; hearth's opening chunk has the prompt's count (openai_response.h).
+  bool continuous_usage = false;
 };
 
 // Validates types and ranges of every field hearth reads; unknown fields are ignored and

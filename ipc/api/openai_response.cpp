@@ -153,7 +153,12 @@ std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer
 }
 
 std::string chunk_role(const ResponseMeta& meta) {
-  return chunk_with(meta, chunk_choice(meta, json{{"role", "assistant"}, {"content", ""}}, nullptr));
+  const json choice = chunk_choice(meta, json{{"role", "assistant"}, {"content", ""}}, nullptr);
+  if (!meta.include_usage || !meta.continuous_usage || meta.prompt_tokens < 0) return chunk_with(meta, choice);
+  json j = chunk_base(meta);
+  j["choices"] = json::array({choice});
+  j["usage"] = {{"prompt_tokens", meta.prompt_tokens}, {"completion_tokens", 0}, {"total_tokens", meta.prompt_tokens}};
+  return dump_json(j);
 }
 
 std::string chunk_text(const ResponseMeta& meta, const std::string& piece, const std::vector<TokenLogprob>& logprobs,
@@ -214,6 +219,8 @@ class OpenAiWriter final : public ResponseWriter {
   bool streamed() const override { return stream_; }
 
   std::string open() override { return meta_.endpoint == Endpoint::Chat ? sse_event(chunk_role(meta_)) : ""; }
+
+  void prompt_counted(int32_t n_tokens) override { meta_.prompt_tokens = n_tokens; }
 
   std::string write(const ApiEvent& ev) override {
     switch (ev.kind) {

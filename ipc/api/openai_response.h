@@ -21,7 +21,11 @@ struct ResponseMeta {
   int64_t created = 0;  // unix seconds
   std::string model;
   bool include_usage = false;
-  bool logprobs = false;  // the request asked for logprobs: each choice carries them
+  // continuous_usage_stats with include_usage: the chat stream's opening chunk has the usage
+  // so far (the prompt's tokens, none generated) instead of null.
+  bool continuous_usage = false;
+  int32_t prompt_tokens = -1;  // the tokenized prompt's (ResponseWriter::prompt_counted); -1: not known
+  bool logprobs = false;       // the request asked for logprobs: each choice carries them
   // The answer comes from a local fallback model because this upstream failed: said in
   // timings ("fallback_from", "fallback_reason").
   std::string fallback_from;
@@ -48,7 +52,8 @@ struct OpenAiAnswer {
 // reasoning_content (after content, as llama-server writes it) when the answer had reasoning.
 std::string completion_body(const ResponseMeta& meta, const OpenAiAnswer& answer, const ApiEvent& done);
 
-// Stream chunks (JSON text, without SSE framing). The chat stream opens with a role chunk;
+// Stream chunks (JSON text, without SSE framing). The chat stream opens with a role chunk
+// (with continuous_usage, its usage: prompt_tokens, completion_tokens 0, total_tokens);
 // every text piece is one chunk (with its tokens' logprobs when asked for); a tool call is a
 // chunk with its index, id and name, then a chunk per piece of its arguments; the finish
 // chunk has an empty delta (chat) or empty text (completions), the finish_reason and hearth's

@@ -33,8 +33,6 @@ bool SurfaceRelay::head(int status) {
   status_ = status;
   first_byte_ = now_();
   streaming_ = writer_->streamed() && status == 200;
-  if (streaming_)
-    if (std::string opening = writer_->open(); !opening.empty()) emit_(std::move(opening));
   return true;
 }
 
@@ -52,6 +50,8 @@ bool SurfaceRelay::data(const char* bytes, size_t n) {
       write(reader_.done(now));
     } else if (!parse_json(*ev.data, &chunk)) {
       write(reader_.chunk(chunk, now));
+    } else {
+      write({});  // a chunk that is not JSON still opens the answer
     }
   }
   return !framer_.too_big();
@@ -75,6 +75,11 @@ HttpResponse SurfaceRelay::finish(std::string broken, bool cancelled) {
 
 void SurfaceRelay::write(const std::vector<ApiEvent>& events) {
   std::string out;
+  if (streaming_ && !opened_) {  // the first chunk was read: its usage, when it has one, counts the prompt
+    opened_ = true;
+    if (const std::optional<int32_t> n = reader_.prompt_tokens()) writer_->prompt_counted(*n);
+    out = writer_->open();
+  }
   for (const ApiEvent& ev : events) {
     if (ended_) break;
     out += writer_->write(ev);

@@ -31,8 +31,10 @@ class SurfaceRelay {
   SurfaceRelay(std::string upstream, std::unique_ptr<ResponseWriter> writer, const StreamCall::Emit& emit,
                Now now = Clock::now);
 
-  // The upstream's status: a 200 to a streamed request is written as it arrives; any other
-  // answer is kept whole for finish().
+  // The upstream's status: a 200 to a streamed request is written as it arrives (its
+  // opening, Anthropic's message_start, once the first event was read: an upstream that
+  // counts the prompt in it, continuous_usage_stats, gives message_start its input_tokens);
+  // any other answer is kept whole for finish().
   bool head(int status);
   // Bytes of the body; false stops the exchange (a whole answer over 64 MiB, an event over
   // 1 MiB).
@@ -55,6 +57,7 @@ class SurfaceRelay {
   SseFramer framer_;
   int status_ = 0;
   bool streaming_ = false;  // a 200 stream: events written as they come
+  bool opened_ = false;     // the writer's open() sent: at the first event of the stream
   bool ended_ = false;      // Done or Error written
   std::string whole_;       // not streaming: the body
 };

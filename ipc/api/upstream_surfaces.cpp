@@ -63,14 +63,10 @@ RouteResult ollama(OllamaEndpoint endpoint, const Call& call) {
     const bool unload = req.keep_alive && req.keep_alive->duration && req.keep_alive->duration->count() == 0;
     return json_response(200, ollama_load_answer(endpoint, name, unload ? "unload" : "load"));
   }
-  if (req.logprobs) {
-    return error_response(bad_request("logprobs are not forwarded to upstream models ('" + name + "')", "logprobs",
-                                      "unsupported_parameter"),
-                          kShape);
-  }
   OllamaMeta meta;
   meta.endpoint = endpoint;
   meta.model = name;
+  meta.logprobs = req.logprobs;  // asked of the upstream as OpenAI's logprobs (upstream_translate.h)
   const bool stream = req.stream;
   return forward(call, req, openai_upstream_body(req, call.upstream->remote_id, req.think),
                  [meta, stream] { return ollama_writer(meta, stream); });
@@ -90,8 +86,9 @@ RouteResult upstream_anthropic_messages(const Call& call) {
   std::variant<ApiRequest, ApiError> parsed = parse_anthropic_request(call.body, AnthropicPurpose::Message);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e, ErrorShape::Anthropic);
   const ApiRequest& req = std::get<ApiRequest>(parsed);
-  // The prompt's length is the upstream's to know: message_start says 0, message_delta's
-  // usage the upstream's count.
+  // The prompt's length is the upstream's to know: message_start waits for its first chunk
+  // and says the count when that chunk has usage (continuous_usage_stats), else 0; then
+  // message_delta's usage has it (SurfaceRelay).
   AnthropicMeta meta = new_anthropic_meta(call.upstream->id, req.max_tokens);
   const bool stream = req.stream;
   return forward(call, req, openai_upstream_body(req, call.upstream->remote_id, req.chat_options.enable_thinking),

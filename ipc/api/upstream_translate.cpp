@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling/defaults.h"
@@ -81,6 +82,17 @@ void put_tools(const ApiRequest& req, json* body) {
   if (!req.parallel_tool_calls) b["parallel_tool_calls"] = false;
 }
 
+// logprobs: chat's boolean and top_logprobs; completions' number of alternatives.
+void put_logprobs(const ApiRequest& req, json* body) {
+  if (req.top_logprobs < 0) return;
+  if (!req.chat) {
+    (*body)["logprobs"] = req.top_logprobs;
+    return;
+  }
+  (*body)["logprobs"] = true;
+  (*body)["top_logprobs"] = req.top_logprobs;
+}
+
 const json* find(const json& j, const char* key) {
   if (!j.is_object()) return nullptr;
   const auto it = j.find(key);
@@ -109,6 +121,83 @@ double ms_of(const json& j, const char* key) {
   return v != nullptr && v->is_number() ? std::clamp(v->get<double>(), 0.0, kMaxUpstreamMs) : 0.0;
 }
 
+// A logprob the upstream sent, clamped to the floats at or below 0; nullopt when it is not a
+// number.
+std::optional<float> logprob_of(const json& j, const char* key) {
+  const json* v = find(j, key);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  return static_cast<float>(std::clamp(v->get<double>(), -3.0e38, 0.0));
+}
+
+// A token's bytes: OpenAI's "bytes" (exact, possibly part of a UTF-8 character) when every
+// one is 0..255, else its "token" text.
+std::string token_bytes(const json& entry) {
+  const json* bytes = find(entry, "bytes");
+  if (bytes == nullptr || !bytes->is_array()) return string_of(entry, "token");
+  std::string out;
+  for (const json& b : *bytes) {
+    if (!b.is_number_unsigned() || b.get<uint64_t>() > 255) return string_of(entry, "token");
+    out.push_back(static_cast<char>(b.get<uint64_t>()));
+  }
+  return out;
+}
+
+// The most alternatives a token keeps: the most a request may ask for (0..20).
+constexpr size_t kMaxAlternatives = 20;
+
+// Chat's logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}. An
+// entry without a numeric logprob is skipped. Token ids are not in OpenAI's shape: 0.
+std::vector<TokenLogprob> chat_logprobs(const json& lp) {
+  std::vector<TokenLogprob> out;
+  const json* content = find(lp, "content");
+  if (content == nullptr || !content->is_array()) return out;
+  for (const json& e : *content) {
+    const std::optional<float> logprob = logprob_of(e, "logprob");
+    if (!logprob) continue;
+    TokenLogprob t;
+    t.bytes = token_bytes(e);
+    t.logprob = *logprob;
+    if (const json* top = find(e, "top_logprobs"); top != nullptr && top->is_array())
+      for (const json& a : *top)
+        if (const std::optional<float> alt = logprob_of(a, "logprob"); alt && t.top.size() < kMaxAlternatives)
+          t.top.push_back({0, token_bytes(a), *alt});
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Completions' (legacy) logprobs: parallel arrays "tokens" and "token_logprobs", and
+// "top_logprobs" a map from token text to logprob per token (sorted here, best first).
+std::vector<TokenLogprob> completion_logprobs(const json& lp) {
+  std::vector<TokenLogprob> out;
+  const json* tokens = find(lp, "tokens");
+  const json* lps = find(lp, "token_logprobs");
+  if (tokens == nullptr || lps == nullptr || !tokens->is_array() || !lps->is_array()) return out;
+  const json* tops = find(lp, "top_logprobs");
+  for (size_t i = 0; i < tokens->size() && i < lps->size(); ++i) {
+    const json& text = (*tokens)[i];
+    const json& logprob = (*lps)[i];
+    if (!text.is_string() || !logprob.is_number()) continue;
+    TokenLogprob t;
+    t.bytes = text.get<std::string>();
+    t.logprob = static_cast<float>(std::clamp(logprob.get<double>(), -3.0e38, 0.0));
+    if (tops != nullptr && tops->is_array() && i < tops->size() && (*tops)[i].is_object())
+      for (const auto& [alt, v] : (*tops)[i].items())
+        if (v.is_number() && t.top.size() < kMaxAlternatives)
+          t.top.push_back({0, alt, static_cast<float>(std::clamp(v.get<double>(), -3.0e38, 0.0))});
+    std::stable_sort(t.top.begin(), t.top.end(), [](const auto& a, const auto& b) { return a.logprob > b.logprob; });
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// A choice's logprobs, in whichever of the two shapes it has.
+std::vector<TokenLogprob> choice_logprobs(const json& choice) {
+  const json* lp = find(choice, "logprobs");
+  if (lp == nullptr || !lp->is_object()) return {};
+  return find(*lp, "content") != nullptr ? chat_logprobs(*lp) : completion_logprobs(*lp);
+}
+
 // OpenAI's finish_reason as the engine's: what the writers know.
 std::string engine_finish_reason(const std::string& openai) {
   return openai == "length" ? "length" : "stop";
@@ -132,8 +221,11 @@ json openai_upstream_body(const ApiRequest& req, const std::string& remote_id, s
   put_tools(req, &body);
   if (enable_thinking) body["chat_template_kwargs"] = {{"enable_thinking", *enable_thinking}};
   if (req.reasoning_budget >= 0) body["thinking_budget_tokens"] = req.reasoning_budget;
+  put_logprobs(req, &body);
   body["stream"] = req.stream;
-  if (req.stream) body["stream_options"] = {{"include_usage", true}};
+  // continuous_usage_stats (vLLM's; hearthd's in its opening chunk): the prompt's count comes
+  // before the answer, as Anthropic's message_start says it.
+  if (req.stream) body["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
   return body;
 }
 
@@ -155,12 +247,17 @@ void OpenAiAnswerReader::read_choice(const json& choice, Clock::time_point now, 
   if (delta == nullptr) delta = find(choice, "message");
   const json& d = delta != nullptr ? *delta : choice;
   const size_t before = out->size();
+  std::vector<TokenLogprob> logprobs = choice_logprobs(choice);
+  held_logprobs_.insert(held_logprobs_.end(), std::make_move_iterator(logprobs.begin()),
+                        std::make_move_iterator(logprobs.end()));
   auto text = [&](ApiEvent::Kind kind, std::string s) {
     if (s.empty()) return;
     close_call(out);
     ApiEvent e;
     e.kind = kind;
     e.text = std::move(s);
+    e.logprobs = std::move(held_logprobs_);  // with the first text they came with, as a local model's
+    held_logprobs_.clear();
     out->push_back(std::move(e));
   };
   std::string reasoning = string_of(d, "reasoning_content");
@@ -201,6 +298,7 @@ void OpenAiAnswerReader::read_choice(const json& choice, Clock::time_point now, 
 // upstream hearthd, its own timings: where its prompt came from, its prefill.
 void OpenAiAnswerReader::read_usage(const json& chunk) {
   if (const json* u = find(chunk, "usage"); u != nullptr && u->is_object()) {
+    usage_seen_ = true;
     usage_.prompt_tokens = count_of(*u, "prompt_tokens");
     usage_.completion_tokens = count_of(*u, "completion_tokens");
     if (const json* d = find(*u, "prompt_tokens_details")) usage_.cached_tokens = count_of(*d, "cached_tokens");
@@ -240,6 +338,13 @@ std::vector<ApiEvent> OpenAiAnswerReader::chunk(const json& chunk, Clock::time_p
 std::vector<ApiEvent> OpenAiAnswerReader::done(Clock::time_point) {
   std::vector<ApiEvent> out;
   close_call(&out);
+  if (!held_logprobs_.empty()) {  // tokens whose text never came (a call's): kept, with no text
+    ApiEvent t;
+    t.kind = ApiEvent::Kind::Text;
+    t.logprobs = std::move(held_logprobs_);
+    held_logprobs_.clear();
+    out.push_back(std::move(t));
+  }
   ApiEvent d;
   d.kind = ApiEvent::Kind::Done;
   d.finish_reason = engine_finish_reason(finish_reason_.value_or("stop"));

@@ -22,8 +22,10 @@ namespace hearth::ipc {
 // itself go (sampling_given; penalties other than 0, a seed that is not random), so the
 // upstream's model keeps its own defaults as a local model keeps hearth's; enable_thinking,
 // when given, is chat_template_kwargs.enable_thinking (the name vLLM, SGLang, llama-server
-// and hearth share); a reasoning budget is thinking_budget_tokens. A stream asks for usage
-// (stream_options.include_usage): the final event's counts come from it.
+// and hearth share); a reasoning budget is thinking_budget_tokens; top_logprobs >= 0 is
+// chat's logprobs and top_logprobs (completions' logprobs: the number). A stream asks for
+// usage (stream_options.include_usage: the final event's counts come from it) and for it in
+// every chunk (continuous_usage_stats: the prompt's count before the answer).
 nlohmann::ordered_json openai_upstream_body(const ApiRequest& req, const std::string& remote_id,
                                             std::optional<bool> enable_thinking);
 
@@ -39,8 +41,13 @@ class OpenAiAnswerReader {
   OpenAiAnswerReader(std::string upstream, Clock::time_point sent);
 
   // One chunk of a stream: its text, reasoning and calls' pieces; an upstream's error chunk
-  // is an Error event (502) with its message.
+  // is an Error event (502) with its message. A choice's logprobs (chat's content[] or
+  // completions' parallel arrays) go with its first Text or Reasoning event, or the next one.
   std::vector<ApiEvent> chunk(const nlohmann::ordered_json& chunk, Clock::time_point now);
+  // The prompt's tokens, once a chunk's usage said them (continuous_usage_stats, or the end).
+  std::optional<int32_t> prompt_tokens() const {
+    return usage_seen_ ? std::optional<int32_t>(usage_.prompt_tokens) : std::nullopt;
+  }
   // Whether a chunk said how the answer finished (or an error ended it).
   bool finished() const { return finish_reason_.has_value(); }
   // The end of a stream: the call still open ended, then Done with the upstream's counts and
@@ -64,7 +71,9 @@ class OpenAiAnswerReader {
   int open_call_ = -1;  // the upstream's index of the call being written; -1: none
   int n_calls_ = 0;     // calls begun; the open one's call_index is n_calls_ - 1
   RequestUsage usage_;
-  RequestTimings upstream_timings_;  // an upstream hearthd's own, the parts the front cannot see
+  bool usage_seen_ = false;
+  std::vector<TokenLogprob> held_logprobs_;  // read, not yet given to a Text or Reasoning event
+  RequestTimings upstream_timings_;          // an upstream hearthd's own, the parts the front cannot see
   std::string upstream_timings_json_;
 };
 

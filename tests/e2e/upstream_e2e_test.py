@@ -18,7 +18,9 @@ naming the upstream.
 With the official ollama and anthropic clients (the test venv; --clients requires them):
 Ollama's /api/chat and /api/generate and Anthropic's /v1/messages for the upstream model,
 whole and streamed, equal the OpenAI route's answer; a 500 and a stall are 502/504 in each
-one's error shape; the fallback answers Ollama's chat.
+one's error shape; the fallback answers Ollama's chat; Anthropic's input_tokens (in
+message_start too) and Ollama's logprobs (whole and streamed) are those the upstream's own
+model gives on the upstream's own routes.
 Usage: upstream_e2e_test.py --hearthd PATH [--clients]"""
 import argparse
 import http.client
@@ -367,6 +369,51 @@ def check_other_surfaces(front, want, clients):
     print("faults: 502 in Ollama's shape, 504 in Anthropic's, the fallback answering Ollama's chat")
 
 
+def logprob_rows(logprobs):
+    return [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top_logprobs or []]) for t in logprobs or []]
+
+
+def check_same_as_upstream(port, clients):
+    """What a local model says besides its text, the upstream model says through the front
+    too, compared with the same request to the upstream's own local model on the upstream's
+    own routes: Anthropic's prompt count (message_start's input_tokens, message_delta's and
+    a whole message's input and cache-read tokens) and Ollama's logprobs, whole and streamed."""
+    import anthropic  # pylint: disable=import-outside-toplevel
+    import ollama  # pylint: disable=import-outside-toplevel
+    o, a, _, _ = clients
+    direct = "http://127.0.0.1:%d" % port
+    od = ollama.Client(host=direct, timeout=HANG_GUARD_S)
+    ad = anthropic.Anthropic(base_url=direct, api_key="unused", timeout=HANG_GUARD_S, max_retries=0)
+    question = chat_body(UPSTREAM_MODEL)["messages"]
+
+    def prompt_counts(client, model):
+        events = list(client.messages.create(model=model, max_tokens=6, messages=question, stream=True,
+                                             extra_body={"temperature": 0}))
+        assert events[0].type == "message_start", events[0]
+        end = [e for e in events if e.type == "message_delta"][-1].usage
+        m = client.messages.create(model=model, max_tokens=6, messages=question, extra_body={"temperature": 0})
+        return (events[0].message.usage.input_tokens, end.input_tokens + end.cache_read_input_tokens,
+                m.usage.input_tokens + m.usage.cache_read_input_tokens)
+    want, got = prompt_counts(ad, LOCAL_MODEL), prompt_counts(a, UPSTREAM_MODEL)
+    assert want[0] > 0 and want == (want[0],) * 3 and got == want, (got, want)
+
+    opts = {"temperature": 0, "num_predict": 8}
+
+    def with_logprobs(client, model, stream):
+        r = client.chat(model=model, messages=question, options=opts, logprobs=True, top_logprobs=3, stream=stream)
+        parts = list(r) if stream else [r]
+        return "".join(p.message.content for p in parts), sum((logprob_rows(p.logprobs) for p in parts), [])
+    for stream in (False, True):
+        want_lp, got_lp = with_logprobs(od, LOCAL_MODEL, stream), with_logprobs(o, UPSTREAM_MODEL, stream)
+        assert len(want_lp[1]) == 8 and all(len(top) == 3 for _, _, top in want_lp[1]), want_lp
+        assert got_lp == want_lp, (stream, got_lp, want_lp)
+    g = o.generate(model=UPSTREAM_MODEL, prompt=question[0]["content"], options=opts, logprobs=True, top_logprobs=2)
+    gd = od.generate(model=LOCAL_MODEL, prompt=question[0]["content"], options=opts, logprobs=True, top_logprobs=2)
+    assert g.response == gd.response and logprob_rows(g.logprobs) == logprob_rows(gd.logprobs), (g, gd)
+    print("as the upstream's own model: message_start's input_tokens %d; Ollama's logprobs of %d tokens, "
+          "whole and streamed" % (want[0], len(want_lp[1])))
+
+
 def front_daemon(hearthd, model, cache_dir, config):
     front = CacheDaemon(hearthd, model, cache_dir, "--config", config, *other_users_args())
     open_to_other_users(front)
@@ -421,6 +468,7 @@ def main():
         assert clients or not args.clients, "--clients: the ollama and anthropic clients cannot be imported"
         if clients:
             check_other_surfaces(front, want, clients)
+            check_same_as_upstream(port, clients)
         else:
             print("no ollama and anthropic clients here: their surfaces are not checked")
         check_local(front)

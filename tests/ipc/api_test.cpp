@@ -175,6 +175,28 @@ TEST_CASE("A streamed chat sends a role chunk, content chunks, a finish chunk, u
   REQUIRE(usage["usage"]["completion_tokens"] == parse(whole->body)["usage"]["completion_tokens"]);
 }
 
+TEST_CASE("continuous_usage_stats: the stream's role chunk counts the prompt before the answer") {
+  TestServer s;
+  json req = parse(kChat);
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
+  auto r = http_call(s.socket_path(), "POST", "/v1/chat/completions", req.dump());
+  REQUIRE(r);
+  const std::vector<json> chunks = stream_chunks(*r);
+  REQUIRE(chunks.size() >= 3);
+  const json& last = chunks.back().at("usage");
+  REQUIRE(last.at("prompt_tokens").get<int>() > 0);
+  REQUIRE(chunks[0].at("usage") == json({{"prompt_tokens", last["prompt_tokens"]},
+                                         {"completion_tokens", 0},
+                                         {"total_tokens", last["prompt_tokens"]}}));
+  REQUIRE(chunks[1].at("usage").is_null());  // counted again only at the end
+  req["stream_options"] = {{"continuous_usage_stats", "yes"}};
+  auto bad = http_call(s.socket_path(), "POST", "/v1/chat/completions", req.dump());
+  REQUIRE(bad);
+  REQUIRE(bad->status == 400);
+  REQUIRE(parse(bad->body)["error"]["param"] == "stream_options.continuous_usage_stats");
+}
+
 TEST_CASE("A text completion has OpenAI's shape, streamed and not") {
   TestServer s;
   const std::string body =

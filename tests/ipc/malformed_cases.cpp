@@ -36,7 +36,9 @@ std::vector<std::pair<std::string, std::vector<std::string>>> bad_field_values()
       {"n", {"2", "0", "-1", R"("1")", "1.5", "100", "true", "1e30"}},
       {"stop", {"5", "true", "{}", "[1]", R"(["a",2])", R"(["a","b","c","d","e"])", "[[]]", "[null]"}},
       {"stream", {R"("yes")", "1", "0", "[]", "{}"}},
-      {"stream_options", {R"("x")", "1", "[]", "true", R"({"include_usage":"yes"})", R"({"include_usage":1})"}},
+      {"stream_options",
+       {R"("x")", "1", "[]", "true", R"({"include_usage":"yes"})", R"({"include_usage":1})",
+        R"({"continuous_usage_stats":0})"}},
       {"model", {"5", "[]", "{}", "true"}},
   };
 }

@@ -4,16 +4,19 @@
 // upstream engine sends, which hearthd reads but does not control.
 // Input: byte 0 picks the case — bits 0-1 the surface (Ollama chat, Ollama generate,
 // Anthropic), bit 2 a streamed request, bit 3 the connection breaks after the body, bit 4 the
-// client left, bit 5 the upstream answered 500 instead of 200; byte 1 says how many chunk
+// client left, bit 5 the upstream answered 500 instead of 200, bit 6 Ollama's request asked
+// for logprobs; byte 1 says how many chunk
 // lengths follow (0..15), then those lengths (1..256 bytes each, used in turn); the rest is
 // the upstream's body, fed in chunks of those lengths (all at once when there are none).
 // Checked for every input:
 //  - the output does not depend on where the body was cut (the clock held still; Ollama's
 //    wall-clock fields set aside);
 //  - streamed, every piece is whole lines of the surface's shape: NDJSON objects with "done"
-//    (Ollama; its durations counts of ns, never negative), or SSE events whose data is an
-//    object of the event's "type" (Anthropic), its content blocks opened, filled and closed in
-//    order;
+//    (Ollama; its durations counts of ns, never negative; asked for logprobs, each text line's
+//    "logprobs" entries a token, its bytes (0..255), a logprob <= 0 and at most 20
+//    alternatives), or SSE events whose data is an object of the event's "type" (Anthropic;
+//    message_start's input_tokens a count >= 0), its content blocks opened, filled and closed
+//    in order;
 //  - a stream ends with exactly one end, last — Ollama's "done": true line or error line,
 //    Anthropic's message_stop or error event — unless the client left; it is a complete
 //    answer only when the upstream said so: a [DONE] event, or a finish_reason on a
@@ -52,6 +55,7 @@ struct Case {
   int surface;  // 0 Ollama chat, 1 Ollama generate, 2 Anthropic
   bool stream, broken, cancelled;
   int status;
+  bool logprobs;  // Ollama: the request asked for them
   bool anthropic() const { return surface == 2; }
 };
 
@@ -68,6 +72,7 @@ std::unique_ptr<ResponseWriter> writer_for(const Case& c) {
   OllamaMeta meta;
   meta.endpoint = c.surface == 0 ? OllamaEndpoint::Chat : OllamaEndpoint::Generate;
   meta.model = "up/model";
+  meta.logprobs = c.logprobs;
   return ollama_writer(meta, c.stream);
 }
 
@@ -104,6 +109,26 @@ json object_of(std::string_view text) {
   return j.is_object() ? j : json();
 }
 
+// One token of Ollama's logprobs (or one of its alternatives).
+bool logprob_entry(const json& e) {
+  if (!e.is_object() || !get(e, "token").is_string() || !get(e, "logprob").is_number()) return false;
+  if (get(e, "logprob").get<double>() > 0 || !get(e, "bytes").is_array()) return false;
+  for (const json& b : e.at("bytes"))
+    if (!b.is_number_unsigned() || b.get<uint64_t>() > 255) return false;
+  return true;
+}
+
+bool logprobs_shape(const json& lps) {
+  if (!lps.is_array()) return false;
+  for (const json& t : lps) {
+    const json top = get(t, "top_logprobs");
+    if (!logprob_entry(t) || !top.is_array() || top.size() > 20) return false;
+    for (const json& a : top)
+      if (!logprob_entry(a)) return false;
+  }
+  return true;
+}
+
 // Ollama's NDJSON: objects with "done" or an error line; wall-clock fields dropped.
 std::vector<json> ollama_lines(const std::string& text) {
   check(text.empty() || text.back() == '\n');
@@ -112,6 +137,7 @@ std::vector<json> ollama_lines(const std::string& text) {
     const size_t nl = text.find('\n', at);
     json j = object_of(std::string_view(text).substr(at, nl - at));
     check(j.is_object() && (j.contains("error") ? get(j, "error").is_string() : get(j, "done").is_boolean()));
+    if (j.contains("logprobs")) check(logprobs_shape(j.at("logprobs")));
     for (const char* k : {"total_duration", "load_duration", "prompt_eval_duration", "eval_duration"}) {
       const json d = get(j, k);  // nanoseconds: counts, set aside after this check
       check(d.is_null() || (d.is_number_integer() && d.get<int64_t>() >= 0));
@@ -137,6 +163,10 @@ std::vector<json> anthropic_events(const std::string& text) {
     check(e.data.has_value());
     json j = object_of(*e.data);
     check(j.is_object() && get(j, "type") == e.type);
+    if (e.type == "message_start") {
+      const json n = get(get(get(j, "message"), "usage"), "input_tokens");
+      check(n.is_number_integer() && n.get<int64_t>() >= 0);
+    }
     if (e.type == "content_block_start") {
       check(open < 0 && get(j, "index") == next);
       open = next++;
@@ -204,6 +234,11 @@ void write_seeds(const std::filesystem::path& dir) {
   const std::string last =
       R"(data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"END"}],)"
       R"("usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}},"timings":{"prefill_ms":2}})";
+  const std::string counted =
+      R"(data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":3}})";
+  const std::string with_logprobs =
+      R"(data: {"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":{"content":[{"token":"Hi","logprob":-0.5,)"
+      R"("bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.5,"bytes":[72,105]}]}]}}]})";
   const std::string stream =
       think + "\n\n" + text + "\n\n" + call0 + "\n\n" + call1 + "\n\n" + last + "\n\ndata: [DONE]\n\n";
   for (char surface : {0, 1, 2}) {
@@ -216,6 +251,7 @@ void write_seeds(const std::filesystem::path& dir) {
     put("whole-" + s, static_cast<char>(surface), "",
         R"({"choices":[{"message":{"content":"Hi","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]},"finish_reason":"length"}],"usage":{"completion_tokens":1}})");
     put("500-" + s, static_cast<char>(surface | 4 | 32), "", R"({"error":{"message":"overloaded"}})");
+    put("logprobs-" + s, static_cast<char>(surface | 4 | 64), "\x09", counted + "\n\n" + with_logprobs + "\n\n" + last);
   }
 }
 
@@ -229,8 +265,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const Case c{std::min(data[0] & 3, 2), (data[0] & 4) != 0, (data[0] & 8) != 0, (data[0] & 16) != 0,
-               (data[0] & 32) != 0 ? 500 : 200};
+  const Case c{std::min(data[0] & 3, 2),        (data[0] & 4) != 0, (data[0] & 8) != 0, (data[0] & 16) != 0,
+               (data[0] & 32) != 0 ? 500 : 200, (data[0] & 64) != 0};
   const size_t n_cuts = data[1] % 16;
   if (size < 2 + n_cuts) return 0;
   std::vector<size_t> cuts;

@@ -102,3 +102,100 @@ TEST_CASE("a streamed answer is done only when the upstream said so on an unbrok
   CHECK(lines[1].contains("error"));
   CHECK_FALSE(lines[1].contains("done"));
 }
+
+namespace {
+
+// Anthropic's streamed events (name, data) for an upstream's body.
+std::vector<std::pair<std::string, json>> anthropic_stream(const std::string& body) {
+  std::string out;
+  const StreamCall::Emit emit = [&out](std::string piece) { out += piece; };
+  SurfaceRelay relay("up", anthropic_writer(new_anthropic_meta("up/m", 20), true), emit,
+                     [] { return Clock::time_point{}; });
+  relay.head(200);
+  relay.data(body.data(), body.size());
+  relay.finish("", false);
+  std::vector<std::pair<std::string, json>> events;
+  for (size_t at = 0, end; (end = out.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string ev = out.substr(at, end - at);
+    const size_t nl = ev.find('\n');
+    events.emplace_back(ev.substr(7, nl - 7), json::parse(ev.substr(nl + 7)));
+  }
+  return events;
+}
+
+std::string sse(const json& chunk) {
+  return "data: " + chunk.dump() + "\n\n";
+}
+
+}  // namespace
+
+TEST_CASE("message_start counts the prompt when the upstream's first chunk does, else message_delta does",
+          "[ipc][upstream]") {
+  const json role{{"choices", {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}}}}};
+  const json text{{"choices", {{{"index", 0}, {"delta", {{"content", "Hi"}}}, {"finish_reason", "stop"}}}}};
+  const json usage{{"choices", json::array()}, {"usage", {{"prompt_tokens", 9}, {"completion_tokens", 1}}}};
+  json counted = role;
+  counted["usage"] = {{"prompt_tokens", 9}, {"completion_tokens", 0}, {"total_tokens", 9}};
+
+  auto events = anthropic_stream(sse(counted) + sse(text) + sse(usage) + "data: [DONE]\n\n");
+  REQUIRE(events.size() == 7);
+  CHECK(events[0].first == "message_start");
+  CHECK(events[0].second["message"]["usage"]["input_tokens"] == 9);
+  CHECK(events[5].second["usage"]["input_tokens"] == 9);
+
+  // Usage only at the end (an upstream without continuous_usage_stats): message_start cannot
+  // know it; message_delta carries it, as Anthropic's cumulative usage allows.
+  events = anthropic_stream(sse(role) + sse(text) + sse(usage) + "data: [DONE]\n\n");
+  REQUIRE(events.size() == 7);
+  CHECK(events[0].second["message"]["usage"]["input_tokens"] == 0);
+  CHECK(events[5].first == "message_delta");
+  CHECK(events[5].second["usage"]["input_tokens"] == 9);
+}
+
+TEST_CASE("an upstream's logprobs, chat's and completions', go with the text they came with", "[ipc][upstream]") {
+  OpenAiAnswerReader reader("up", Clock::time_point{});
+  // Chat's shape: exact bytes win over the token's text; an entry without a logprob is dropped.
+  const json lp = json::parse(R"({"content":[
+      {"token":"?","logprob":-0.5,"bytes":[226,130],"top_logprobs":[{"token":"a","logprob":-0.5},{"token":"b","logprob":-2}]},
+      {"token":"x","logprob":"high"},
+      {"token":"c","logprob":-1e300,"bytes":[300],"top_logprobs":[]}]})");
+  // First a chunk with a call's piece and no text: its logprobs wait for the next text.
+  json call = json::parse(R"({"choices":[{"index":0,"delta":{"tool_calls":[
+      {"index":0,"id":"c1","function":{"name":"f"}}]}}]})");
+  call["choices"][0]["logprobs"] = lp;
+  std::vector<ApiEvent> evs = reader.chunk(call, Clock::time_point{});
+  REQUIRE(evs.size() == 1);
+  CHECK(evs[0].kind == ApiEvent::Kind::CallBegin);
+  json text{{"choices", {{{"index", 0}, {"delta", {{"content", "ok"}}}, {"logprobs", nullptr}}}}};
+  evs = reader.chunk(text, Clock::time_point{});
+  REQUIRE(evs.size() == 2);  // the call ended, the text
+  REQUIRE(evs[1].logprobs.size() == 2);
+  CHECK(evs[1].logprobs[0].bytes == "\xe2\x82");
+  CHECK(evs[1].logprobs[0].logprob == -0.5f);
+  REQUIRE(evs[1].logprobs[0].top.size() == 2);
+  CHECK(evs[1].logprobs[0].top[1].bytes == "b");
+  CHECK(evs[1].logprobs[0].top[1].logprob == -2.0f);
+  CHECK(evs[1].logprobs[1].bytes == "c");  // a byte over 255: the token's text
+  CHECK(evs[1].logprobs[1].logprob == -3.0e38f);
+
+  // Completions' shape: parallel arrays, alternatives a map, sorted best first here.
+  OpenAiAnswerReader legacy("up", Clock::time_point{});
+  const json whole = json::parse(R"({"choices":[{"index":0,"text":"ab","finish_reason":"length","logprobs":{
+      "tokens":["a","b"],"token_logprobs":[-0.1,-0.2],"top_logprobs":[{"z":-3,"a":-0.1},null]}}]})");
+  evs = legacy.whole(whole, Clock::time_point{}, Clock::time_point{});
+  REQUIRE(evs.size() == 2);
+  REQUIRE(evs[0].logprobs.size() == 2);
+  REQUIRE(evs[0].logprobs[0].top.size() == 2);
+  CHECK(evs[0].logprobs[0].top[0].bytes == "a");
+  CHECK(evs[0].logprobs[0].top[1].bytes == "z");
+  CHECK(evs[0].logprobs[1].top.empty());
+
+  // Logprobs with no text after them at all still reach the writer, on an empty Text.
+  OpenAiAnswerReader calls_only("up", Clock::time_point{});
+  calls_only.chunk(call, Clock::time_point{});
+  evs = calls_only.done(Clock::time_point{});
+  REQUIRE(evs.size() == 3);  // CallEnd, the Text with the logprobs, Done
+  CHECK(evs[1].kind == ApiEvent::Kind::Text);
+  CHECK(evs[1].text.empty());
+  CHECK(evs[1].logprobs.size() == 2);
+}

@@ -155,6 +155,7 @@ TEST_CASE("Ollama's chat for an upstream model: sent as OpenAI chat, answered as
   CHECK_FALSE(sent.contains("top_k"));  // not given: the upstream's model's own default
   CHECK(sent["stream"] == true);
   CHECK(sent["stream_options"]["include_usage"] == true);
+  CHECK(sent["stream_options"]["continuous_usage_stats"] == true);
   CHECK(sent["cache_salt"].get<std::string>().rfind("salt-of-", 0) == 0);
 }
 
@@ -174,6 +175,30 @@ TEST_CASE("Ollama's generate for an upstream model, whole: one object with the a
   CHECK(j["eval_count"] == 3);
   CHECK(j["timings"]["upstream"] == "up");
   CHECK(json::parse(up->calls.at(0).body)["stream"] == false);
+}
+
+TEST_CASE("Ollama's logprobs for an upstream model: asked as OpenAI's, answered in Ollama's shape", "[ipc][upstream]") {
+  TestServer s;
+  auto up = std::make_shared<ScriptedUpstream>();
+  const std::string piece =
+      R"(data: {"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":{"content":[{"token":"Hi","logprob":-0.25,)"
+      R"("bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.25,"bytes":[72,105]},)"
+      R"({"token":"Yo","logprob":-1.5,"bytes":[89,111]}]}]},"finish_reason":"length"}]})"
+      "\n\n";
+  up->body = {piece + usage_chunk() + "data: [DONE]\n\n"};
+  s.server().set_upstreams(up);
+  const HttpReply r = ask(
+      s, "/api/chat",
+      R"({"model":"up/m","messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":2,"stream":true})");
+  REQUIRE(r.status == 200);
+  const std::vector<json> got = lines(r.body);
+  REQUIRE(got.size() == 2);
+  const json want = json::parse(R"([{"token":"Hi","logprob":-0.25,"bytes":[72,105],"top_logprobs":[
+      {"token":"Hi","logprob":-0.25,"bytes":[72,105]},{"token":"Yo","logprob":-1.5,"bytes":[89,111]}]}])");
+  CHECK(got[0]["logprobs"] == want);
+  const json sent = json::parse(up->calls.at(0).body);
+  CHECK(sent["logprobs"] == true);
+  CHECK(sent["top_logprobs"] == 2);
 }
 
 TEST_CASE("Anthropic's messages for an upstream model: its event sequence, a call as a tool_use block",
