@@ -174,6 +174,23 @@ awaitable<Status> talk(Stream& stream, Exchange& x) {
   co_return Status{};
 }
 
+// The addresses of url's host. Not async_resolve on the connection's io_context: Asio keeps a
+// resolver thread (and its descriptors) per io_context until it is destroyed, so each kept
+// connection would hold one. A numeric host needs no lookup; a name is looked up here, on this
+// thread, as blocking as the io_context's destruction joining that thread was before. Errors
+// are thrown, as Asio's are.
+std::vector<tcp::endpoint> resolve(const Url& url) {
+  boost::system::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(url.host, ec);
+  const unsigned long port = std::stoul(url.port);  // digits, at most 5 (parse_url)
+  if (!ec && port <= 65535) return {tcp::endpoint(address, static_cast<uint16_t>(port))};
+  asio::io_context lookup;
+  tcp::resolver resolver(lookup);
+  std::vector<tcp::endpoint> endpoints;
+  for (const auto& entry : resolver.resolve(url.host, url.port)) endpoints.push_back(entry.endpoint());
+  return endpoints;
+}
+
 // Opens conn to x's place (Unix socket, TCP, or TCP and TLS with the server verified).
 awaitable<Status> connect(Exchange& x, Connection& conn) {
   auto executor = co_await asio::this_coro::executor;
@@ -185,8 +202,7 @@ awaitable<Status> connect(Exchange& x, Connection& conn) {
                                              asio::use_awaitable);
     co_return Status{};
   }
-  tcp::resolver resolver(executor);
-  const auto endpoints = co_await resolver.async_resolve(x.url.host, x.url.port, asio::use_awaitable);
+  const std::vector<tcp::endpoint> endpoints = resolve(x.url);
   if (x.url.scheme == "http") {
     conn.tcp = std::make_unique<TcpStream>(executor);
     conn.tcp->expires_after(timeout);

@@ -27,9 +27,12 @@ bool Connection::looks_alive() {
   return tls != nullptr;
 }
 
+// Never destroyed: at exit OpenSSL may already have cleaned up (its atexit handler can run
+// before a static's destructor), and freeing a kept TLS connection then is a use after free.
+// The process's end closes the descriptors.
 ConnectionPool& ConnectionPool::instance() {
-  static ConnectionPool pool;
-  return pool;
+  static ConnectionPool* pool = new ConnectionPool;
+  return *pool;
 }
 
 void ConnectionPool::prune_locked(Clock::time_point now) {
