@@ -68,8 +68,9 @@ Invariants (exit 1 when one breaks):
     connections the clients, the monitor and the sampler may hold, plus chunk files being
     written or restored), + 4 for each upstream request the clients had in flight at once at
     most (the front's connection to the upstream and the io_context of that exchange: epoll,
-    eventfd, timerfd); at rest (halfway and after the load), exactly the idle count before:
-    the front keeps no connection to the upstream open between requests;
+    eventfd, timerfd); at rest (halfway and after the load), exactly the idle count before,
+    once the front's kept connections to the upstream (4 descriptors each, counted from /proc)
+    are set aside on both sides; and no more kept than upstream requests were ever in flight;
   * RSS flat: at rest after the load <= at rest at the checkpoint + max(4 MiB, 2%). Against
     hearthd, whose /metrics splits malloc's heap into bytes in use and bytes freed but kept,
     two figures are judged so: the heap in use (a leak is memory never freed), and RSS less the
@@ -193,6 +194,35 @@ def parse_metrics(text):
             except ValueError:
                 pass
     return out
+
+
+def connections_to(pid, port):
+    """How many TCP connections pid has to a loopback port (a front's connections to its
+    upstream, kept between requests), from /proc: its sockets' inodes against net/tcp."""
+    try:
+        inodes = set()
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+        n = 0
+        with open("/proc/%d/net/tcp" % pid) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if int(fields[2].split(":")[1], 16) == port and fields[9] in inodes:
+                    n += 1
+        return n
+    except OSError:
+        return None
+
+
+def fds_at_rest(s):
+    """A sample's descriptors less the front's kept connections to its upstream, 4 each (the
+    socket and its io_context's epoll, eventfd and timerfd: fetch/http_conn.h)."""
+    return s.get("fds", 0) - 4 * (s.get("kept") or 0)
 
 
 def proc_sample(pid):
@@ -759,6 +789,8 @@ class Soak:
         p = proc_sample(self.pid)
         if p:
             s["rss_kib"], s["rss_anon_kib"], s["fds"], s["threads"] = p
+            if self.up:
+                s["kept"] = connections_to(self.pid, self.up.upstream.port)
         if self.hearth:
             try:
                 status, data = request(self.target, "GET", "/metrics", None, 60)
@@ -845,7 +877,7 @@ class Soak:
             if phase == "idle before":  # the daemon has closed the solo requests' connections
                 idle = idle and prev is not None and s.get("fds") == prev.get("fds")
             else:
-                idle = idle and s.get("fds") == self.idle_before.get("fds")
+                idle = idle and fds_at_rest(s) == fds_at_rest(self.idle_before)
             if idle or time.monotonic() > deadline:
                 return s
             prev = s
@@ -886,8 +918,12 @@ class Soak:
                     self.violate("no hearth_kv_blocks_total in /metrics (an older hearthd?)")
                 elif e.get("kv_blocks_free") != e.get("kv_blocks_total"):
                     self.violate("%s %s of %s KV blocks free" % (name, e.get("kv_blocks_free"), e.get("kv_blocks_total")))
-            if fd0 is not None and e.get("fds") != fd0:
-                self.violate("descriptors: %s %s, %d before the load" % (e.get("fds"), name, fd0))
+            if fd0 is not None and fds_at_rest(e) != fds_at_rest(self.idle_before):
+                self.violate("descriptors: %s %s with %s kept upstream connections, %d before the load with %s" % (
+                    e.get("fds"), name, e.get("kept"), fd0, self.idle_before.get("kept")))
+            if self.up and (e.get("kept") or 0) > max(1, self.up.max_inflight):
+                self.violate("%s kept upstream connections %s, more than the %d requests ever in flight at once" % (
+                    name, e.get("kept"), self.up.max_inflight))
         load = [s for s in self.samples if "rss_kib" in s]
         if fd0 is not None:
             over = [s for s in load if s["fds"] > fd0 + self.fds_in_flight() + FD_SLACK]
@@ -911,9 +947,10 @@ class Soak:
     def fds_in_flight(self):
         """Descriptors the clients' requests in flight may hold in the daemon: one connection per
         client, and 4 per upstream request in flight at once (the most the clients had): the
-        daemon's connection to the upstream and the private io_context fetch/http.cpp runs each
-        exchange on (an epoll, an eventfd and a timerfd), all closed with the request, none kept
-        at rest (measured: 15 descriptors in a front with one upstream stream, 10 idle)."""
+        daemon's connection to the upstream and the io_context it runs on (an epoll, an eventfd
+        and a timerfd; measured: 15 descriptors in a front with one upstream stream, 10 idle).
+        A connection kept idle between requests was one of those in flight: fetch opens a new
+        one only when none is idle, so the kept ones never exceed the most in flight at once."""
         return self.args.clients + (4 * self.up.max_inflight if self.up else 0)
 
     def memory_figures(self):
@@ -1001,6 +1038,11 @@ class Soak:
             print("fds: idle before %s, at the checkpoint %s, max during load %d (bound %d), idle after %s" % (
                 fd0, self.idle_middle.get("fds"), max(s["fds"] for s in load),
                 fd0 + self.fds_in_flight() + FD_SLACK, self.idle_after.get("fds")))
+            if self.up:
+                print("kept upstream connections (4 fds each): idle before %s, at the checkpoint %s, idle after %s; "
+                      "at most %d upstream requests in flight at once" % (
+                          self.idle_before.get("kept"), self.idle_middle.get("kept"), self.idle_after.get("kept"),
+                          self.up.max_inflight))
         if self.up:
             self.up.report()
         if a.greedy == "report":

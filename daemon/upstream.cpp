@@ -1,5 +1,6 @@
 #include "daemon/upstream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,10 @@ struct DaemonUpstreams::Upstream {
     r.timeout_s = cfg.idle_timeout_s;
     r.connect_timeout_s = cfg.connect_timeout_s;
     r.first_byte_timeout_s = cfg.first_byte_timeout_s;
+    // Kept connections: a turn's request skips the connect (and TLS handshake); at most as
+    // many idle as may be in flight. A kept connection found closed is replaced inside fetch,
+    // without counting as this upstream's one retry.
+    r.keep_alive_max = std::max<int32_t>(1, cfg.max_concurrency);
     return r;
   }
 
@@ -251,8 +256,9 @@ std::optional<ipc::ForwardFailure> admit(Upstream& u) {
   return std::nullopt;
 }
 
-// One try on a new connection. Returns whether the answer's header came (then the body went
-// to on_data, and *broken says how it broke off, if it did); else *why says what failed.
+// One try, on a kept connection when one is idle (else a new one). Returns whether the
+// answer's header came (then the body went to on_data, and *broken says how it broke off, if
+// it did); else *why says what failed.
 struct Attempt {
   bool answered = false;
   bool timed_out = false;
@@ -311,7 +317,7 @@ std::optional<ipc::ForwardFailure> DaemonUpstreams::forward(const ipc::ForwardCa
     if (i > 0) {
       std::lock_guard<std::mutex> lock(u.mutex);
       ++u.retries;
-      LOG_INFO("upstream " + u.cfg.name + ": " + a.why + "; trying again on a new connection");
+      LOG_INFO("upstream " + u.cfg.name + ": " + a.why + "; trying again on another connection");
     }
     a = attempt(u, call, on_head, on_data, cancelled, broken);
     if (a.answered) break;

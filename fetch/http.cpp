@@ -19,6 +19,8 @@
 #include <optional>
 #include <vector>
 
+#include "fetch/http_conn.h"
+
 namespace hearth::fetch {
 
 namespace asio = boost::asio;
@@ -27,6 +29,11 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using asio::awaitable;
 using asio::ip::tcp;
+using detail::Connection;
+using detail::ConnectionPool;
+using detail::TcpStream;
+using detail::TlsStream;
+using detail::UnixStream;
 
 namespace {
 
@@ -55,6 +62,8 @@ struct Exchange {
   HttpResponse response;
   uint64_t body_bytes = 0;  // received so far
   HttpOutcome outcome;
+  bool stale = false;     // the peer had closed the connection: no answer byte came
+  bool reusable = false;  // the whole answer was read and the server keeps the connection
 };
 
 std::chrono::seconds connect_timeout(const HttpRequest& r) {
@@ -95,21 +104,47 @@ void fill_response(Exchange& x, const http::response_parser<http::buffer_body>& 
   x.response.content_length = parser.content_length() ? static_cast<int64_t>(*parser.content_length()) : -1;
 }
 
-// Sends the request and reads the answer on a connected stream (plain TCP or TLS).
+// Whether ec says that the peer had closed (or reset) the connection: on a kept connection
+// before any answer byte, the server dropped it while it was idle.
+bool peer_closed(const boost::system::error_code& ec) {
+  return ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == asio::error::connection_aborted || ec == http::error::end_of_stream ||
+         ec == ssl::error::stream_truncated;
+}
+
+// Sending the request and reading the answer's header; a failure is thrown, after noting
+// whether it was a closed connection with nothing of an answer read.
+template <class Stream>
+awaitable<void> ask(Stream& stream, Exchange& x, beast::flat_buffer& buffer,
+                    http::response_parser<http::buffer_body>& parser) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  boost::system::error_code ec;
+  lowest.expires_after(connect_timeout(x.request));
+  co_await http::async_write(stream, make_request(x), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    x.stale = peer_closed(ec);
+    throw boost::system::system_error(ec);
+  }
+  x.outcome.connected = true;
+  lowest.expires_after(first_byte_timeout(x.request));
+  co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    x.stale = peer_closed(ec) && buffer.size() == 0;
+    throw boost::system::system_error(ec);
+  }
+  x.outcome.got_header = true;
+}
+
+// Sends the request and reads the answer on a connected stream (Unix, plain TCP or TLS).
 template <class Stream>
 awaitable<Status> talk(Stream& stream, Exchange& x) {
   auto& lowest = beast::get_lowest_layer(stream);
   const auto timeout = std::chrono::seconds(x.request.timeout_s);
-  lowest.expires_after(connect_timeout(x.request));
-  co_await http::async_write(stream, make_request(x), asio::use_awaitable);
-  x.outcome.connected = true;
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   // Not boost::none: Beast 1.74 compares a Content-Length with an empty limit as "over".
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  lowest.expires_after(first_byte_timeout(x.request));
-  co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
-  x.outcome.got_header = true;
+  co_await ask(stream, x, buffer, parser);
   fill_response(x, parser);
   if (is_redirect(x.response.status) && x.request.method == "GET") co_return Status{};
   if (x.on_headers)
@@ -134,27 +169,48 @@ awaitable<Status> talk(Stream& stream, Exchange& x) {
                            " bytes of the body (" + ec.message() + ")");
     }
   }
+  // Bytes past the answer would be an answer to nothing: such a connection is not kept.
+  x.reusable = parser.keep_alive() && !parser.need_eof() && buffer.size() == 0;
   co_return Status{};
 }
 
-awaitable<Status> run_exchange(Exchange& x) {
+// The addresses of url's host. Not async_resolve on the connection's io_context: Asio keeps a
+// resolver thread (and its descriptors) per io_context until it is destroyed, so each kept
+// connection would hold one. A numeric host needs no lookup; a name is looked up here, on this
+// thread, as blocking as the io_context's destruction joining that thread was before. Errors
+// are thrown, as Asio's are.
+std::vector<tcp::endpoint> resolve(const Url& url) {
+  boost::system::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(url.host, ec);
+  const unsigned long port = std::stoul(url.port);  // digits, at most 5 (parse_url)
+  if (!ec && port <= 65535) return {tcp::endpoint(address, static_cast<uint16_t>(port))};
+  asio::io_context lookup;
+  tcp::resolver resolver(lookup);
+  std::vector<tcp::endpoint> endpoints;
+  for (const auto& entry : resolver.resolve(url.host, url.port)) endpoints.push_back(entry.endpoint());
+  return endpoints;
+}
+
+// Opens conn to x's place (Unix socket, TCP, or TCP and TLS with the server verified).
+awaitable<Status> connect(Exchange& x, Connection& conn) {
   auto executor = co_await asio::this_coro::executor;
   const auto timeout = connect_timeout(x.request);
   if (!x.request.unix_socket.empty()) {
-    beast::basic_stream<asio::local::stream_protocol> stream(executor);
-    stream.expires_after(timeout);
-    co_await stream.async_connect(asio::local::stream_protocol::endpoint(x.request.unix_socket), asio::use_awaitable);
-    co_return co_await talk(stream, x);
+    conn.unix_stream = std::make_unique<UnixStream>(executor);
+    conn.unix_stream->expires_after(timeout);
+    co_await conn.unix_stream->async_connect(asio::local::stream_protocol::endpoint(x.request.unix_socket),
+                                             asio::use_awaitable);
+    co_return Status{};
   }
-  tcp::resolver resolver(executor);
-  const auto endpoints = co_await resolver.async_resolve(x.url.host, x.url.port, asio::use_awaitable);
+  const std::vector<tcp::endpoint> endpoints = resolve(x.url);
   if (x.url.scheme == "http") {
-    beast::tcp_stream stream(executor);
-    stream.expires_after(timeout);
-    co_await stream.async_connect(endpoints, asio::use_awaitable);
-    co_return co_await talk(stream, x);
+    conn.tcp = std::make_unique<TcpStream>(executor);
+    conn.tcp->expires_after(timeout);
+    co_await conn.tcp->async_connect(endpoints, asio::use_awaitable);
+    co_return Status{};
   }
-  ssl::context ctx(ssl::context::tls_client);
+  conn.tls_context = std::make_unique<ssl::context>(ssl::context::tls_client);
+  ssl::context& ctx = *conn.tls_context;
   if (x.request.ca_file.empty()) {
     ctx.set_default_verify_paths();
   } else {
@@ -163,38 +219,58 @@ awaitable<Status> run_exchange(Exchange& x) {
     if (ec) co_return make_error("cannot read the CA file " + x.request.ca_file + ": " + ec.message());
   }
   ctx.set_verify_mode(ssl::verify_peer);
-  beast::ssl_stream<beast::tcp_stream> stream(executor, ctx);
-  if (!SSL_set_tlsext_host_name(stream.native_handle(), x.url.host.c_str()))
+  auto stream = std::make_unique<TlsStream>(executor, ctx);
+  if (!SSL_set_tlsext_host_name(stream->native_handle(), x.url.host.c_str()))
     co_return make_error("cannot set the TLS server name for " + x.url.host);
-  stream.set_verify_callback(ssl::host_name_verification(x.url.host));
-  beast::get_lowest_layer(stream).expires_after(timeout);
-  co_await beast::get_lowest_layer(stream).async_connect(endpoints, asio::use_awaitable);
-  beast::get_lowest_layer(stream).expires_after(timeout);
-  co_await stream.async_handshake(ssl::stream_base::client, asio::use_awaitable);
-  co_return co_await talk(stream, x);
+  stream->set_verify_callback(ssl::host_name_verification(x.url.host));
+  beast::get_lowest_layer(*stream).expires_after(timeout);
+  co_await beast::get_lowest_layer(*stream).async_connect(endpoints, asio::use_awaitable);
+  beast::get_lowest_layer(*stream).expires_after(timeout);
+  co_await stream->async_handshake(ssl::stream_base::client, asio::use_awaitable);
+  conn.tls = std::move(stream);
+  co_return Status{};
 }
 
-// Ends the exchange once request.cancelled turns true: stops its io_context, whose
-// destructor then frees the waiting coroutines.
-awaitable<void> watch_cancel(const std::atomic<bool>& cancelled, asio::io_context& io) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  while (!cancelled.load()) {
-    timer.expires_after(std::chrono::milliseconds(50));
-    co_await timer.async_wait(asio::use_awaitable);
+awaitable<Status> run_exchange(Exchange& x, Connection& conn) {
+  if (!conn.connected())
+    if (Status s = co_await connect(x, conn); !s) co_return s;
+  if (conn.unix_stream) co_return co_await talk(*conn.unix_stream, x);
+  if (conn.tcp) co_return co_await talk(*conn.tcp, x);
+  co_return co_await talk(*conn.tls, x);
+}
+
+// The cancel flag's watcher and the means to end it early once the exchange is over.
+struct CancelWatch {
+  const std::atomic<bool>& cancelled;
+  asio::steady_timer timer;
+  bool done = false;
+};
+
+// Ends the exchange once the cancel flag turns true: stops the io_context, so run() returns
+// with the exchange still waiting (its connection is then closed, never kept).
+awaitable<void> watch_cancel(CancelWatch& watch, asio::io_context& io) {
+  while (!watch.done && !watch.cancelled.load()) {
+    watch.timer.expires_after(std::chrono::milliseconds(50));
+    boost::system::error_code ec;  // operation_aborted once the exchange is over
+    co_await watch.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  io.stop();
+  if (!watch.done) io.stop();
 }
 
-// Runs one exchange to completion on a private io_context.
-Status exchange(Exchange& x) {
-  asio::io_context io;
+// Runs one exchange on conn's io_context, from this thread, until nothing is left pending on
+// it (so a clean connection can be kept idle) or until it is cancelled.
+Status exchange(Exchange& x, Connection& conn) {
+  asio::io_context& io = conn.io;
+  io.restart();
   std::optional<Status> result;
+  std::optional<CancelWatch> watch;
+  if (x.request.cancelled) watch.emplace(*x.request.cancelled, asio::steady_timer(io));
   const std::string what_url = x.request.method + " " + x.url.origin() + x.url.target;
   asio::co_spawn(
       io,
       [&]() -> awaitable<void> {
         try {
-          result = co_await run_exchange(x);
+          result = co_await run_exchange(x, conn);
         } catch (const boost::system::system_error& e) {
           x.outcome.timed_out = e.code() == beast::error::timeout;
           std::string what = x.outcome.timed_out ? "timed out" : e.code().message();
@@ -202,12 +278,51 @@ Status exchange(Exchange& x) {
         } catch (const std::exception& e) {
           result = make_error(what_url + ": " + e.what());
         }
-        io.stop();  // the cancel watcher too: nothing else may keep run() going
+        if (watch) {
+          watch->done = true;
+          watch->timer.cancel();
+        }
       },
       asio::detached);
-  if (x.request.cancelled) asio::co_spawn(io, watch_cancel(*x.request.cancelled, io), asio::detached);
+  if (watch) asio::co_spawn(io, watch_cancel(*watch, io), asio::detached);
   io.run();
+  if (!result) x.reusable = false;
   return result ? *result : make_error(what_url + ": cancelled");
+}
+
+// Where a kept connection may be used again: the same scheme, host, port, Unix socket and CA
+// file (the bearer token is sent with each request, so it is no part of the key).
+std::string place_key(const Url& url, const HttpRequest& r) {
+  return url.scheme + "://" + url.host + ":" + url.port + "|unix:" + r.unix_socket + "|ca:" + r.ca_file;
+}
+
+// One exchange, on a kept connection to its place when the request allows and one is idle.
+// A kept connection that the server had closed (no answer byte came) is replaced by a new
+// one, once; a new connection's failure is never retried here (daemon/upstream.cpp decides).
+Status exchange_kept(Exchange& x) {
+  const HttpRequest& r = x.request;
+  const bool keep = r.keep_alive_max > 0;
+  const std::string key = keep ? place_key(x.url, r) : std::string();
+  auto& pool = ConnectionPool::instance();
+  std::unique_ptr<Connection> conn = keep ? pool.take(key) : nullptr;
+  if (!conn) conn = std::make_unique<Connection>();
+  Status s = exchange(x, *conn);
+  if (!s && x.stale && conn->reused && !(r.cancelled && r.cancelled->load())) {
+    pool.drop(key);  // the others went idle at the same server: likely closed as well
+    conn = std::make_unique<Connection>();
+    x.response = {};
+    x.body_bytes = 0;
+    x.outcome = {};
+    x.stale = x.reusable = false;
+    s = exchange(x, *conn);
+    x.outcome.stale_retried = true;
+  }
+  x.outcome.reused = conn->reused;
+  const bool cancelled = r.cancelled && r.cancelled->load();
+  if (s && keep && x.reusable && !cancelled)
+    pool.put(key, std::move(conn), static_cast<size_t>(r.keep_alive_max),
+             std::chrono::milliseconds(r.keep_alive_idle_ms));
+  return s;
 }
 
 }  // namespace
@@ -274,8 +389,8 @@ Result<HttpResponse> http_request(const HttpRequest& request, const OnHeaders& o
   if (!url) return url.error();
   const std::string first_origin = url->origin();
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
-    Exchange x{*url, request, url->origin() == first_origin, &on_headers, on_body, {}, 0, {}};
-    const Status s = exchange(x);
+    Exchange x{*url, request, url->origin() == first_origin, &on_headers, on_body, {}, 0, {}, false, false};
+    const Status s = exchange_kept(x);
     if (outcome) *outcome = x.outcome;
     if (!s) return s.error();
     x.response.url = url->origin() + url->target;
@@ -287,6 +402,14 @@ Result<HttpResponse> http_request(const HttpRequest& request, const OnHeaders& o
     url = std::move(next);
   }
   return make_error("more than " + std::to_string(kMaxRedirects) + " redirects from " + request.url);
+}
+
+size_t idle_connections() {
+  return ConnectionPool::instance().idle();
+}
+
+void close_idle_connections() {
+  ConnectionPool::instance().clear();
 }
 
 Result<TextResponse> http_get_text(const HttpRequest& request, size_t max_bytes) {

@@ -50,6 +50,15 @@ struct HttpRequest {
   // Read between pieces of the answer (every 50 ms at most): once true, the exchange stops
   // with an error, even while it waits for the server. Null: never.
   const std::atomic<bool>* cancelled = nullptr;
+  // Keep-alive (upstreams): > 0 keeps the connection after an exchange whose answer was read
+  // whole (HTTP/1.1, no "Connection: close"), at most this many idle per place (scheme, host,
+  // port, Unix socket, CA file), each for keep_alive_idle_ms, and sends the next request to the
+  // same place on one of them. A kept connection the server closed meanwhile (no answer byte
+  // came) is replaced by a new one once, silently. 0: a new connection for every exchange and
+  // none kept (downloads: hearth pull).
+  int keep_alive_max = 0;
+  int keep_alive_idle_ms = 30000;  // under most servers' own idle limits (nginx 75 s); a shorter
+                                   // one (uvicorn: 5 s) costs a stale retry, not an error
 };
 
 // How far one exchange got, for callers that retry: a failure before got_header may be
@@ -58,6 +67,8 @@ struct HttpOutcome {
   bool connected = false;   // TCP (and TLS) set up, request sent
   bool got_header = false;  // the answer's status line and header were read
   bool timed_out = false;
+  bool reused = false;         // the (last) exchange ran on a kept connection
+  bool stale_retried = false;  // a kept connection was found closed; it went again on a new one
 };
 
 struct HttpResponse {
@@ -82,6 +93,10 @@ Result<HttpResponse> http_get(const HttpRequest& request, const OnHeaders& on_he
 // request.method on request.url (GET: as http_get); outcome (may be null) says how far it got.
 Result<HttpResponse> http_request(const HttpRequest& request, const OnHeaders& on_headers, const OnBody& on_body,
                                   HttpOutcome* outcome = nullptr);
+
+// Connections kept idle now, all places together; and closing them all (tests, shutdown).
+size_t idle_connections();
+void close_idle_connections();
 
 // GET of a small document (an API answer): its status, and its body up to max_bytes (more is
 // an error).
