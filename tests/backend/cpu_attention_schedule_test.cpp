@@ -106,6 +106,15 @@ class AttentionRun {
   Tensor k_, v_;
 };
 
+// The cache slots of positions 0 .. n - 1: n of the n_slots, shuffled.
+std::vector<int32_t> shuffled_slots(int32_t n_slots, int32_t n, std::mt19937& rng) {
+  std::vector<int32_t> slots(static_cast<size_t>(n_slots));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(static_cast<size_t>(n));
+  return slots;
+}
+
 }  // namespace
 
 // Gemma 3 270M's attention (4 heads on 1 KV head of 256, sliding window of 512 on most
@@ -124,10 +133,7 @@ TEST_CASE("Attention's row-tiled schedule gives the per-row schedule's output bi
   for (const Shape& shape : shapes)
     for (DType kv_type : {DType::F16, DType::Q8_0, DType::F32}) {
       AttentionRun cache(shape, kv_type, n_slots, rng);
-      std::vector<int32_t> slots(n_slots);
-      std::iota(slots.begin(), slots.end(), 0);
-      std::shuffle(slots.begin(), slots.end(), rng);
-      slots.resize(max_kv);
+      const std::vector<int32_t> slots = shuffled_slots(n_slots, max_kv, rng);
       for (const Batch& b : batches)
         for (int32_t window : {0, 512, 7})
           for (float softcap : {0.0f, 30.0f}) {
@@ -166,9 +172,7 @@ TEST_CASE("Attention of one decoded row equals that row's inside a batch, bit fo
   for (const Shape& shape : shapes)
     for (DType kv_type : {DType::F16, DType::Q8_0, DType::F32}) {
       AttentionRun cache(shape, kv_type, n_slots, rng);
-      std::vector<int32_t> slots(n_slots);
-      std::iota(slots.begin(), slots.end(), 0);
-      std::shuffle(slots.begin(), slots.end(), rng);
+      const std::vector<int32_t> slots = shuffled_slots(n_slots, n_slots, rng);
       const int64_t width = int64_t{shape.n_heads} * shape.head_dim;
       for (const Batch& b : batches)
         for (int32_t window : {0, 7}) {
