@@ -18,15 +18,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "e2e"))
-from hearthd_process import CacheDaemon, Hearthd, gemma_model_or_skip  # noqa: E402
+from hearthd_process import CacheDaemon, Hearthd, free_port, gemma_model_or_skip  # noqa: E402
 from fault_proxy import FaultProxy, make_certs  # noqa: E402
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def timed_stream(conn, model, max_tokens, i):
