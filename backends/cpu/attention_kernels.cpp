@@ -643,6 +643,27 @@ __attribute__((target("avx512f,avx512dq"))) void weighted_sum_q8_0_avx512(float*
 }
 #endif
 
+// The kernels of a level without transposing ones (AVX2, scalar): each (pair, key) one dot
+// of a key row, each value row one axpy per head, keys and values read in place by
+// converting a row at a time; the softmax parts are the scalar ones.
+template <float (*kDot)(const float*, const float*, int64_t), void (*kAxpy)(float*, float, const float*, int64_t)>
+AttnKernels row_kernels() {
+  return {qk_each<kDot>,
+          false,
+          nullptr,
+          nullptr,
+          nullptr,
+          qk_rows_each<kDot, uint16_t, f16_part>,
+          qk_rows_each<kDot, uint8_t, q8_0_part>,
+          weighted_sum_each<kAxpy>,
+          weighted_sum_rows_each<kAxpy, uint16_t, f16_part>,
+          weighted_sum_rows_each<kAxpy, uint8_t, q8_0_part>,
+          false,
+          scale_max_scalar,
+          scale_scalar,
+          exp_sum_scalar};
+}
+
 }  // namespace
 
 AttnKernels attn_kernels(SimdLevel level) {
@@ -662,38 +683,11 @@ AttnKernels attn_kernels(SimdLevel level) {
             scale_max_avx512,
             scale_avx512,
             exp_sum_avx512};
-  if (level >= SimdLevel::AVX2)
-    return {qk_each<dot_avx2>,
-            false,
-            nullptr,
-            nullptr,
-            nullptr,
-            qk_rows_each<dot_avx2, uint16_t, f16_part>,
-            qk_rows_each<dot_avx2, uint8_t, q8_0_part>,
-            weighted_sum_each<axpy_avx2>,
-            weighted_sum_rows_each<axpy_avx2, uint16_t, f16_part>,
-            weighted_sum_rows_each<axpy_avx2, uint8_t, q8_0_part>,
-            false,
-            scale_max_scalar,
-            scale_scalar,
-            exp_sum_scalar};
+  if (level >= SimdLevel::AVX2) return row_kernels<dot_avx2, axpy_avx2>();
 #else
   (void)level;
 #endif
-  return {qk_each<dot_scalar>,
-          false,
-          nullptr,
-          nullptr,
-          nullptr,
-          qk_rows_each<dot_scalar, uint16_t, f16_part>,
-          qk_rows_each<dot_scalar, uint8_t, q8_0_part>,
-          weighted_sum_each<axpy_scalar>,
-          weighted_sum_rows_each<axpy_scalar, uint16_t, f16_part>,
-          weighted_sum_rows_each<axpy_scalar, uint8_t, q8_0_part>,
-          false,
-          scale_max_scalar,
-          scale_scalar,
-          exp_sum_scalar};
+  return row_kernels<dot_scalar, axpy_scalar>();
 }
 
 }  // namespace hearth::cpu
