@@ -84,6 +84,15 @@ std::atomic<SimdLevel>& active() {
   return level;
 }
 
+std::atomic<int>& streams() {
+  static std::atomic<int> n{[] {
+    const char* env = std::getenv("HEARTH_DECODE_STREAMS");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v == 1 || v == 2 ? v : 0;
+  }()};
+  return n;
+}
+
 const KernelTable& table(SimdLevel level) {
   switch (level) {
 #if defined(HEARTH_X86_KERNELS)
@@ -142,6 +151,14 @@ SimdLevel set_simd_level(SimdLevel level) {
   const SimdLevel l = clamp(level);
   active().store(l, std::memory_order_relaxed);
   return l;
+}
+
+int decode_streams() {
+  return streams().load(std::memory_order_relaxed);
+}
+
+int set_decode_streams(int n) {
+  return streams().exchange(n == 1 || n == 2 ? n : 0, std::memory_order_relaxed);
 }
 
 double amx_int8_gops(int threads) {

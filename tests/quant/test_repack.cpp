@@ -92,17 +92,24 @@ TEST_CASE("gemm on repacked rows gives gemm's floats on the plain rows, at every
       for (SimdLevel level : supported_levels()) {
         CAPTURE(simd_level_name(level));
         for (int64_t n_tok : {1, 2, 3, 4, 5, 8, 9, 17, 64, 73}) {
-          for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, kRows}, {16, 32}, {32, 48}}) {
-            CAPTURE(n_tok, r0, r1);
+          // Odd and even numbers of 16-row groups: one token reads a
+          // call's groups as one stream or as two (its halves side by side).
+          for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, kRows}, {16, 32}, {32, 48}, {0, 32}, {16, 48}}) {
             const float nan = std::numeric_limits<float>::quiet_NaN();
-            std::vector<float> want(static_cast<size_t>(kRows * kTok), nan), got(want.size(), nan);
+            std::vector<float> want(static_cast<size_t>(kRows * kTok), nan);
             gemm_at(level, w, n, W.data(), ws, r0, r1, A.data(), as, n_tok, want.data(), kRows);
-            gemm_repacked_at(level, w, n, R.data(), r0, r1, A.data(), as, n_tok, got.data(), kRows);
-            for (size_t i = 0; i < got.size(); ++i) {
-              if (std::isnan(want[i])) {
-                REQUIRE(std::isnan(got[i]));
-              } else {
-                REQUIRE(hearth::fp32_to_bits(got[i]) == hearth::fp32_to_bits(want[i]));
+            for (int streams : {1, 2}) {
+              CAPTURE(n_tok, r0, r1, streams);
+              std::vector<float> got(want.size(), nan);
+              const int before = set_decode_streams(streams);
+              gemm_repacked_at(level, w, n, R.data(), r0, r1, A.data(), as, n_tok, got.data(), kRows);
+              set_decode_streams(before);
+              for (size_t i = 0; i < got.size(); ++i) {
+                if (std::isnan(want[i])) {
+                  REQUIRE(std::isnan(got[i]));
+                } else {
+                  REQUIRE(hearth::fp32_to_bits(got[i]) == hearth::fp32_to_bits(want[i]));
+                }
               }
             }
           }
