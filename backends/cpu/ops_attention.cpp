@@ -33,6 +33,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "backends/cpu/attention_kernels.h"
 #include "backends/cpu/ops.h"
 
@@ -50,6 +54,10 @@ constexpr int64_t kAttnMaxRows = 64;
 // whatever the context; 256 f16 value rows of one KV head are 32 KB (64 floats) to 128 KB
 // (256 floats).
 constexpr int64_t kAttnTile = 256;
+// The most bytes of keys and values a decode step's task asks for at once before it starts
+// (prefetch_kv): a quarter of a 2 MB L2. At 1 thread on the Sapphire Rapids guest, Gemma 3 at
+// 16-512 tokens of context read its attention 30-35% faster with it, at 4,096 15%.
+constexpr size_t kKvBurstBytes = size_t{512} << 10;
 // Keys per block of the staged (transposed) keys: 32 KB of one KV head (32 keys of Gemma
 // 3's 256 floats, 128 of Qwen2.5's 64), which stay in L1 while the pairs of a task go
 // through them; a multiple of 32, the keys the kernel takes at a time. (Blocks of 64 keys
@@ -241,6 +249,23 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   // (r, h). Walks the keys in tiles of kAttnTile on the grid of absolute positions; for
   // each tile, the pairs' scores (in `scores`, pair (r, h) at (r * nh + h) * sc_stride),
   // then each pair's online-softmax step, then the weighted sums continuing each output.
+  // One query row reads its keys and values in place, each once (a decode step). Asked for
+  // all at once (into L2, up to kKvBurstBytes) before the kernels start, they come from
+  // memory in one burst instead of a block at a time as the kernels reach them; in each
+  // task, so that they land in the L2 of the core that reads them.
+  const auto prefetch_kv = [&](int64_t j0, int64_t j1, int64_t kvh) {
+#if defined(__x86_64__)
+    const size_t k_at = row_bytes(op.src2.type, kvh * head_dim), k_len = row_bytes(op.src2.type, head_dim);
+    const size_t v_at = row_bytes(op.src3.type, kvh * head_dim), v_len = row_bytes(op.src3.type, head_dim);
+    j1 = std::min<int64_t>(j1, j0 + static_cast<int64_t>(kKvBurstBytes / (k_len + v_len)));
+    for (int64_t j = j0; j < j1; ++j) {
+      const int32_t slot = kv_slot[j];
+      for (size_t b = 0; b < k_len; b += 64) _mm_prefetch(raw_row(op.src2, slot) + k_at + b, _MM_HINT_T2);
+      for (size_t b = 0; b < v_len; b += 64) _mm_prefetch(raw_row(op.src3, slot) + v_at + b, _MM_HINT_T2);
+    }
+#endif
+  };
+
   const auto attend = [&](std::vector<float>& scores, int64_t t0, int64_t nr, int64_t kvh, int64_t h0, int64_t nh) {
     int64_t jb[kAttnMaxRows], je[kAttnMaxRows];
     float m[kAttnMaxRows * kAttnMaxGroup];
@@ -256,6 +281,7 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
     std::fill_n(m, nr * nh, -std::numeric_limits<float>::infinity());
     std::fill_n(sum, nr * nh, 0.0);
     if (span_hi <= span_lo) return;
+    if (k_in_place && v_in_place) prefetch_kv(span_lo, span_hi, kvh);
     if (static_cast<int64_t>(scores.size()) < nr * nh * sc_stride) scores.resize(nr * nh * sc_stride);
     const auto q_of = [&](int64_t r, int64_t h, int64_t) { return q_data + (t0 + r) * q_stride + (h0 + h) * head_dim; };
     const auto out_of = [&](int64_t r, int64_t h, int64_t) {
