@@ -44,9 +44,10 @@ SimdLevel set_simd_level(SimdLevel level);
 // tdpbssd into 4 tiles, operands held in tiles, the ceiling the AMX level's prefill works
 // against. 0 where AMX is not detected.
 double amx_int8_gops(int threads);
-// How many weight streams one thread reads at once in a one-token pass over repacked
-// *_0 rows (AVX-512 decode): 2 walks the first and second halves of a call's row groups a
-// block of each in turn, 1 one group after another; 0 (the default) lets the kernel choose
+// How many weight streams one thread reads at once in a pass of up to 8 tokens over
+// repacked rows (*_0, Q4_K, Q6_K at AVX-512: decode, drafts verified, a few sequences): 2
+// walks the first and second halves of a call's row groups a block of each in turn, 1 one
+// group after another; 0 (the default) lets the kernel choose
 // (2 on CPUs whose weight prefetches use prefetcht0, the Intel ones; 1 elsewhere).
 // $HEARTH_DECODE_STREAMS=1|2 sets it at start; the outputs are the same bits either way.
 // set_decode_streams returns the previous value.
