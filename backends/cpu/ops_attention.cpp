@@ -245,10 +245,6 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
   const int64_t out_stride = static_cast<int64_t>(op.dst.row_stride / sizeof(float));
   const int64_t sc_stride = score_stride(kAttnTile);
 
-  // Attention of query rows [t0, t0 + nr) with heads [h0, h0 + nh) of KV head kvh: pair
-  // (r, h). Walks the keys in tiles of kAttnTile on the grid of absolute positions; for
-  // each tile, the pairs' scores (in `scores`, pair (r, h) at (r * nh + h) * sc_stride),
-  // then each pair's online-softmax step, then the weighted sums continuing each output.
   // One query row reads its keys and values in place, each once (a decode step). Asked for
   // all at once (into L2, up to kKvBurstBytes) before the kernels start, they come from
   // memory in one burst instead of a block at a time as the kernels reach them; in each
@@ -266,6 +262,10 @@ void op_attention(const Op& op, const Graph& g, ExecContext& ctx) {
 #endif
   };
 
+  // Attention of query rows [t0, t0 + nr) with heads [h0, h0 + nh) of KV head kvh: pair
+  // (r, h). Walks the keys in tiles of kAttnTile on the grid of absolute positions; for
+  // each tile, the pairs' scores (in `scores`, pair (r, h) at (r * nh + h) * sc_stride),
+  // then each pair's online-softmax step, then the weighted sums continuing each output.
   const auto attend = [&](std::vector<float>& scores, int64_t t0, int64_t nr, int64_t kvh, int64_t h0, int64_t nh) {
     int64_t jb[kAttnMaxRows], je[kAttnMaxRows];
     float m[kAttnMaxRows * kAttnMaxGroup];
