@@ -15,7 +15,8 @@ and the fault it injects once mid-run.
                itself asks a greedy chat on each route, so the window holds answers whatever
                the clients send); the fault window closes once
                every upstream request begun before the restart has ended and the front's
-               /health says the upstream's circuit is closed again.
+               /health says the upstream's circuit is closed again; then the fault thread
+               asks one greedy chat more, which the upstream itself must answer.
 
 Every upstream answer is judged (judge()): a complete answer whose timings say `upstream`
 (and, for greedy ones, equal to the solo answer); or, inside the fault window only, the
@@ -337,6 +338,22 @@ class UpstreamLoad:
             time.sleep(0.2)
         self.fault = {k: v - t_load for k, v in (("killed", self.t_kill), ("restarted", self.t_restart),
                                                  ("closed", self.t_closed)) if v is not None}
+        if self.t_closed is not None:
+            self.ask_after_close()
+
+    def ask_after_close(self):
+        """Once the circuit has closed: one greedy chat of the fault thread's own, which the
+        upstream must answer (equal to its solo answer). The clients draw upstream requests at
+        random, and on a slow machine (ASan) none may fall after the window; this one always
+        does, so "no answer after the restart" means the upstream or the front failed."""
+        c = next(c for c in self.cases if c.surface == "openai")
+        try:
+            outcome = self.run(c.surface, c.body, False, c.solo, c.label)
+            with self.lock:
+                self.down_asked[("after restart " + c.surface, outcome)] += 1
+        except (Invalid, OSError, http.client.HTTPException) as e:
+            with self.lock:
+                self.fault_errors.append("upstream after its restart, %s: %r" % (c.label, e))
 
     def ask_while_down(self, t_kill, down_s):
         """While the upstream is down: a greedy chat on each route (OpenAI's whole and
@@ -385,7 +402,7 @@ class UpstreamLoad:
             self.model, self.upstream.model_id if self.same_model else "another model",
             ", ".join(by[False]) or "none", ", ".join(by[True]) or "none"))
         if self.down_asked:
-            print("upstream down, asked by the fault thread: %s" % ", ".join(
+            print("asked by the fault thread (while down, and after the restart): %s" % ", ".join(
                 "%s %s %d" % (s, o, n) for (s, o), n in sorted(self.down_asked.items())))
         if self.fault:
             print("upstream fault: killed at %.1f s, restarted at %.1f s, circuit closed at %s s; %d upstream answers "
