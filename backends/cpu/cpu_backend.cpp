@@ -166,7 +166,8 @@ class CpuBackend final : public Backend {
 
   Status execute(const Graph& g) override {
     if (Status st = check_graph(g, caps_); !st) return make_error("cpu: " + st.error().message);
-    for (const Op& op : g.ops) {
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& op = g.ops[i];
       switch (op.kind) {
         case OpKind::GetRows:
           op_get_rows(op, g, ctx_);
@@ -174,9 +175,12 @@ class CpuBackend final : public Backend {
         case OpKind::RmsNorm:
           op_rms_norm(op, ctx_);
           break;
-        case OpKind::MatMul:
-          op_matmul(op, ctx_);
+        case OpKind::MatMul: {
+          const size_t end = matmul_group_end(g.ops, i);
+          op_matmuls(std::span<const Op>(g.ops).subspan(i, end - i), ctx_);
+          i = end - 1;
           break;
+        }
         case OpKind::Rope:
           op_rope(op, g, ctx_);
           break;

@@ -57,7 +57,12 @@ inline void run_split(ExecContext& ctx, int64_t n_units, const std::function<voi
 
 void op_get_rows(const Op& op, const Graph& g, ExecContext& ctx);
 void op_rms_norm(const Op& op, ExecContext& ctx);
-void op_matmul(const Op& op, ExecContext& ctx);
+// MatMuls that read the same input, as one job (the input quantized once): ops[first,
+// matmul_group_end(ops, first)) are consecutive MatMuls with the same src1 and activation
+// type, none writing over the input or another's output. Each output is as its op alone
+// gives it (one op is a group of one).
+size_t matmul_group_end(std::span<const Op> ops, size_t first);
+void op_matmuls(std::span<const Op> ops, ExecContext& ctx);
 void op_rope(const Op& op, const Graph& g, ExecContext& ctx);
 void op_elementwise(const Op& op, ExecContext& ctx);  // Add, AddRow, Scale, GeluMul, SiluMul, Softcap
 void op_store_kv(const Op& op, const Graph& g, ExecContext& ctx);

@@ -235,13 +235,51 @@ void op_copy_rows(const Op& op, const Graph& g, ExecContext&) {
                 static_cast<size_t>(op.src0.ne0) * sizeof(float));
 }
 
-void op_matmul(const Op& op, ExecContext& ctx) {
-  const Tensor& w = op.src0;
-  const Tensor& x = op.src1;
-  const int64_t n_in = w.ne0, n_out = w.rows, n_tok = x.rows;
-  const DType act_type = vec_dot_type(w.type);
+namespace {
 
-  // Activations in the weight type's partner format, one row per token.
+// Whether two views share a byte of one buffer (each from its offset to its last row's end).
+bool views_overlap(const Tensor& a, const Tensor& b) {
+  if (a.buffer != b.buffer || a.rows == 0 || b.rows == 0) return false;
+  const size_t a_end = a.offset + static_cast<size_t>(a.rows - 1) * a.row_stride + a.row_size();
+  const size_t b_end = b.offset + static_cast<size_t>(b.rows - 1) * b.row_stride + b.row_size();
+  return a.offset < b_end && b.offset < a_end;
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.buffer == b.buffer && a.offset == b.offset && a.type == b.type && a.ne0 == b.ne0 && a.rows == b.rows &&
+         a.row_stride == b.row_stride;
+}
+
+// One MatMul of a group: its weights (repacked or not), output and chunks of 16-row groups.
+struct MatMulPart {
+  const Op* op;
+  const uint8_t* repacked;
+  int64_t units, per_chunk, chunks;
+};
+
+}  // namespace
+
+size_t matmul_group_end(std::span<const Op> ops, size_t first) {
+  const Op& head = ops[first];
+  const DType act_type = vec_dot_type(head.src0.type);
+  size_t end = first + 1;
+  for (; end < ops.size(); ++end) {
+    const Op& op = ops[end];
+    if (op.kind != OpKind::MatMul || !same_view(op.src1, head.src1) || vec_dot_type(op.src0.type) != act_type) break;
+    // Every op reads the input before any writes: no output may land on it or on another's.
+    bool clash = views_overlap(op.dst, head.src1);
+    for (size_t k = first; k < end && !clash; ++k) clash = views_overlap(op.dst, ops[k].dst);
+    if (clash) break;
+  }
+  return end;
+}
+
+void op_matmuls(std::span<const Op> ops, ExecContext& ctx) {
+  const Tensor& x = ops.front().src1;
+  const int64_t n_in = x.ne0, n_tok = x.rows;
+  const DType act_type = vec_dot_type(ops.front().src0.type);
+
+  // Activations in the weight type's partner format, one row per token, once for the group.
   const void* act = tensor_data(x);
   size_t act_stride = x.row_stride;
   if (act_type != DType::F32) {
@@ -256,33 +294,54 @@ void op_matmul(const Op& op, ExecContext& ctx) {
     act = q;
   }
 
-  // Output rows split across threads in multiples of 16 so tiles stay whole.
+  // Output rows split across threads in multiples of 16 so tiles stay whole; weights
+  // repacked at load (repack.h) have whole 16-row groups, so every split is one.
   constexpr int64_t kRowQuantum = 16;
   static_assert(kRowQuantum == kRepackRows);
-  const size_t y_stride = op.dst.row_stride / sizeof(float);
-  float* y = row_f32(op.dst, 0);
-  // Weights repacked at load (repack.h) have whole 16-row groups, so every split is one.
-  const auto* hb = dynamic_cast<const HostBuffer*>(w.buffer);
-  const uint8_t* repacked = hb != nullptr ? hb->repacked(w) : nullptr;
   // Chunks of whole groups claimed one at a time, so the thread that streams faster (the
-  // other shares its memory bus with another process, or started late) takes more: at
-  // least one chunk per pool task, and no chunk over kChunkBytes of weights (one thread:
-  // one chunk). With one range per task, decode's big projections (Gemma's tied 178 MB
-  // output table, 8 tasks of 22 MB) left one thread spinning for up to a task at the end.
-  // A row's arithmetic does not depend on its chunk.
+  // other shares its memory bus with another process, or started late) takes more: no
+  // chunk over kChunkBytes of weights, and (one thread: one chunk a matrix) at least one
+  // chunk per pool task over the group, dealt to its matrices by their bytes. With one
+  // range per task, decode's big projections (Gemma's tied 178 MB output table, 8 tasks
+  // of 22 MB) left one thread spinning for up to a task at the end. The matrices of a
+  // group (a layer's Q, K and V, or gate and up, which read the same input) share one
+  // job: a decode step's small projections take a few microseconds each, and a job's
+  // start and join and each thread's first misses weighed on them as much again.
+  // A row's arithmetic does not depend on its chunk or its group.
   constexpr size_t kChunkBytes = size_t{1} << 20;
-  const int64_t units = (n_out + kRowQuantum - 1) / kRowQuantum;
-  const size_t unit_bytes = row_bytes(w.type, n_in) * kRowQuantum;
-  const int64_t by_bytes = static_cast<int64_t>(unit_bytes * static_cast<size_t>(units) / kChunkBytes);
-  const int64_t n_chunks =
-      ctx.pool->size() == 1 ? 1 : std::min<int64_t>(units, std::max<int64_t>(ctx.pool->n_tasks(), by_bytes));
-  const int64_t per_chunk = (units + n_chunks - 1) / n_chunks;
+  std::vector<MatMulPart> parts(ops.size());
+  size_t group_bytes = 0;
+  for (const Op& op : ops) group_bytes += row_bytes(op.src0.type, op.src0.ne0) * static_cast<size_t>(op.src0.rows);
+  const bool one_thread = ctx.pool->size() == 1;
+  int64_t total_chunks = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Tensor& w = ops[i].src0;
+    const auto* hb = dynamic_cast<const HostBuffer*>(w.buffer);
+    const int64_t units = (w.rows + kRowQuantum - 1) / kRowQuantum;
+    const size_t bytes = row_bytes(w.type, n_in) * static_cast<size_t>(w.rows);
+    const auto by_bytes = static_cast<int64_t>(bytes / kChunkBytes);
+    const auto by_share = static_cast<int64_t>((static_cast<size_t>(ctx.pool->n_tasks()) * bytes + group_bytes - 1) /
+                                               std::max<size_t>(group_bytes, 1));
+    const int64_t chunks = one_thread ? 1 : std::clamp<int64_t>(std::max(by_share, by_bytes), 1, units);
+    const int64_t per_chunk = (units + chunks - 1) / chunks;
+    parts[i] = {&ops[i], hb != nullptr ? hb->repacked(w) : nullptr, units, per_chunk,
+                (units + per_chunk - 1) / per_chunk};
+    total_chunks += parts[i].chunks;
+  }
   std::atomic<int64_t> next{0};
   ctx.pool->run([&](int, int) {
-    for (int64_t ub = next.fetch_add(per_chunk); ub < units; ub = next.fetch_add(per_chunk)) {
-      const int64_t b = ub * kRowQuantum, e = std::min(n_out, (ub + per_chunk) * kRowQuantum);
-      if (repacked != nullptr) {
-        gemm_repacked(w.type, n_in, repacked, b, e, act, act_stride, n_tok, y, y_stride);
+    size_t part = 0;
+    int64_t first_chunk = 0;  // of parts[part], in the group's numbering
+    for (int64_t c = next.fetch_add(1); c < total_chunks; c = next.fetch_add(1)) {
+      while (c >= first_chunk + parts[part].chunks) first_chunk += parts[part++].chunks;
+      const MatMulPart& p = parts[part];
+      const Tensor& w = p.op->src0;
+      const int64_t ub = (c - first_chunk) * p.per_chunk;
+      const int64_t b = ub * kRowQuantum, e = std::min(w.rows, (ub + p.per_chunk) * kRowQuantum);
+      const size_t y_stride = p.op->dst.row_stride / sizeof(float);
+      float* y = row_f32(p.op->dst, 0);
+      if (p.repacked != nullptr) {
+        gemm_repacked(w.type, n_in, p.repacked, b, e, act, act_stride, n_tok, y, y_stride);
       } else {
         gemm(w.type, n_in, tensor_data(w), w.row_stride, b, e, act, act_stride, n_tok, y, y_stride);
       }

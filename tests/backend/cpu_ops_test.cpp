@@ -12,6 +12,7 @@
 
 #include "backends/cpu/attention_kernels.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/ops.h"
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
 #include "common/fp16.h"
@@ -336,6 +337,87 @@ TEST_CASE("MatMul on weights prepared for MatMul gives the unprepared floats bit
       }
     }
   }
+}
+
+TEST_CASE("MatMuls that read one input run as one job and give each op's own result bit for bit") {
+  // A layer's Q, K and V (and gate and up) share a job (ops.h, op_matmuls): each output
+  // must be what its op alone gives, whatever chunks the group's split gave its rows.
+  LevelGuard guard;
+  Fixture f;
+  const int64_t n_in = 512;
+  // Q5_0 and Q8_0 share Q8_0 activations (one group); Q4_K's differ (a group of its own).
+  const std::vector<std::pair<DType, int64_t>> shapes = {
+      {DType::Q5_0, 96}, {DType::Q8_0, 16}, {DType::Q5_0, 48}, {DType::Q4_K, 32}, {DType::Q6_K, 16}};
+  std::vector<Tensor> weights;
+  for (auto [wt, rows] : shapes) {
+    const std::vector<float> w = f.random(rows * n_in, 0.5f);
+    weights.push_back(f.make(wt, n_in, rows));
+    std::vector<uint8_t> q(weights.back().row_stride * rows);
+    for (int64_t r = 0; r < rows; ++r)
+      cpu::quantize_row(wt, &w[r * n_in], q.data() + r * weights.back().row_stride, n_in);
+    REQUIRE(f.be->write(*weights.back().buffer, 0, q.data(), q.size()).ok());
+  }
+  // The first group's weights repacked where this CPU's kernels use it, the second's not.
+  REQUIRE(f.be->prepare_matmul_weights(std::span<const Tensor>(weights.data(), 3), false).ok());
+  for (cpu::SimdLevel level : test::supported_levels()) {
+    cpu::set_simd_level(level);
+    for (int64_t n_tok : {1, 2, 5, 8, 33}) {
+      INFO("level " << cpu::simd_level_name(level) << " tokens " << n_tok);
+      const Tensor x = f.make_f32(n_in, n_tok, f.random(n_tok * n_in));
+      Graph g;
+      std::vector<std::vector<float>> alone;
+      for (const Tensor& w : weights) {
+        Op op{OpKind::MatMul};
+        op.src0 = w;
+        op.src1 = x;
+        op.dst = f.make(DType::F32, w.rows, n_tok);
+        f.run(op);
+        alone.push_back(f.read(op.dst));
+        op.dst = f.make(DType::F32, w.rows, n_tok);
+        g.ops.push_back(op);
+      }
+      CHECK(cpu::matmul_group_end(g.ops, 0) == 3);
+      CHECK(cpu::matmul_group_end(g.ops, 3) == 5);
+      REQUIRE(f.be->execute(g).ok());
+      for (size_t i = 0; i < weights.size(); ++i) {
+        INFO(dtype_name(weights[i].type) << " x " << weights[i].rows);
+        const std::vector<float> y = f.read(g.ops[i].dst);
+        REQUIRE(std::memcmp(y.data(), alone[i].data(), y.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("A group of MatMuls ends at another input, an output over the input or over another output") {
+  Fixture f;
+  const int64_t n_in = 64;
+  auto matmul = [&](const Tensor& w, const Tensor& x, const Tensor& dst) {
+    Op op{OpKind::MatMul};
+    op.src0 = w, op.src1 = x, op.dst = dst;
+    return op;
+  };
+  const Tensor w = f.make(DType::Q8_0, n_in, 16), x = f.make(DType::F32, n_in, 1);
+  const Tensor other_x = f.make(DType::F32, n_in, 1), y = f.make(DType::F32, 32, 1);
+  Tensor y_first = y;  // y's first 16 floats
+  y_first.ne0 = 16;
+  std::vector<Op> ops = {matmul(w, x, y_first), matmul(w, x, f.make(DType::F32, 16, 1))};
+  CHECK(cpu::matmul_group_end(ops, 0) == 2);
+  ops.push_back(matmul(w, other_x, f.make(DType::F32, 16, 1)));  // another input
+  CHECK(cpu::matmul_group_end(ops, 0) == 2);
+  ops[2] = matmul(w, x, x);  // writes over the input the group reads
+  CHECK(cpu::matmul_group_end(ops, 0) == 2);
+  Tensor y_second = y_first;  // y's last 16 floats
+  y_second.offset += 16 * sizeof(float);
+  ops[2] = matmul(w, x, y_second);
+  CHECK(cpu::matmul_group_end(ops, 0) == 3);  // beside the first op's output, not over it
+  ops[0].dst.ne0 = 32;                        // now the first output covers it
+  CHECK(cpu::matmul_group_end(ops, 0) == 2);
+  ops[2] = matmul(f.make(DType::Q4_K, 256, 16), x, f.make(DType::F32, 16, 1));  // Q8_K activations
+  CHECK(cpu::matmul_group_end(ops, 0) == 2);
+  Op norm{OpKind::RmsNorm};
+  ops[2] = norm;
+  CHECK(cpu::matmul_group_end(ops, 0) == 2);
+  CHECK(cpu::matmul_group_end(ops, 1) == 2);
 }
 
 namespace {
