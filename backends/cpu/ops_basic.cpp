@@ -274,60 +274,71 @@ size_t matmul_group_end(std::span<const Op> ops, size_t first) {
   return end;
 }
 
-void op_matmuls(std::span<const Op> ops, ExecContext& ctx) {
-  const Tensor& x = ops.front().src1;
+namespace {
+
+// x's rows in act_type (the weights' partner format) in ctx's scratch, or x itself (F32).
+const void* matmul_input(const Tensor& x, DType act_type, ExecContext& ctx, size_t* stride) {
   const int64_t n_in = x.ne0, n_tok = x.rows;
-  const DType act_type = vec_dot_type(ops.front().src0.type);
+  *stride = x.row_stride;
+  if (act_type == DType::F32) return tensor_data(x);
+  *stride = row_bytes(act_type, n_in);
+  uint8_t* q = ctx.scratch_bytes(*stride * static_cast<size_t>(n_tok));
+  run_split(ctx, n_tok, [&](int ith, int nth) {
+    int64_t b, e;
+    split_range(n_tok, ith, nth, &b, &e);
+    for (int64_t t = b; t < e; ++t)
+      quantize_activations(act_type, row_f32(x, t), q + static_cast<size_t>(t) * *stride, n_in);
+  });
+  return q;
+}
 
-  // Activations in the weight type's partner format, one row per token, once for the group.
-  const void* act = tensor_data(x);
-  size_t act_stride = x.row_stride;
-  if (act_type != DType::F32) {
-    act_stride = row_bytes(act_type, n_in);
-    uint8_t* q = ctx.scratch_bytes(act_stride * static_cast<size_t>(n_tok));
-    run_split(ctx, n_tok, [&](int ith, int nth) {
-      int64_t b, e;
-      split_range(n_tok, ith, nth, &b, &e);
-      for (int64_t t = b; t < e; ++t)
-        quantize_activations(act_type, row_f32(x, t), q + static_cast<size_t>(t) * act_stride, n_in);
-    });
-    act = q;
-  }
+// Output rows split across threads in multiples of 16 so tiles stay whole; weights
+// repacked at load (repack.h) have whole 16-row groups, so every split is one.
+constexpr int64_t kRowQuantum = 16;
+static_assert(kRowQuantum == kRepackRows);
 
-  // Output rows split across threads in multiples of 16 so tiles stay whole; weights
-  // repacked at load (repack.h) have whole 16-row groups, so every split is one.
-  constexpr int64_t kRowQuantum = 16;
-  static_assert(kRowQuantum == kRepackRows);
-  // Chunks of whole groups claimed one at a time, so the thread that streams faster (the
-  // other shares its memory bus with another process, or started late) takes more: no
-  // chunk over kChunkBytes of weights, and (one thread: one chunk a matrix) at least one
-  // chunk per pool task over the group, dealt to its matrices by their bytes. With one
-  // range per task, decode's big projections (Gemma's tied 178 MB output table, 8 tasks
-  // of 22 MB) left one thread spinning for up to a task at the end. The matrices of a
-  // group (a layer's Q, K and V, or gate and up, which read the same input) share one
-  // job: a decode step's small projections take a few microseconds each, and a job's
-  // start and join and each thread's first misses weighed on them as much again.
-  // A row's arithmetic does not depend on its chunk or its group.
+// Chunks of whole groups claimed one at a time, so the thread that streams faster (the
+// other shares its memory bus with another process, or started late) takes more: no chunk
+// over kChunkBytes of weights, and (one thread: one chunk a matrix) at least one chunk per
+// pool task over the group, dealt to its matrices by their bytes. With one range per
+// task, decode's big projections (Gemma's tied 178 MB output table, 8 tasks of 22 MB) left
+// one thread spinning for up to a task at the end. A row's arithmetic does not depend on
+// its chunk or its group.
+std::vector<MatMulPart> plan_chunks(std::span<const Op> ops, const ThreadPool& pool, int64_t* total_chunks) {
   constexpr size_t kChunkBytes = size_t{1} << 20;
-  std::vector<MatMulPart> parts(ops.size());
+  auto bytes_of = [](const Tensor& w) { return w.row_size() * static_cast<size_t>(w.rows); };
   size_t group_bytes = 0;
-  for (const Op& op : ops) group_bytes += row_bytes(op.src0.type, op.src0.ne0) * static_cast<size_t>(op.src0.rows);
-  const bool one_thread = ctx.pool->size() == 1;
-  int64_t total_chunks = 0;
+  for (const Op& op : ops) group_bytes += bytes_of(op.src0);
+  std::vector<MatMulPart> parts(ops.size());
+  *total_chunks = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Tensor& w = ops[i].src0;
     const auto* hb = dynamic_cast<const HostBuffer*>(w.buffer);
     const int64_t units = (w.rows + kRowQuantum - 1) / kRowQuantum;
-    const size_t bytes = row_bytes(w.type, n_in) * static_cast<size_t>(w.rows);
-    const auto by_bytes = static_cast<int64_t>(bytes / kChunkBytes);
-    const auto by_share = static_cast<int64_t>((static_cast<size_t>(ctx.pool->n_tasks()) * bytes + group_bytes - 1) /
+    const auto by_bytes = static_cast<int64_t>(bytes_of(w) / kChunkBytes);
+    const auto by_share = static_cast<int64_t>((static_cast<size_t>(pool.n_tasks()) * bytes_of(w) + group_bytes - 1) /
                                                std::max<size_t>(group_bytes, 1));
-    const int64_t chunks = one_thread ? 1 : std::clamp<int64_t>(std::max(by_share, by_bytes), 1, units);
+    const int64_t chunks = pool.size() == 1 ? 1 : std::clamp<int64_t>(std::max(by_share, by_bytes), 1, units);
     const int64_t per_chunk = (units + chunks - 1) / chunks;
     parts[i] = {&ops[i], hb != nullptr ? hb->repacked(w) : nullptr, units, per_chunk,
                 (units + per_chunk - 1) / per_chunk};
-    total_chunks += parts[i].chunks;
+    *total_chunks += parts[i].chunks;
   }
+  return parts;
+}
+
+}  // namespace
+
+// The matrices of a group (a layer's Q, K and V, or gate and up, which read the same
+// input) share one job: a decode step's small projections take a few microseconds each,
+// and a job's start and join and each thread's first misses weighed on them as much again.
+void op_matmuls(std::span<const Op> ops, ExecContext& ctx) {
+  const Tensor& x = ops.front().src1;
+  const int64_t n_in = x.ne0, n_tok = x.rows;
+  size_t act_stride;
+  const void* act = matmul_input(x, vec_dot_type(ops.front().src0.type), ctx, &act_stride);
+  int64_t total_chunks;
+  const std::vector<MatMulPart> parts = plan_chunks(ops, *ctx.pool, &total_chunks);
   std::atomic<int64_t> next{0};
   ctx.pool->run([&](int, int) {
     size_t part = 0;
