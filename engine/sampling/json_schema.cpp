@@ -184,12 +184,40 @@ std::string walk(const json& s, const std::string& at, Visit& visit) {
   return "";
 }
 
+// The characters s's own repeats spell out (its length bounds' larger, its pattern's and
+// its patternProperties names' repeats), each at most kMaxRepeat + 1.
+std::vector<uint64_t> repeats_here(const json& s) {
+  std::vector<uint64_t> out;
+  uint64_t length = 0;
+  for (const char* key : {"minLength", "maxLength"})
+    if (const auto v = s.find(key); v != s.end() && v->is_number_unsigned())
+      length = std::max(length, std::min<uint64_t>(v->get<uint64_t>(), kMaxRepeat + 1));
+  if (length > 0) out.push_back(length);
+  if (const auto p = s.find("pattern"); p != s.end() && p->is_string())
+    out.push_back(pattern_repeats(p->get<std::string>()));
+  if (const auto pp = s.find("patternProperties"); pp != s.end() && pp->is_object())
+    for (const auto& [name, sub] : pp->items()) out.push_back(pattern_repeats(name));
+  return out;
+}
+
 std::string first_unsupported(const json& schema) {
   auto visit = [](const json& s, const std::string& at) -> std::string {
     const std::string k = refused_here(s);
     return k.empty() ? "" : "'" + k + "' at " + (at.empty() ? "/" : at);
   };
-  return walk(schema, "", visit);
+  if (std::string found = walk(schema, "", visit); !found.empty()) return found;
+  // Each repeat's compile costs about its length squared: bound the whole schema's too (ten
+  // strings of 1,000 characters compile ten times as long as one).
+  uint64_t squares = 0;
+  auto add = [&](const json& s, const std::string&) -> std::string {
+    for (uint64_t n : repeats_here(s)) squares += n * n;
+    return "";
+  };
+  walk(schema, "", add);
+  if (squares > kMaxRepeat * kMaxRepeat)
+    return "'string lengths and pattern repeats whose squares sum to " + std::to_string(squares) +
+           " (hearth enforces up to " + std::to_string(kMaxRepeat * kMaxRepeat) + ")' at /";
+  return "";
 }
 
 bool is_object_schema(const json& s) {

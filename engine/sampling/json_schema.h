@@ -21,7 +21,8 @@ namespace hearth {
 // uri-template, uuid, json-pointer, relative-json-pointer), and counted repeats over 1,000
 // characters: minLength or maxLength above 1,000, a pattern (or a patternProperties name)
 // whose {n} repeats spell out more, nested groups multiplied (the grammar spells a repeat
-// out, at a compile cost quadratic in its length). Keywords JSON Schema does not
+// out, at a compile cost quadratic in its length), or a schema whose repeats, each
+// squared, sum past 1,000,000. Keywords JSON Schema does not
 // define are ignored, as validators ignore them. Text that is not JSON gives "".
 std::string unsupported_schema_keyword(std::string_view schema);
 

@@ -135,6 +135,16 @@ TEST_CASE("a schema whose counted repeats would take the compiler minutes is ref
     CHECK(unsupported_schema_keyword(json{{"type", "string"}, {"pattern", ok}}.dump()).empty());
   }
   CHECK(unsupported_schema_keyword(R"({"type":"string","minLength":1000,"maxLength":1000})").empty());
+  // The whole schema's repeats, each squared (a compile costs about that), are bounded too.
+  json ten = {{"type", "object"}, {"properties", json::object()}};
+  for (int i = 0; i < 10; ++i) ten["properties"]["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 400}};
+  CHECK(unsupported_schema_keyword(ten.dump()) ==
+        "'string lengths and pattern repeats whose squares sum to 1600000 (hearth enforces up to 1000000)' at /");
+  ten["properties"]["p9"] = {{"type", "string"}, {"pattern", "^(a{30}){10}$"}};  // 9 x 400^2 + 300^2
+  CHECK(unsupported_schema_keyword(ten.dump()) ==
+        "'string lengths and pattern repeats whose squares sum to 1530000 (hearth enforces up to 1000000)' at /");
+  for (int i = 0; i < 9; ++i) ten["properties"]["p" + std::to_string(i)]["maxLength"] = 300;
+  CHECK(unsupported_schema_keyword(ten.dump()).empty());  // 9 x 300^2 + 300^2
   const Result<std::string> refused = schema_for_grammar(R"({"type":"string","maxLength":5000})");
   REQUIRE(!refused.ok());
   CHECK(refused.error().message ==
