@@ -48,17 +48,24 @@ bool declares_type(const json& s, const char* type) {
   return t->is_array() && std::find(t->begin(), t->end(), type) != t->end();
 }
 
-// The grammar spells a counted repeat (a{n}, and a string's minLength / maxLength, which
-// become one) out n times, and compiling it costs time and memory quadratic in n: 0.2 s
-// at 1,000 and 4 s at 4,000 characters (Release, a small vocabulary), minutes past that,
-// holding the one compile a daemon runs at a time. Above this many, a schema is refused.
-constexpr uint64_t kMaxRepeat = 1000;
+// Counted repeats (a{n}, and a string's minLength / maxLength, which become one). The
+// grammar library spells a repeat of up to 128 out in full; past 128 it takes another path,
+// which on the chat models' vocabularies (Qwen2.5's, SmolLM2's) fails its own check at
+// once, and on small vocabularies compiles in time quadratic in the count (minLength 3,666
+// took schema_fuzz over 30 s). Spelled-out repeats cost too: a string of maxLength 128
+// compiles in about 1 s on Qwen2.5's vocabulary, holding the one compile a daemon runs at a
+// time. So: no count over kMaxCount, no pattern spelling out over kMaxSpelled characters
+// (nested groups multiplied), and no schema whose repeats, each squared, sum past
+// kMaxSpelled squared.
+constexpr uint64_t kMaxCount = 128;
+constexpr uint64_t kMaxSpelled = 500;
+constexpr uint64_t kSaturated = kMaxSpelled + 1;
 
 uint64_t saturating_add(uint64_t a, uint64_t b) {
-  return std::min<uint64_t>(a + b, kMaxRepeat + 1);
+  return std::min<uint64_t>(a + b, kSaturated);
 }
 uint64_t saturating_mul(uint64_t a, uint64_t b) {
-  return a == 0 || b == 0 ? 0 : a > (kMaxRepeat + 1) / b ? kMaxRepeat + 1 : std::min(a * b, kMaxRepeat + 1);
+  return a == 0 || b == 0 ? 0 : a > kSaturated / b ? kSaturated : std::min(a * b, kSaturated);
 }
 
 // A quantifier {n}, {n,} or {n,m} at p[i] ('{'): its largest count (n when unbounded) and
@@ -83,9 +90,15 @@ std::optional<std::pair<uint64_t, size_t>> quantifier_at(std::string_view p, siz
   return std::nullopt;
 }
 
-// How many characters a pattern's counted repeats spell out at most (up to kMaxRepeat + 1),
-// a group's repeat counting its content that many times: (a{50}){50} is 2,500.
-uint64_t pattern_repeats(std::string_view p) {
+struct PatternRepeats {
+  uint64_t spelled = 0;  // characters spelled out, nested groups multiplied (up to kSaturated)
+  uint64_t largest = 0;  // the largest count of one quantifier (up to kSaturated)
+};
+
+// A pattern's repeats: a group's repeat counts its content that many times ((a{50}){50}
+// spells out 2,500 characters).
+PatternRepeats pattern_repeats(std::string_view p) {
+  PatternRepeats r;
   std::vector<uint64_t> groups{0};  // the size of each open group so far
   uint64_t last = 0;                // of the atom a quantifier would apply to
   for (size_t i = 0; i < p.size(); ++i) {
@@ -112,6 +125,7 @@ uint64_t pattern_repeats(std::string_view p) {
       groups.back() = saturating_add(groups.back(), last);
     } else if (c == '{' && quantifier_at(p, i)) {
       const auto [n, end] = *quantifier_at(p, i);
+      r.largest = std::max(r.largest, n);
       groups.back() = saturating_add(groups.back(), saturating_mul(last, n > 0 ? n - 1 : 0));
       last = saturating_mul(last, n);
       i = end - 1;
@@ -122,22 +136,31 @@ uint64_t pattern_repeats(std::string_view p) {
       groups.back() = saturating_add(groups.back(), 1);
     }
   }
-  uint64_t total = 0;
-  for (uint64_t g : groups) total = saturating_add(total, g);
-  return total;
+  for (uint64_t g : groups) r.spelled = saturating_add(r.spelled, g);
+  return r;
 }
 
-// A repeat the grammar would spell out past kMaxRepeat: its description, or "".
+// What is wrong with a pattern's repeats ("what" names it), or "".
+std::string pattern_too_long(const std::string& what, std::string_view pattern) {
+  const PatternRepeats r = pattern_repeats(pattern);
+  if (r.largest > kMaxCount)
+    return what + " with a repeat over " + std::to_string(kMaxCount) + " (hearth enforces up to " +
+           std::to_string(kMaxCount) + ")";
+  if (r.spelled > kMaxSpelled)
+    return what + " spelling out over " + std::to_string(kMaxSpelled) + " characters (hearth enforces up to " +
+           std::to_string(kMaxSpelled) + ")";
+  return "";
+}
+
+// A repeat of s's keyword `key` past the bounds above: its description, or "".
 std::string too_many_repeats(const std::string& key, const json& value) {
-  const std::string limit = " (hearth enforces up to " + std::to_string(kMaxRepeat) + ")";
-  if ((key == "minLength" || key == "maxLength") && value.is_number_unsigned() && value.get<uint64_t>() > kMaxRepeat)
-    return key + " " + std::to_string(value.get<uint64_t>()) + limit;
-  if (key == "pattern" && value.is_string() && pattern_repeats(value.get<std::string>()) > kMaxRepeat)
-    return "pattern with over " + std::to_string(kMaxRepeat) + " repeated characters" + limit;
+  if ((key == "minLength" || key == "maxLength") && value.is_number_unsigned() && value.get<uint64_t>() > kMaxCount)
+    return key + " " + std::to_string(value.get<uint64_t>()) + " (hearth enforces up to " + std::to_string(kMaxCount) +
+           ")";
+  if (key == "pattern" && value.is_string()) return pattern_too_long("pattern", value.get<std::string>());
   if (key == "patternProperties" && value.is_object())
     for (const auto& [name, sub] : value.items())
-      if (pattern_repeats(name) > kMaxRepeat)
-        return "patternProperties name with over " + std::to_string(kMaxRepeat) + " repeated characters" + limit;
+      if (std::string found = pattern_too_long("patternProperties name", name); !found.empty()) return found;
   return "";
 }
 
@@ -185,18 +208,18 @@ std::string walk(const json& s, const std::string& at, Visit& visit) {
 }
 
 // The characters s's own repeats spell out (its length bounds' larger, its pattern's and
-// its patternProperties names' repeats), each at most kMaxRepeat + 1.
+// its patternProperties names' repeats), each at most kSaturated.
 std::vector<uint64_t> repeats_here(const json& s) {
   std::vector<uint64_t> out;
   uint64_t length = 0;
   for (const char* key : {"minLength", "maxLength"})
     if (const auto v = s.find(key); v != s.end() && v->is_number_unsigned())
-      length = std::max(length, std::min<uint64_t>(v->get<uint64_t>(), kMaxRepeat + 1));
+      length = std::max(length, std::min<uint64_t>(v->get<uint64_t>(), kSaturated));
   if (length > 0) out.push_back(length);
   if (const auto p = s.find("pattern"); p != s.end() && p->is_string())
-    out.push_back(pattern_repeats(p->get<std::string>()));
+    out.push_back(pattern_repeats(p->get<std::string>()).spelled);
   if (const auto pp = s.find("patternProperties"); pp != s.end() && pp->is_object())
-    for (const auto& [name, sub] : pp->items()) out.push_back(pattern_repeats(name));
+    for (const auto& [name, sub] : pp->items()) out.push_back(pattern_repeats(name).spelled);
   return out;
 }
 
@@ -206,17 +229,17 @@ std::string first_unsupported(const json& schema) {
     return k.empty() ? "" : "'" + k + "' at " + (at.empty() ? "/" : at);
   };
   if (std::string found = walk(schema, "", visit); !found.empty()) return found;
-  // Each repeat's compile costs about its length squared: bound the whole schema's too (ten
-  // strings of 1,000 characters compile ten times as long as one).
+  // Each repeat's compile costs about its length squared: bound the whole schema's too
+  // (ten strings of 500 characters compile ten times as long as one).
   uint64_t squares = 0;
   auto add = [&](const json& s, const std::string&) -> std::string {
     for (uint64_t n : repeats_here(s)) squares += n * n;
     return "";
   };
   walk(schema, "", add);
-  if (squares > kMaxRepeat * kMaxRepeat)
+  if (squares > kMaxSpelled * kMaxSpelled)
     return "'string lengths and pattern repeats whose squares sum to " + std::to_string(squares) +
-           " (hearth enforces up to " + std::to_string(kMaxRepeat * kMaxRepeat) + ")' at /";
+           " (hearth enforces up to " + std::to_string(kMaxSpelled * kMaxSpelled) + ")' at /";
   return "";
 }
 

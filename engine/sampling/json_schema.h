@@ -18,11 +18,11 @@ namespace hearth {
 // exclusivity cannot be enforced: use anyOf), allOf with more than one schema, multipleOf
 // on a number that is not an integer, and a format other than those the grammar knows
 // (date, time, date-time, duration, email, hostname, ipv4, ipv6, uri, uri-reference,
-// uri-template, uuid, json-pointer, relative-json-pointer), and counted repeats over 1,000
-// characters: minLength or maxLength above 1,000, a pattern (or a patternProperties name)
-// whose {n} repeats spell out more, nested groups multiplied (the grammar spells a repeat
-// out, at a compile cost quadratic in its length), or a schema whose repeats, each
-// squared, sum past 1,000,000. Keywords JSON Schema does not
+// uri-template, uuid, json-pointer, relative-json-pointer), and counted repeats the
+// grammar cannot take (see kMaxCount in json_schema.cpp): minLength or maxLength above 128,
+// a pattern (or patternProperties name) with a count over 128 or spelling out over 500
+// characters, nested groups multiplied, or a schema whose repeats, each squared, sum past
+// 250,000. Keywords JSON Schema does not
 // define are ignored, as validators ignore them. Text that is not JSON gives "".
 std::string unsupported_schema_keyword(std::string_view schema);
 
