@@ -54,7 +54,7 @@ bool declares_type(const json& s, const char* type) {
 // once, and on small vocabularies compiles in time quadratic in the count (minLength 3,666
 // took schema_fuzz over 30 s). Spelled-out repeats cost too: a string of maxLength 128
 // compiles in about 1 s on Qwen2.5's vocabulary, holding the one compile a daemon runs at a
-// time. So: no count over kMaxCount, no pattern spelling out over kMaxSpelled characters
+// time. So: no count over kMaxCount, no pattern whose repeats add over kMaxSpelled characters
 // (nested groups multiplied), and no schema whose repeats, each squared, sum past
 // kMaxSpelled squared.
 constexpr uint64_t kMaxCount = 128;
@@ -91,12 +91,13 @@ std::optional<std::pair<uint64_t, size_t>> quantifier_at(std::string_view p, siz
 }
 
 struct PatternRepeats {
-  uint64_t spelled = 0;  // characters spelled out, nested groups multiplied (up to kSaturated)
+  uint64_t spelled = 0;  // characters the repeats add, nested groups multiplied (up to kSaturated)
   uint64_t largest = 0;  // the largest count of one quantifier (up to kSaturated)
 };
 
 // A pattern's repeats: a group's repeat counts its content that many times ((a{50}){50}
-// spells out 2,500 characters).
+// adds 2,499 characters to the one written). Characters written once (a long alternation
+// of words) cost the grammar nothing like a repeat and are not counted.
 PatternRepeats pattern_repeats(std::string_view p) {
   PatternRepeats r;
   std::vector<uint64_t> groups{0};  // the size of each open group so far
@@ -126,7 +127,9 @@ PatternRepeats pattern_repeats(std::string_view p) {
     } else if (c == '{' && quantifier_at(p, i)) {
       const auto [n, end] = *quantifier_at(p, i);
       r.largest = std::max(r.largest, n);
-      groups.back() = saturating_add(groups.back(), saturating_mul(last, n > 0 ? n - 1 : 0));
+      const uint64_t extra = saturating_mul(last, n > 0 ? n - 1 : 0);
+      groups.back() = saturating_add(groups.back(), extra);
+      r.spelled = saturating_add(r.spelled, extra);
       last = saturating_mul(last, n);
       i = end - 1;
     } else if (c == '|' || c == '^' || c == '$') {
@@ -136,7 +139,6 @@ PatternRepeats pattern_repeats(std::string_view p) {
       groups.back() = saturating_add(groups.back(), 1);
     }
   }
-  for (uint64_t g : groups) r.spelled = saturating_add(r.spelled, g);
   return r;
 }
 
@@ -147,7 +149,7 @@ std::string pattern_too_long(const std::string& what, std::string_view pattern) 
     return what + " with a repeat over " + std::to_string(kMaxCount) + " (hearth enforces up to " +
            std::to_string(kMaxCount) + ")";
   if (r.spelled > kMaxSpelled)
-    return what + " spelling out over " + std::to_string(kMaxSpelled) + " characters (hearth enforces up to " +
+    return what + " whose repeats add over " + std::to_string(kMaxSpelled) + " characters (hearth enforces up to " +
            std::to_string(kMaxSpelled) + ")";
   return "";
 }

@@ -20,7 +20,7 @@ namespace hearth {
 // (date, time, date-time, duration, email, hostname, ipv4, ipv6, uri, uri-reference,
 // uri-template, uuid, json-pointer, relative-json-pointer), and counted repeats the
 // grammar cannot take (see kMaxCount in json_schema.cpp): minLength or maxLength above 128,
-// a pattern (or patternProperties name) with a count over 128 or spelling out over 500
+// a pattern (or patternProperties name) with a count over 128 or whose repeats add over 500
 // characters, nested groups multiplied, or a schema whose repeats, each squared, sum past
 // 250,000. Keywords JSON Schema does not
 // define are ignored, as validators ignore them. Text that is not JSON gives "".
