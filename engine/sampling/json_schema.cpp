@@ -102,6 +102,7 @@ PatternRepeats pattern_repeats(std::string_view p) {
   PatternRepeats r;
   std::vector<uint64_t> groups{0};  // the size of each open group so far
   uint64_t last = 0;                // of the atom a quantifier would apply to
+  std::optional<std::pair<uint64_t, size_t>> quantifier;
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     if (c == '\\' || c == '[') {  // an escape or a class: one character
@@ -124,8 +125,8 @@ PatternRepeats pattern_repeats(std::string_view p) {
       last = groups.back();
       groups.pop_back();
       groups.back() = saturating_add(groups.back(), last);
-    } else if (c == '{' && quantifier_at(p, i)) {
-      const auto [n, end] = *quantifier_at(p, i);
+    } else if (c == '{' && (quantifier = quantifier_at(p, i))) {
+      const auto [n, end] = *quantifier;
       r.largest = std::max(r.largest, n);
       const uint64_t extra = saturating_mul(last, n > 0 ? n - 1 : 0);
       groups.back() = saturating_add(groups.back(), extra);
