@@ -57,8 +57,17 @@ bool declares_type(const json& s, const char* type) {
 // time. So: no count over kMaxCount, no pattern whose repeats add over kMaxSpelled characters
 // (nested groups multiplied), and no schema whose repeats, each squared, sum past
 // kMaxSpelled squared.
+//
+// Quantifiers cost too, most where what they repeat is broad: the grammar's token masks
+// follow every way a token can split across a run of them, so the cost grows about with
+// their square. On Qwen2.5's vocabulary ^(.+)?(.+)?...$ with 8 groups (16 quantifiers) took
+// 2.2 s to compile, and 100 groups of ([a-z]+|[0-9]*)? 99 s. So: no pattern with over
+// kMaxQuantifiers quantifiers (a group's counted once per repeat of it), and no schema whose
+// patterns' quantifiers, each pattern's count squared, sum past kMaxQuantifierSquares.
 constexpr uint64_t kMaxCount = 128;
 constexpr uint64_t kMaxSpelled = 500;
+constexpr uint64_t kMaxQuantifiers = 16;
+constexpr uint64_t kMaxQuantifierSquares = 4 * kMaxQuantifiers * kMaxQuantifiers;
 constexpr uint64_t kSaturated = kMaxSpelled + 1;
 
 uint64_t saturating_add(uint64_t a, uint64_t b) {
@@ -91,20 +100,45 @@ std::optional<std::pair<uint64_t, size_t>> quantifier_at(std::string_view p, siz
 }
 
 struct PatternRepeats {
-  uint64_t spelled = 0;  // characters the repeats add, nested groups multiplied (up to kSaturated)
-  uint64_t largest = 0;  // the largest count of one quantifier (up to kSaturated)
+  uint64_t spelled = 0;      // characters the repeats add, nested groups multiplied (up to kSaturated)
+  uint64_t largest = 0;      // the largest count of one quantifier (up to kSaturated)
+  uint64_t quantifiers = 0;  // *, +, ? and {n,m}, nested groups multiplied (up to kSaturated)
+};
+
+// What an atom or a group holds: characters written and quantifiers.
+struct PatternSize {
+  uint64_t chars = 0, quantifiers = 0;
+  void add(PatternSize o) {
+    chars = saturating_add(chars, o.chars);
+    quantifiers = saturating_add(quantifiers, o.quantifiers);
+  }
 };
 
 // A pattern's repeats: a group's repeat counts its content that many times ((a{50}){50}
-// adds 2,499 characters to the one written). Characters written once (a long alternation
-// of words) cost the grammar nothing like a repeat and are not counted.
+// adds 2,499 characters to the one written, (a?){10} has 11 quantifiers). Characters written
+// once (a long alternation of words) cost the grammar nothing like a repeat and are not
+// counted. A ? after a quantifier (lazy) or after '(' (a group's kind) is no quantifier.
 PatternRepeats pattern_repeats(std::string_view p) {
   PatternRepeats r;
-  std::vector<uint64_t> groups{0};  // the size of each open group so far
-  uint64_t last = 0;                // of the atom a quantifier would apply to
+  std::vector<PatternSize> groups{{}};  // the size of each open group so far
+  PatternSize last;                     // of the atom a quantifier would apply to
+  bool after_quantifier = false;
+  auto quantified = [&](uint64_t extra_chars, uint64_t extra_quantifiers) {
+    const PatternSize extra{extra_chars, saturating_add(extra_quantifiers, 1)};
+    groups.back().add(extra);
+    last.add(extra);
+    r.spelled = saturating_add(r.spelled, extra.chars);
+    r.quantifiers = saturating_add(r.quantifiers, extra.quantifiers);
+    after_quantifier = true;
+  };
   std::optional<std::pair<uint64_t, size_t>> quantifier;
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
+    if (after_quantifier && c == '?') {  // lazy: the same language
+      after_quantifier = false;
+      continue;
+    }
+    after_quantifier = false;
     if (c == '\\' || c == '[') {  // an escape or a class: one character
       if (c == '\\') {
         ++i;
@@ -116,28 +150,30 @@ PatternRepeats pattern_repeats(std::string_view p) {
           if (p[j] == '\\') ++j;
         i = j;
       }
-      last = 1;
-      groups.back() = saturating_add(groups.back(), 1);
+      last = {1, 0};
+      groups.back().add(last);
     } else if (c == '(') {
-      groups.push_back(0);
-      last = 0;
+      groups.emplace_back();
+      last = {};
+      if (i + 1 < p.size() && p[i + 1] == '?')
+        i += i + 2 < p.size() && std::string_view(":=!").find(p[i + 2]) != std::string_view::npos ? 2 : 1;
     } else if (c == ')' && groups.size() > 1) {
       last = groups.back();
       groups.pop_back();
-      groups.back() = saturating_add(groups.back(), last);
+      groups.back().add(last);
     } else if (c == '{' && (quantifier = quantifier_at(p, i))) {
       const auto [n, end] = *quantifier;
       r.largest = std::max(r.largest, n);
-      const uint64_t extra = saturating_mul(last, n > 0 ? n - 1 : 0);
-      groups.back() = saturating_add(groups.back(), extra);
-      r.spelled = saturating_add(r.spelled, extra);
-      last = saturating_mul(last, n);
+      const uint64_t more = n > 0 ? n - 1 : 0;
+      quantified(saturating_mul(last.chars, more), saturating_mul(last.quantifiers, more));
       i = end - 1;
+    } else if (c == '*' || c == '+' || c == '?') {
+      quantified(0, 0);
     } else if (c == '|' || c == '^' || c == '$') {
-      last = 0;
-    } else if (c != '*' && c != '+' && c != '?') {
-      last = 1;
-      groups.back() = saturating_add(groups.back(), 1);
+      last = {};
+    } else {
+      last = {1, 0};
+      groups.back().add(last);
     }
   }
   return r;
@@ -152,6 +188,11 @@ std::string pattern_too_long(const std::string& what, std::string_view pattern) 
   if (r.spelled > kMaxSpelled)
     return what + " whose repeats add over " + std::to_string(kMaxSpelled) + " characters (hearth enforces up to " +
            std::to_string(kMaxSpelled) + ")";
+  if (r.quantifiers > kMaxQuantifiers)
+    return what + " with " +
+           (r.quantifiers >= kSaturated ? "over " + std::to_string(kMaxSpelled) : std::to_string(r.quantifiers)) +
+           " quantifiers (*, +, ? or {n,m}, counted once per repeat of their group; hearth enforces up to " +
+           std::to_string(kMaxQuantifiers) + ")";
   return "";
 }
 
@@ -210,8 +251,18 @@ std::string walk(const json& s, const std::string& at, Visit& visit) {
   return "";
 }
 
-// The characters s's own repeats spell out (its length bounds' larger, its pattern's and
-// its patternProperties names' repeats), each at most kSaturated.
+// The repeats of s's own patterns (its pattern and its patternProperties names).
+std::vector<PatternRepeats> patterns_here(const json& s) {
+  std::vector<PatternRepeats> out;
+  if (const auto p = s.find("pattern"); p != s.end() && p->is_string())
+    out.push_back(pattern_repeats(p->get<std::string>()));
+  if (const auto pp = s.find("patternProperties"); pp != s.end() && pp->is_object())
+    for (const auto& [name, sub] : pp->items()) out.push_back(pattern_repeats(name));
+  return out;
+}
+
+// The characters s's own repeats spell out (its length bounds' larger, its patterns'
+// repeats), each at most kSaturated.
 std::vector<uint64_t> repeats_here(const json& s) {
   std::vector<uint64_t> out;
   uint64_t length = 0;
@@ -219,10 +270,7 @@ std::vector<uint64_t> repeats_here(const json& s) {
     if (const auto v = s.find(key); v != s.end() && v->is_number_unsigned())
       length = std::max(length, std::min<uint64_t>(v->get<uint64_t>(), kSaturated));
   if (length > 0) out.push_back(length);
-  if (const auto p = s.find("pattern"); p != s.end() && p->is_string())
-    out.push_back(pattern_repeats(p->get<std::string>()).spelled);
-  if (const auto pp = s.find("patternProperties"); pp != s.end() && pp->is_object())
-    for (const auto& [name, sub] : pp->items()) out.push_back(pattern_repeats(name).spelled);
+  for (const PatternRepeats& r : patterns_here(s)) out.push_back(r.spelled);
   return out;
 }
 
@@ -232,17 +280,22 @@ std::string first_unsupported(const json& schema) {
     return k.empty() ? "" : "'" + k + "' at " + (at.empty() ? "/" : at);
   };
   if (std::string found = walk(schema, "", visit); !found.empty()) return found;
-  // Each repeat's compile costs about its length squared: bound the whole schema's too
-  // (ten strings of 500 characters compile ten times as long as one).
-  uint64_t squares = 0;
+  // Each repeat's compile costs about its length squared, each pattern's about its
+  // quantifiers squared: bound the whole schema's too (ten strings of 500 characters
+  // compile ten times as long as one).
+  uint64_t squares = 0, quantifier_squares = 0;
   auto add = [&](const json& s, const std::string&) -> std::string {
     for (uint64_t n : repeats_here(s)) squares += n * n;
+    for (const PatternRepeats& r : patterns_here(s)) quantifier_squares += r.quantifiers * r.quantifiers;
     return "";
   };
   walk(schema, "", add);
   if (squares > kMaxSpelled * kMaxSpelled)
     return "'string lengths and pattern repeats whose squares sum to " + std::to_string(squares) +
            " (hearth enforces up to " + std::to_string(kMaxSpelled * kMaxSpelled) + ")' at /";
+  if (quantifier_squares > kMaxQuantifierSquares)
+    return "'patterns whose quantifier counts, each squared, sum to " + std::to_string(quantifier_squares) +
+           " (hearth enforces up to " + std::to_string(kMaxQuantifierSquares) + ")' at /";
   return "";
 }
 

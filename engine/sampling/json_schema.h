@@ -21,8 +21,10 @@ namespace hearth {
 // uri-template, uuid, json-pointer, relative-json-pointer), and counted repeats the
 // grammar cannot take (see kMaxCount in json_schema.cpp): minLength or maxLength above 128,
 // a pattern (or patternProperties name) with a count over 128 or whose repeats add over 500
-// characters, nested groups multiplied, or a schema whose repeats, each squared, sum past
-// 250,000. Keywords JSON Schema does not
+// characters, nested groups multiplied, or with over 16 quantifiers (*, +, ?, {n,m}; a
+// group's counted once per repeat of it), or a schema whose repeats, each squared, sum past
+// 250,000, or whose patterns' quantifier counts, each squared, past 1,024. Keywords JSON
+// Schema does not
 // define are ignored, as validators ignore them. Text that is not JSON gives "".
 std::string unsupported_schema_keyword(std::string_view schema);
 

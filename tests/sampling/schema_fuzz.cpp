@@ -41,6 +41,8 @@ void write_seeds(const std::filesystem::path& dir) {
       R"({"type":"string","minLength":2,"maxLength":5})",
       R"({"type":"string","format":"date-time"})",
       R"({"type":"string","minLength":3666})",  // took over 30 s before repeats were bounded
+      // 11,298 stacked stars took over 30 s before quantifiers were bounded
+      R"({"anyOf":[{"type":"string","pattern":"^_a-basic_g_sub_s>>>>>>>*A**********************05z?}}}}}"}]})",
   };
   int i = 0;
   for (const char* s : seeds) std::ofstream(dir / ("seed" + std::to_string(i++))) << s;

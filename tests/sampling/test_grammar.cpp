@@ -161,6 +161,47 @@ TEST_CASE("a schema whose counted repeats the grammar cannot take is refused at 
         "generating");
 }
 
+TEST_CASE("a pattern with more quantifiers than the grammar compiles in time is refused, with the count") {
+  // The grammar's token masks follow every way a token can split across a run of
+  // quantifiers: ^(.+)?...$ with 8 groups took 2.2 s on Qwen2.5's vocabulary, 100 groups of
+  // ([a-z]+|[0-9]*)? 99 s, and schema_fuzz found 11,298 stars stacked on one atom.
+  auto pattern = [](const std::string& p) { return json{{"type", "string"}, {"pattern", p}}.dump(); };
+  auto refusal = [](std::string count) {
+    return count.insert(0, "'pattern with ") +
+           " quantifiers (*, +, ? or {n,m}, counted once per repeat of their group; hearth enforces up to 16)' at /";
+  };
+  std::string stars = "^a";
+  for (int i = 0; i < 11298; ++i) stars += '*';
+  CHECK(unsupported_schema_keyword(pattern(stars)) == refusal("over 500"));
+  std::string groups = "^";
+  for (int i = 0; i < 9; ++i) groups += "(.+)?";
+  CHECK(unsupported_schema_keyword(pattern(groups + "$")) == refusal("18"));
+  CHECK(unsupported_schema_keyword(pattern("^(a?){17}$")) == refusal("18"));  // ? repeated 17 times, and {17}
+  CHECK(unsupported_schema_keyword(pattern("^a***************$x{2}?+")) == refusal("17"));
+  CHECK(unsupported_schema_keyword(
+            R"({"type":"object","patternProperties":{"^(.+)?(.+)?(.+)?(.+)?(.+)?(.+)?(.+)?(.+)?(.+)?$":{}}})") ==
+        "'patternProperties name with 18 quantifiers (*, +, ? or {n,m}, counted once per repeat of their group; hearth "
+        "enforces up to 16)' at /");
+  // Lazy quantifiers, groups' kinds and escaped or classed characters are no quantifier: the
+  // semantic-version pattern (15 quantifiers) passes.
+  for (
+      const char* ok :
+      {R"(^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$)",
+       R"(^a*?b+?c??d{2}?e{1,3}?f*g+h?i{4}j{5,}k{6,7}(?:l)(?=m)(?!n)o*p+q?$)", R"(^\*\+\?[*+?]{16}$)",
+       R"(^(a?){15}$)"}) {
+    INFO(ok);
+    CHECK(unsupported_schema_keyword(pattern(ok)).empty());
+  }
+  // The whole schema's quantifiers, each pattern's count squared, are bounded too: four
+  // patterns at the limit pass, a fifth quantifier more does not.
+  json many = {{"type", "object"}, {"properties", json::object()}};
+  for (int i = 0; i < 4; ++i) many["properties"][std::to_string(i)] = {{"type", "string"}, {"pattern", "^(a?){15}$"}};
+  CHECK(unsupported_schema_keyword(many.dump()).empty());
+  many["properties"]["4"] = {{"type", "string"}, {"pattern", "^a?$"}};
+  CHECK(unsupported_schema_keyword(many.dump()) ==
+        "'patterns whose quantifier counts, each squared, sum to 1025 (hearth enforces up to 1024)' at /");
+}
+
 TEST_CASE("a schema for the grammar opens what says nothing of its members and keeps the declared order") {
   const Result<std::string> r = schema_for_grammar(
       R"({"type":"object","properties":{"zeta":{"type":"object"},"alpha":{"type":"array"}},"required":["zeta"]})");
