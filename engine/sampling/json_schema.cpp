@@ -190,7 +190,7 @@ std::string pattern_too_long(const std::string& what, std::string_view pattern) 
            std::to_string(kMaxSpelled) + ")";
   if (r.quantifiers > kMaxQuantifiers)
     return what + " with " +
-           (r.quantifiers >= kSaturated ? "over " + std::to_string(kMaxSpelled) : std::to_string(r.quantifiers)) +
+           (r.quantifiers >= kSaturated ? "over " + std::to_string(kSaturated - 1) : std::to_string(r.quantifiers)) +
            " quantifiers (*, +, ? or {n,m}, counted once per repeat of their group; hearth enforces up to " +
            std::to_string(kMaxQuantifiers) + ")";
   return "";
@@ -261,17 +261,13 @@ std::vector<PatternRepeats> patterns_here(const json& s) {
   return out;
 }
 
-// The characters s's own repeats spell out (its length bounds' larger, its patterns'
-// repeats), each at most kSaturated.
-std::vector<uint64_t> repeats_here(const json& s) {
-  std::vector<uint64_t> out;
+// The larger of s's own length bounds (0 when it has none), at most kSaturated.
+uint64_t length_bound(const json& s) {
   uint64_t length = 0;
   for (const char* key : {"minLength", "maxLength"})
     if (const auto v = s.find(key); v != s.end() && v->is_number_unsigned())
       length = std::max(length, std::min<uint64_t>(v->get<uint64_t>(), kSaturated));
-  if (length > 0) out.push_back(length);
-  for (const PatternRepeats& r : patterns_here(s)) out.push_back(r.spelled);
-  return out;
+  return length;
 }
 
 std::string first_unsupported(const json& schema) {
@@ -285,8 +281,12 @@ std::string first_unsupported(const json& schema) {
   // compile ten times as long as one).
   uint64_t squares = 0, quantifier_squares = 0;
   auto add = [&](const json& s, const std::string&) -> std::string {
-    for (uint64_t n : repeats_here(s)) squares += n * n;
-    for (const PatternRepeats& r : patterns_here(s)) quantifier_squares += r.quantifiers * r.quantifiers;
+    const uint64_t length = length_bound(s);
+    squares += length * length;
+    for (const PatternRepeats& r : patterns_here(s)) {
+      squares += r.spelled * r.spelled;
+      quantifier_squares += r.quantifiers * r.quantifiers;
+    }
     return "";
   };
   walk(schema, "", add);

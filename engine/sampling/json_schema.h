@@ -24,8 +24,8 @@ namespace hearth {
 // characters, nested groups multiplied, or with over 16 quantifiers (*, +, ?, {n,m}; a
 // group's counted once per repeat of it), or a schema whose repeats, each squared, sum past
 // 250,000, or whose patterns' quantifier counts, each squared, past 1,024. Keywords JSON
-// Schema does not
-// define are ignored, as validators ignore them. Text that is not JSON gives "".
+// Schema does not define are ignored, as validators ignore them. Text that is not JSON
+// gives "".
 std::string unsupported_schema_keyword(std::string_view schema);
 
 // The schema ready to compile, as compact JSON text: an error when it is not JSON, not an
