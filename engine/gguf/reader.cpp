@@ -89,7 +89,10 @@ class Parser {
   Status read_string(std::string_view& out, const std::string& what) {
     uint64_t len_pos = pos_;
     uint64_t len = 0;
-    HEARTH_TRY(read(len, what + ": string length"));
+    // The messages are built only on failure: a vocabulary is 100,000s of strings.
+    if (sizeof(len) > remaining()) return need(sizeof(len), what + ": string length");
+    std::memcpy(&len, p_ + pos_, sizeof(len));
+    pos_ += sizeof(len);
     if (len > remaining())
       return fail(len_pos, what + ": string length " + std::to_string(len) + " exceeds the " +
                                std::to_string(remaining()) + " bytes left in the file");
@@ -140,7 +143,7 @@ class Parser {
     }
     if (t != ValueType::ARRAY) {
       uint64_t n = value_size(t);
-      HEARTH_TRY(need(n, what + ": " + value_type_name(t) + " value"));
+      if (n > remaining()) return need(n, what + ": " + value_type_name(t) + " value");
       pos_ += n;
       return {};
     }

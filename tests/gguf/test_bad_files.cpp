@@ -99,6 +99,23 @@ TEST_CASE("absurd string lengths are rejected", "[gguf]") {
   check_error(b, "tensor 1 name: string length", name);
 }
 
+TEST_CASE("a file cut inside a string's length or a scalar names the field it cut", "[gguf]") {
+  // No tensors, and a long first key, so the header's counts fit what is left of the cut file.
+  Writer w;
+  w.set_u32("tiny.a_key_with_a_name_long_enough_to_pass_the_header_checks", 7);
+  w.set_string_array("tokenizer.tokens", {"a", "bc", "def"});
+  const std::vector<uint8_t> b = w.serialize();
+  const size_t u32 = after_string(b, "tiny.a_key_with_a_name_long_enough_to_pass_the_header_checks") + 4;
+  std::vector<uint8_t> cut(b.begin(), b.begin() + static_cast<long>(u32 + 2));
+  check_error(cut, "U32 value needs 4 bytes but only 2 remain", u32);
+  const size_t token = after_string(b, "bc");  // the third token's length follows
+  cut.assign(b.begin(), b.begin() + static_cast<long>(token + 5));
+  check_error(cut, "key 'tokenizer.tokens': string length needs 8 bytes but only 5 remain", token);
+  const size_t key = u32 + 4;  // the second key's length
+  cut.assign(b.begin(), b.begin() + static_cast<long>(key + 3));
+  check_error(cut, "metadata key 1: string length needs 8 bytes but only 3 remain", key);
+}
+
 TEST_CASE("absurd array lengths are rejected", "[gguf]") {
   auto b = small_file();
   size_t count = after_string(b, "tiny.arr") + 4 + 4;
