@@ -32,7 +32,10 @@ bool same_file(const std::string& a, const std::string& b) {
   return a == b || std::filesystem::equivalent(a, b, ec);
 }
 
-InstalledModel inspect_model(const std::string& path) {
+namespace {
+
+// What the listing says of a file before reading it: its names and its size and time.
+InstalledModel named_model(const std::string& path) {
   InstalledModel m;
   const fs::path p(path);
   m.path = path;
@@ -48,13 +51,11 @@ InstalledModel inspect_model(const std::string& path) {
     m.bytes = static_cast<int64_t>(st.st_size);
     m.modified = static_cast<int64_t>(st.st_mtime);
   }
+  return m;
+}
 
-  Result<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
-  if (!f) {
-    m.error = f.error().message;
-    return m;
-  }
-  const gguf::File& g = **f;
+// The rest, from the file's metadata.
+void describe(const gguf::File& g, InstalledModel& m) {
   if (Result<std::string_view> a = g.get_string("general.architecture")) m.arch = std::string(*a);
   if (Result<std::string_view> n = g.get_string("general.name")) m.name = std::string(*n);
   if (Result<int64_t> t = g.get_int("general.file_type")) m.quantization = file_type_name(*t);
@@ -62,12 +63,30 @@ InstalledModel inspect_model(const std::string& path) {
   ModelConfig config;
   if (Result<const Architecture*> arch = read_model_config(g, config); !arch) {
     m.error = arch.error().message;
-    return m;
+    return;
   }
   m.context_length = config.n_ctx_train;
   std::vector<std::string> ignored;  // a listing shows the defaults in force, not the file's faults
   m.sampling = model_sampling(g, m.catalog_name, &ignored);
   m.usable = true;
+}
+
+}  // namespace
+
+InstalledModel inspect_model(const std::string& path) {
+  InstalledModel m = named_model(path);
+  Result<std::unique_ptr<gguf::File>> f = gguf::File::open(path);
+  if (!f) {
+    m.error = f.error().message;
+    return m;
+  }
+  describe(**f, m);
+  return m;
+}
+
+InstalledModel inspect_model(const std::string& path, const gguf::File& file) {
+  InstalledModel m = named_model(path);
+  describe(file, m);
   return m;
 }
 

@@ -12,6 +12,10 @@
 
 namespace hearth {
 
+namespace gguf {
+class File;
+}  // namespace gguf
+
 struct InstalledModel {
   // The catalog name where the file is a catalog model's ("smollm2:135m"), else the file
   // name without ".gguf".
@@ -41,6 +45,8 @@ std::vector<InstalledModel> scan_models(const std::string& dir);
 
 // One file, as scan_models lists it.
 InstalledModel inspect_model(const std::string& path);
+// The same from the file at path, already open (not read again).
+InstalledModel inspect_model(const std::string& path, const gguf::File& file);
 
 // Whether two paths name one file (a model given by another path than the folder's).
 bool same_file(const std::string& a, const std::string& b);

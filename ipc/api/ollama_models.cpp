@@ -248,7 +248,7 @@ RouteResult ollama_show(const Call& call) {
   if (const auto it = call.body.find("verbose"); it != call.body.end() && it->is_boolean()) verbose = it->get<bool>();
   Result<std::unique_ptr<gguf::File>> file = gguf::File::open(h.path);
   if (!file) return fail(model_not_found(h.id + " (" + file.error().message + ")"));
-  const InstalledModel m = inspect_model(h.path);
+  const InstalledModel m = inspect_model(h.path, **file);
   // The template the model is served with: its engine's when loaded (a --chat-template
   // override included), else what its file says.
   const std::shared_ptr<const EngineRef> engine = h.loaded ? call.ctx.host->loaded(h.id) : nullptr;
