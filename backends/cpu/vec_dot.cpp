@@ -153,6 +153,13 @@ SimdLevel set_simd_level(SimdLevel level) {
   return l;
 }
 
+namespace detail {
+const int64_t kPrefetchBytesOverride = [] {
+  const char* env = std::getenv("HEARTH_PREFETCH_BYTES");
+  return env != nullptr && *env != '\0' ? std::max<int64_t>(0, std::atoll(env)) : int64_t{0};
+}();
+}  // namespace detail
+
 int decode_streams() {
   return streams().load(std::memory_order_relaxed);
 }

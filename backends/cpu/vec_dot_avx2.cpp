@@ -1,11 +1,22 @@
 // AVX2 + FMA + F16C kernels (this file alone is compiled with -mavx2 -mfma -mf16c).
 #define HEARTH_VNNI 0
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "backends/cpu/repack.h"
 #include "backends/cpu/vec_dot_x86.inc"
+// After vec_dot_x86.inc: it uses that file's helpers.
+#include "backends/cpu/gemm_q0_avx2.inc"
 
 namespace hearth::cpu::detail {
 
 const KernelTable& avx2_kernels() {
-  static const KernelTable kTable = make_table();
+  static const KernelTable kTable = [] {
+    KernelTable k = make_table();
+    use_q0_avx2_kernels(k);
+    return k;
+  }();
   return kTable;
 }
 

@@ -204,17 +204,13 @@ TEST_CASE("gemm over prefill-sized batches gives each (row, token) exactly vec_d
   }
 }
 
-// The AVX-512 Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K kernels keep the scalar reference's arithmetic (exact
-// integer sums per block, then combined with the scales in float, blocks in order), so they
-// must agree with it bit for bit, at decode and at prefill batch sizes.
-TEST_CASE("AVX-512 Q4_0, Q5_0, Q8_0, Q4_K and Q6_K give the scalar reference's floats bit for bit", "[vec_dot]") {
-  if (detect_simd_level() < SimdLevel::AVX512) {
-    WARN("skipped: this CPU has no AVX-512 VNNI");
-    return;
-  }
+namespace {
+
+// gemm at `level` against the scalar gemm, bit for bit, for each weight type of `types`.
+void bitwise_scalar_check(SimdLevel level, const std::vector<DType>& types) {
   std::mt19937 rng(23);
   constexpr int64_t kRows = 21;
-  for (DType w : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType w : types) {
     CAPTURE(dtype_info(w).name);
     const int64_t be = dtype_info(w).block_elems;
     const std::vector<int64_t> sizes =
@@ -231,11 +227,35 @@ TEST_CASE("AVX-512 Q4_0, Q5_0, Q8_0, Q4_K and Q6_K give the scalar reference's f
           A.insert(A.end(), row.begin(), row.end());
         }
         std::vector<float> got(static_cast<size_t>(kRows * n_tok)), want(got.size());
-        gemm_at(SimdLevel::AVX512, w, n, W.data(), ws, 0, kRows, A.data(), as, n_tok, got.data(), kRows);
+        gemm_at(level, w, n, W.data(), ws, 0, kRows, A.data(), as, n_tok, got.data(), kRows);
         gemm_at(SimdLevel::Scalar, w, n, W.data(), ws, 0, kRows, A.data(), as, n_tok, want.data(), kRows);
         for (size_t i = 0; i < got.size(); ++i) REQUIRE(hearth::fp32_to_bits(got[i]) == hearth::fp32_to_bits(want[i]));
       }
     }
+  }
+}
+
+}  // namespace
+
+// The AVX2 Q4_0 / Q5_0 / Q8_0 and the AVX-512 Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K kernels keep the
+// scalar reference's arithmetic (exact integer sums per block, then combined with the scales
+// in float, blocks in order), so they must agree with it bit for bit, at decode and at
+// prefill batch sizes, on whole 16-row groups and a partial one.
+TEST_CASE("AVX2 *_0 and AVX-512 *_0, Q4_K and Q6_K give the scalar reference's floats bit for bit", "[vec_dot]") {
+  struct Case {
+    SimdLevel level;
+    std::vector<DType> types;
+  };
+  const std::vector<Case> cases = {
+      {SimdLevel::AVX2, {DType::Q4_0, DType::Q5_0, DType::Q8_0}},
+      {SimdLevel::AVX512, {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}}};
+  for (const Case& c : cases) {
+    if (detect_simd_level() < c.level) {
+      WARN("skipped: this CPU has no " << simd_level_name(c.level));
+      continue;
+    }
+    CAPTURE(simd_level_name(c.level));
+    bitwise_scalar_check(c.level, c.types);
   }
 }
 
