@@ -53,8 +53,9 @@ int64_t amx_peak_loop(int64_t reps);
 
 // HEARTH_PREFETCH_BYTES=N (N > 0): every repacked kernel's weight prefetch distance, to
 // measure a machine; 0 when unset. Read once, here, by vec_dot.cpp: an initializer in a
-// file built for one ISA could run that ISA's instructions on any CPU at start-up (it did:
-// AVX-512 code on an AVX2 machine, SIGILL before main).
+// file built for one ISA could run that ISA's instructions on any CPU at start-up (with it
+// in the AVX-512 file, every binary died of SIGILL before main on an AVX2 machine whenever
+// the variable was set).
 extern const int64_t kPrefetchBytesOverride;
 
 inline int type_index(DType t) {
