@@ -80,6 +80,11 @@ constexpr double kQ8LogitMaxTolStd = 1.5;
 constexpr double kQ8LogitRmsTolStd = 0.6;
 constexpr double kQ8NearTie = 1.0;
 constexpr double kQ8MaxDifferFraction = 0.03;
+// The sanitizer's run compares only the first 8 generated positions of each prompt (120),
+// and near-ties crowd there: measured 4 of those 120 at AVX-512 and 8 at AVX2 (Zen 3,
+// Release; the first 240 give 13 and all 960 give 18, each at an f16 gap <= 0.44), so 3%
+// of them is no bound on a short run. It gets 10%; the gap and logit bounds are unchanged.
+constexpr double kQ8ShortRunDifferFraction = 0.10;
 
 constexpr int kThreads = 2;
 
@@ -367,7 +372,7 @@ TEST_CASE("a q8_0 KV cache keeps the logits and greedy tokens of f16 within its 
   CHECK(drift.max_std <= kQ8LogitMaxTolStd);
   CHECK(drift.rms_std <= kQ8LogitRmsTolStd);
   CHECK(drift.max_differ_gap < kQ8NearTie);
-  // Each change is a near-tie (above); their share is bounded too, with room for the few
-  // a short run meets (the sanitizer's 8 tokens per prompt: 4 of 120).
-  CHECK(drift.differ <= std::max(5.0, std::ceil(kQ8MaxDifferFraction * drift.compared)));
+  // Each change is a near-tie (above); their share is bounded too.
+  const double share = n_gen < 64 ? kQ8ShortRunDifferFraction : kQ8MaxDifferFraction;
+  CHECK(drift.differ <= std::ceil(share * drift.compared));
 }
