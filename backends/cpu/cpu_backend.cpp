@@ -55,9 +55,10 @@ class CpuBackend final : public Backend {
     return b;
   }
 
-  // Q4_0 / Q5_0 / Q8_0 / Q4_K weights that MatMul reads go to the row-interleaved layouts
-  // of repack.h when this CPU's kernels have them (AVX-512): same values, same results, the
-  // transposition done once here instead of at every use (GetRows takes a row back out).
+  // Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K weights that MatMul reads go to the row-interleaved
+  // layouts of repack.h when this CPU's kernels have them (repack_useful): same values,
+  // same results, the transposition done once here instead of at every use (GetRows takes
+  // a row back out).
   // The copy replaces the mapping's pages (released when host_droppable), so the weights
   // are not held twice.
   Status prepare_matmul_weights(std::span<const Tensor> weights, bool host_droppable) override {

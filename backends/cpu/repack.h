@@ -60,7 +60,7 @@ inline constexpr size_t kQ6KBlock = kQ6KHigh + 16 * 64;
 
 // Whether a tensor of `rows` rows of n elements of type w has a repacked layout whose
 // kernel at `level` is faster than the plain rows' (today: Q4_0, Q5_0, Q8_0, Q4_K and Q6_K
-// at AVX-512; Q4_0, Q5_0 and Q8_0 at AVX2).
+// at AVX-512; Q4_0, Q5_0, Q8_0 and Q4_K at AVX2).
 bool repack_useful(DType w, SimdLevel level, int64_t n, int64_t rows);
 
 // Bytes of the repacked form of `rows` rows (a multiple of kRepackRows) of n elements: the

@@ -58,11 +58,12 @@ TEST_CASE("repacking is chosen only where a kernel reads the layout", "[repack]"
   CHECK_FALSE(repack_useful(DType::Q5_0, SimdLevel::Scalar, 896, 64));
   CHECK_FALSE(repack_useful(DType::Q5_0, detect_simd_level(), 896, 20));  // not whole 16-row groups
   CHECK_FALSE(repack_useful(DType::Q5_0, detect_simd_level(), 896, 0));
-  if (detect_simd_level() >= SimdLevel::AVX2) {  // the *_0 types only (gemm_q0_avx2.inc)
+  if (detect_simd_level() >= SimdLevel::AVX2) {  // the *_0 types and Q4_K (gemm_q0_avx2.inc, gemm_q4k_avx2.inc)
     CHECK(repack_useful(DType::Q5_0, SimdLevel::AVX2, 896, 64));
     CHECK(repack_useful(DType::Q4_0, SimdLevel::AVX2, 640, 16));
     CHECK(repack_useful(DType::Q8_0, SimdLevel::AVX2, 640, 262144));
-    CHECK_FALSE(repack_useful(DType::Q4_K, SimdLevel::AVX2, 4864, 896));
+    CHECK(repack_useful(DType::Q4_K, SimdLevel::AVX2, 4864, 896));
+    CHECK_FALSE(repack_useful(DType::Q4_K, SimdLevel::AVX2, 896, 64));  // not whole super-blocks
     CHECK_FALSE(repack_useful(DType::Q6_K, SimdLevel::AVX2, 4864, 896));
   }
   if (detect_simd_level() >= SimdLevel::AVX512) {
