@@ -17,6 +17,7 @@
 #include "backends/cpu/quant_ref.h"
 #include "backends/cpu/vec_dot.h"
 #include "quant/quant_test_util.h"
+#include "test_util.h"
 
 namespace {
 
@@ -126,8 +127,12 @@ std::vector<int32_t> shuffled_slots(int32_t n_slots, int32_t n, std::mt19937& rn
 TEST_CASE("Attention's row-tiled schedule gives the per-row schedule's output bit for bit") {
   Restore restore;
   const Shape shapes[] = {{"gemma3-270m", 4, 1, 256}, {"qwen2.5-0.5b", 14, 2, 64}};
-  const Batch batches[] = {{0, 1, 1},      {300, 1, 301}, {0, 15, 15},    {0, 64, 64},    {0, 65, 130},
-                           {200, 63, 263}, {0, 600, 600}, {512, 88, 600}, {100, 333, 433}};
+  std::vector<Batch> batches = {{0, 1, 1},      {300, 1, 301}, {0, 15, 15},    {0, 64, 64},    {0, 65, 130},
+                                {200, 63, 263}, {0, 600, 600}, {512, 88, 600}, {100, 333, 433}};
+  // Under the sanitizers (116 s there, 15x Release) without the 600-row prompt, 61% of the
+  // work: {512, 88, 600} still crosses the 512 window over 600 keys, {100, 333, 433} still
+  // walks many row and key tiles.
+  if (test::kSanitized) std::erase_if(batches, [](const Batch& b) { return b.n_q == 600; });
   const int32_t max_kv = 600, n_slots = 640;
   std::mt19937 rng(2026);
   for (const Shape& shape : shapes)
